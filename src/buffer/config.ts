@@ -1,0 +1,14 @@
+import { z } from 'zod';
+import { byteSize, durationMs } from '../config/units.js';
+
+export const bufferSchema = z
+  .strictObject({
+    path: z.string().min(1).default('./data/buffer.db').meta({ description: 'SQLite file holding every sample until the service has it; relative paths are relative to the working directory', examples: ['/var/lib/edge-gateway/buffer.db'] }),
+    commit_interval: durationMs({ min: 1, max: 1_000 }).default(100).meta({ description: 'Group commit: samples arriving within this time are written in one transaction', examples: ['100ms'] }),
+    synchronous: z.enum(['full', 'normal']).default('full').meta({ description: 'SQLite synchronous mode. full survives power loss; normal survives process crashes only' }),
+    max_bytes: byteSize({ min: 1_000_000 }).default(2_000_000_000).meta({ description: 'Largest size of the buffer; what happens beyond it is set by when_full', examples: ['2GB'] }),
+    when_full: z.enum(['drop_oldest', 'refuse_new']).default('drop_oldest').meta({ description: 'drop_oldest deletes the oldest unsent samples to make room; refuse_new drops incoming samples. Both are counted and logged' }),
+  })
+  .meta({ description: 'The durable store-and-forward buffer' });
+
+export type BufferConfig = z.output<typeof bufferSchema>;

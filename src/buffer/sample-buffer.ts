@@ -1,0 +1,677 @@
+/**
+ * The durable store-and-forward buffer for samples.
+ *
+ * INVARIANTS (tests in test/buffer/ and the crash harness check them):
+ *
+ *  I1  `append()` resolves only after the transaction holding its samples has committed (with
+ *      synchronous=FULL: durable against power loss), or after the samples were deliberately
+ *      dropped by the full-buffer policy, which is counted in `gateway_buffer_dropped_samples_total`
+ *      and logged once per episode. A source may acknowledge its device/broker only after that.
+ *  I2  A row leaves the `samples` table only when (a) the service answered 2xx for a batch holding
+ *      it, (b) a finished import job accounted for it, (c) it moves to `set_aside` in the same
+ *      transaction, or (d) the full-buffer policy dropped it (counted, logged).
+ *  I3  `seq` is assigned from `meta.next_seq`, which is written in the same transaction as the
+ *      rows, so a seq is never reused, not even across crashes. An acknowledgement by seq can
+ *      therefore never delete a different, later sample.
+ *  I4  At any moment a row is held by at most one sender: the sync path (in-memory in-flight set)
+ *      or one import job (a durable seq range in `import_jobs`). Claims are advisory state: after
+ *      a crash, in-flight sync claims are simply gone and the rows are sent again, which the
+ *      service's replace-on-same-(variable, timestamp) rule makes harmless (CONTRACT.md).
+ *  I5  The sync path claims the newest rows first (live data stays fresh); import jobs take the
+ *      oldest rows (backfill). They meet only when the backlog is nearly gone.
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import type { Logger } from 'pino';
+import type { Clock } from '../core/clock.js';
+import { describeError, errorCode } from '../core/errors.js';
+import type { Metrics } from '../core/metrics.js';
+import type { Sample, SampleSink } from '../core/sample.js';
+
+export interface BufferOptions {
+  commitIntervalMs: number;
+  maxBytes: number;
+  whenFull: 'drop_oldest' | 'refuse_new';
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  /** Samples held in memory while the disk refuses writes; beyond this the newest are dropped (counted). */
+  maxPendingSamples?: number;
+  /** A commit is started at once when this many samples are pending, without waiting for the interval. */
+  commitEagerSamples?: number;
+}
+
+export interface BufferedRow {
+  seq: number;
+  variable: string;
+  ts: number;
+  value: number;
+}
+
+export interface SeqRange {
+  from: number;
+  to: number;
+}
+
+export interface FullEpisode {
+  policy: 'drop_oldest' | 'refuse_new' | 'memory';
+  startedAt: number;
+  samplesLost: number;
+  /** Sample-timestamp range of what was lost. */
+  fromTs: number | null;
+  toTs: number | null;
+}
+
+export interface BufferStats {
+  /** Rows in the samples table (unsent). */
+  rows: number;
+  /** Rows claimed by the sync path right now. */
+  inflight: number;
+  /** Rows inside import-job ranges. */
+  reserved: number;
+  /** Rows a sender may claim now. */
+  available: number;
+  pendingSamples: number;
+  usedBytes: number;
+  fileBytes: number;
+  maxBytes: number;
+  oldestTs: number | null;
+  committedTotal: number;
+  droppedTotal: number;
+  writable: boolean;
+  lastWriteError: { code: string; message: string; at: number } | null;
+  fullEpisode: FullEpisode | null;
+}
+
+interface PendingAppend {
+  samples: readonly Sample[];
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+const CLAIM_COLUMNS = 'seq, var, ts, value';
+
+export class SampleBuffer implements SampleSink {
+  private readonly db: Database;
+  private readonly opts: Required<BufferOptions>;
+  private readonly varIds = new Map<string, number>();
+  private readonly varNames = new Map<number, string>();
+  private nextSeq: number;
+  private rowCount: number;
+  private pending: PendingAppend[] = [];
+  private pendingSamples = 0;
+  private ackQueue: number[] = [];
+  /** Seqs claimed by the sync path (and acked-but-not-yet-deleted ones). */
+  private readonly inflight = new Set<number>();
+  /** Import-job ranges, sorted by `from`, with their row counts. */
+  private reserved: Array<SeqRange & { rows: number }> = [];
+  private reservedRows = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private committing = false;
+  private writable = true;
+  private lastWriteError: BufferStats['lastWriteError'] = null;
+  private committedTotal = 0;
+  private droppedTotal = 0;
+  private episode: FullEpisode | null = null;
+  private lastDropAt = 0;
+  private writeFailures = 0;
+  private readonly listeners = new Set<() => void>();
+  private readonly pageSize: number;
+
+  private readonly st: {
+    insert: Statement;
+    insertVar: Statement;
+    setNextSeq: Statement;
+    deleteSeq: Statement;
+    newestBetween: Statement;
+    oldestBetween: Statement;
+    oldestTs: Statement;
+    insertSetAside: Statement;
+    pageCount: Statement;
+    freelistCount: Statement;
+    countBetween: Statement;
+  };
+
+  constructor(db: Database, options: BufferOptions) {
+    this.db = db;
+    this.opts = { maxPendingSamples: 2_000_000, commitEagerSamples: 50_000, ...options };
+    this.st = {
+      insert: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
+      insertVar: db.prepare('INSERT INTO variables (name) VALUES (?)'),
+      setNextSeq: db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+      deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
+      newestBetween: db.prepare(`SELECT ${CLAIM_COLUMNS} FROM samples WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?`).raw(true),
+      oldestBetween: db.prepare(`SELECT ${CLAIM_COLUMNS} FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT ?`).raw(true),
+      oldestTs: db.prepare('SELECT ts FROM samples ORDER BY seq ASC LIMIT 1').pluck(true),
+      insertSetAside: db.prepare(
+        'INSERT INTO set_aside (variable, ts, value, path, reason, detail, job_id, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      pageCount: db.prepare('PRAGMA page_count').pluck(true),
+      freelistCount: db.prepare('PRAGMA freelist_count').pluck(true),
+      countBetween: db.prepare('SELECT count(*) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
+    };
+    this.pageSize = db.pragma('page_size', { simple: true }) as number;
+    for (const [id, name] of db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>) {
+      this.varIds.set(name, id);
+      this.varNames.set(id, name);
+    }
+    const storedNext = db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true).get() as string | undefined;
+    const maxSeq = (db.prepare('SELECT max(seq) FROM samples').pluck(true).get() as number | null) ?? 0;
+    this.nextSeq = Math.max(Number(storedNext ?? 1), maxSeq + 1);
+    this.rowCount = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
+    this.opts.metrics.bufferWritable.set(1);
+    this.refreshGauges();
+  }
+
+  // ---------------------------------------------------------------- ingest (group commit)
+
+  append(samples: readonly Sample[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('buffer is closed'));
+    if (samples.length === 0) return Promise.resolve();
+    if (this.pendingSamples + samples.length > this.opts.maxPendingSamples) {
+      // The disk has refused writes for long enough that memory is the limit: drop the newest
+      // (these) rather than grow without bound. Counted and reported like any other drop.
+      this.recordDrop('memory', samples.map((s) => s.ts));
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ samples, resolve, reject });
+      this.pendingSamples += samples.length;
+      this.scheduleCommit();
+    });
+  }
+
+  /** Commits everything pending now. Resolves when done (or when the write failed and a retry is scheduled). */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.commit();
+  }
+
+  private scheduleCommit(): void {
+    if (this.retryTimer) return; // the disk refused writes; the retry loop will commit
+    if (this.pendingSamples >= this.opts.commitEagerSamples) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.commit();
+      }, 0);
+      return;
+    }
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.commit();
+    }, this.opts.commitIntervalMs);
+  }
+
+  private readonly commitTx = (batch: PendingAppend[], acks: number[], refuse: boolean): number => {
+    let inserted = 0;
+    if (!refuse) {
+      let seq = this.nextSeq;
+      for (const p of batch) {
+        for (const s of p.samples) {
+          if (!Number.isFinite(s.value) || !Number.isFinite(s.ts)) continue;
+          this.st.insert.run(seq++, this.variableId(s.variable), Math.trunc(s.ts), s.value);
+          inserted++;
+        }
+      }
+      if (inserted > 0) this.st.setNextSeq.run(String(seq));
+    }
+    for (const seq of acks) this.st.deleteSeq.run(seq);
+    return inserted;
+  };
+
+  private commit(): void {
+    if (this.closed || this.committing || (this.pending.length === 0 && this.ackQueue.length === 0)) return;
+    this.committing = true;
+    const batch = this.pending;
+    const samples = this.pendingSamples;
+    const acks = this.ackQueue;
+    this.pending = [];
+    this.pendingSamples = 0;
+    this.ackQueue = [];
+    const refuse = this.opts.whenFull === 'refuse_new' && this.overLimit();
+    const started = performance.now();
+    const seqBefore = this.nextSeq;
+    const varsBefore = this.varIds.size;
+    try {
+      const inserted = this.db.transaction(this.commitTx).immediate(batch, acks, refuse);
+      this.nextSeq = seqBefore + inserted;
+      this.rowCount += inserted - acks.length;
+      for (const seq of acks) this.inflight.delete(seq);
+      this.committedTotal += inserted;
+      this.opts.metrics.bufferCommits.inc();
+      this.opts.metrics.bufferCommittedSamples.inc(inserted);
+      this.opts.metrics.bufferCommitSeconds.observe((performance.now() - started) / 1000);
+      if (refuse && samples > 0) this.recordDrop('refuse_new', batch.flatMap((p) => p.samples.map((s) => s.ts)));
+      if (inserted < samples && !refuse) this.opts.metrics.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
+      this.markWritable();
+      for (const p of batch) p.resolve();
+      if (this.opts.whenFull === 'drop_oldest' && this.overLimit()) this.dropOldest();
+      this.maybeEndEpisode();
+      this.refreshGauges();
+      if (inserted > 0 || acks.length > 0) this.notify();
+    } catch (err) {
+      // Roll back in-memory state; the transaction rolled back the file.
+      this.nextSeq = seqBefore;
+      this.forgetVariablesFrom(varsBefore);
+      this.pending = batch.concat(this.pending);
+      this.pendingSamples += samples;
+      this.ackQueue = acks.concat(this.ackQueue);
+      this.onWriteFailure(err);
+    } finally {
+      this.committing = false;
+    }
+    if (this.pending.length > 0 && !this.retryTimer) this.scheduleCommit();
+  }
+
+  private variableId(name: string): number {
+    let id = this.varIds.get(name);
+    if (id === undefined) {
+      id = Number(this.st.insertVar.run(name).lastInsertRowid);
+      this.varIds.set(name, id);
+      this.varNames.set(id, name);
+    }
+    return id;
+  }
+
+  /** Undo dictionary entries created inside a transaction that rolled back. */
+  private forgetVariablesFrom(sizeBefore: number): void {
+    if (this.varIds.size === sizeBefore) return;
+    const entries = [...this.varIds.entries()];
+    for (const [name, id] of entries.slice(sizeBefore)) {
+      this.varIds.delete(name);
+      this.varNames.delete(id);
+    }
+  }
+
+  // ---------------------------------------------------------------- disk full and full-buffer policy
+
+  private onWriteFailure(err: unknown): void {
+    const code = errorCode(err, 'SQLITE_ERROR');
+    this.writeFailures += 1;
+    this.writable = false;
+    this.lastWriteError = { code, message: describeError(err), at: this.opts.clock.now() };
+    this.opts.metrics.bufferWriteErrors.inc({ code });
+    this.opts.metrics.bufferWritable.set(0);
+    if (this.writeFailures === 1) {
+      this.opts.logger.error({ code, err: describeError(err), pending_samples: this.pendingSamples }, 'buffer write failed; samples are held in memory and the write is retried');
+    }
+    if (code === 'SQLITE_FULL') {
+      // The disk (or the file's page limit) is full. Apply the policy so that ingest can go on.
+      if (this.opts.whenFull === 'drop_oldest') this.dropOldest(true);
+      else this.refusePending();
+    }
+    const delay = Math.min(5_000, 250 * 2 ** Math.min(5, this.writeFailures - 1));
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.commit();
+    }, delay);
+  }
+
+  private markWritable(): void {
+    if (!this.writable) {
+      this.opts.logger.warn({ failed_attempts: this.writeFailures }, 'buffer writes succeed again');
+    }
+    this.writable = true;
+    this.writeFailures = 0;
+    this.opts.metrics.bufferWritable.set(1);
+  }
+
+  /** refuse_new on a full disk: the pending samples are dropped (counted) so sources are not blocked. */
+  private refusePending(): void {
+    const batch = this.pending;
+    this.pending = [];
+    this.pendingSamples = 0;
+    if (batch.length === 0) return;
+    this.recordDrop('refuse_new', batch.flatMap((p) => p.samples.map((s) => s.ts)));
+    for (const p of batch) p.resolve();
+  }
+
+  /** Bytes in use by the database (pages minus free pages). */
+  usedBytes(): number {
+    const pages = this.st.pageCount.get() as number;
+    const free = this.st.freelistCount.get() as number;
+    return (pages - free) * this.pageSize;
+  }
+
+  private overLimit(): boolean {
+    return this.usedBytes() > this.opts.maxBytes;
+  }
+
+  /**
+   * Deletes the oldest rows no sender holds until the database is below the limit with some
+   * headroom (so the policy does not run on every commit). With `diskFull` the limit is not the
+   * trigger, so a fixed slice is dropped to make room for pending samples.
+   */
+  private dropOldest(diskFull = false): void {
+    const used = this.usedBytes();
+    const perRow = this.rowCount > 0 ? Math.max(8, used / this.rowCount) : 32;
+    const headroom = this.opts.maxBytes * 0.02;
+    let target = diskFull
+      ? Math.max(1_000, Math.ceil((this.pendingSamples * perRow + headroom) / perRow))
+      : Math.ceil((used - this.opts.maxBytes + headroom) / perRow);
+    target = Math.min(target, this.rowCount);
+    if (target <= 0) return;
+    const victims = this.oldestUnheld(target);
+    if (victims.length === 0) return;
+    try {
+      this.db.transaction(() => {
+        for (const row of victims) this.st.deleteSeq.run(row[0]);
+      })();
+      this.rowCount -= victims.length;
+      this.recordDrop('drop_oldest', victims.map((r) => r[2]));
+    } catch (err) {
+      this.opts.logger.error({ err: describeError(err) }, 'could not delete the oldest samples to make room');
+    }
+  }
+
+  /** The oldest rows that are neither in flight nor inside an import-job range. */
+  private oldestUnheld(limit: number): Array<[number, number, number, number]> {
+    const out: Array<[number, number, number, number]> = [];
+    for (const gap of this.gapsAscending()) {
+      let lo = gap.lo;
+      while (out.length < limit) {
+        const rows = this.st.oldestBetween.all(lo, gap.hi, Math.min(10_000, limit - out.length + this.inflight.size)) as Array<[number, number, number, number]>;
+        if (rows.length === 0) break;
+        for (const r of rows) if (!this.inflight.has(r[0]) && out.length < limit) out.push(r);
+        lo = rows[rows.length - 1][0];
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  private recordDrop(policy: FullEpisode['policy'], timestamps: number[]): void {
+    if (timestamps.length === 0) return;
+    let min = Infinity;
+    let max = -Infinity;
+    for (const t of timestamps) {
+      if (t < min) min = t;
+      if (t > max) max = t;
+    }
+    const now = this.opts.clock.now();
+    if (!this.episode) {
+      this.episode = { policy, startedAt: now, samplesLost: 0, fromTs: null, toTs: null };
+      this.opts.logger.warn(
+        { policy, used_bytes: this.usedBytes(), max_bytes: this.opts.maxBytes },
+        policy === 'drop_oldest'
+          ? 'buffer is full: dropping the oldest unsent samples to make room (buffer.when_full = drop_oldest)'
+          : policy === 'refuse_new'
+            ? 'buffer is full: refusing new samples until there is room (buffer.when_full = refuse_new)'
+            : 'buffer cannot write and its memory queue is full: dropping new samples',
+      );
+    }
+    const e = this.episode;
+    e.samplesLost += timestamps.length;
+    e.fromTs = e.fromTs === null ? min : Math.min(e.fromTs, min);
+    e.toTs = e.toTs === null ? max : Math.max(e.toTs, max);
+    this.droppedTotal += timestamps.length;
+    this.lastDropAt = this.opts.clock.monotonic();
+    this.opts.metrics.bufferDroppedSamples.inc({ policy }, timestamps.length);
+  }
+
+  /** An episode ends once no drop has happened for a while and the buffer is below its limit. */
+  private maybeEndEpisode(force = false): void {
+    const e = this.episode;
+    if (!e) return;
+    if (!force && (this.opts.clock.monotonic() - this.lastDropAt < 10_000 || !this.writable)) return;
+    this.episode = null;
+    this.opts.logger.error(
+      {
+        policy: e.policy,
+        samples_lost: e.samplesLost,
+        from: e.fromTs === null ? null : new Date(e.fromTs).toISOString(),
+        to: e.toTs === null ? null : new Date(e.toTs).toISOString(),
+        started_at: new Date(e.startedAt).toISOString(),
+      },
+      `buffer full episode ended: ${e.samplesLost} samples were lost`,
+    );
+  }
+
+  // ---------------------------------------------------------------- claims (sync path)
+
+  /**
+   * Claims up to `limit` of the newest rows no one holds (I4, I5). The caller must later `ack` or
+   * `release` every returned row.
+   */
+  claimNewest(limit: number): BufferedRow[] {
+    const out: BufferedRow[] = [];
+    if (limit <= 0) return out;
+    for (const gap of this.gapsDescending()) {
+      let hi = gap.hi;
+      while (out.length < limit) {
+        const want = limit - out.length + this.inflight.size;
+        const rows = this.st.newestBetween.all(gap.lo, hi, want) as Array<[number, number, number, number]>;
+        if (rows.length === 0) break;
+        for (const [seq, varId, ts, value] of rows) {
+          if (this.inflight.has(seq)) continue;
+          this.inflight.add(seq);
+          out.push({ seq, variable: this.varNames.get(varId) ?? `#${varId}`, ts, value });
+          if (out.length >= limit) break;
+        }
+        if (rows.length < want) break;
+        hi = rows[rows.length - 1][0];
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /** Gives claimed rows back (transient failure); they will be claimed again. */
+  release(rows: readonly { seq: number }[]): void {
+    for (const r of rows) this.inflight.delete(r.seq);
+    if (rows.length > 0) this.notify();
+  }
+
+  /**
+   * The service acknowledged these rows (2xx). They stay excluded from claims and are deleted in
+   * the next group commit; losing that delete in a crash only means sending them again (I4).
+   */
+  ack(rows: readonly { seq: number }[]): void {
+    if (this.closed) return;
+    for (const r of rows) {
+      this.inflight.add(r.seq);
+      this.ackQueue.push(r.seq);
+    }
+    this.scheduleCommit();
+  }
+
+  /**
+   * Moves rows to the set-aside table with the service's message, in one transaction (I2c).
+   * Works for sync-claimed rows and for rows of an import-job range.
+   */
+  setAside(rows: readonly BufferedRow[], info: { path: 'sync' | 'import'; reason: string; detail?: unknown; jobId?: string; requestId?: string }): void {
+    if (rows.length === 0) return;
+    const now = this.opts.clock.now();
+    const detail = info.detail === undefined ? null : JSON.stringify(info.detail);
+    this.db.transaction(() => {
+      for (const r of rows) {
+        this.st.insertSetAside.run(r.variable, r.ts, r.value, info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
+        this.st.deleteSeq.run(r.seq);
+      }
+    })();
+    for (const r of rows) this.inflight.delete(r.seq);
+    this.rowCount -= rows.length;
+    this.refreshGauges();
+  }
+
+  // ---------------------------------------------------------------- import-job ranges (backfill)
+
+  /** Marks a seq range as held by an import job (the ledger row is the durable record). */
+  reserveRange(range: SeqRange): void {
+    const rows = this.st.countBetween.get(range.from, range.to) as number;
+    this.reserved.push({ ...range, rows });
+    this.reserved.sort((a, b) => a.from - b.from);
+    this.reservedRows += rows;
+  }
+
+  /** Shrinks a reserved range to what the file actually holds (the rest returns to the queue). */
+  shrinkRange(range: SeqRange, newTo: number): void {
+    const r = this.reserved.find((x) => x.from === range.from && x.to === range.to);
+    if (!r) return;
+    this.reservedRows -= r.rows;
+    r.to = newTo;
+    r.rows = this.st.countBetween.get(r.from, r.to) as number;
+    this.reservedRows += r.rows;
+    this.notify();
+  }
+
+  /** Ends a reservation without deleting (a failed job returns its rows to the queue). */
+  releaseRange(range: SeqRange): void {
+    const i = this.reserved.findIndex((x) => x.from === range.from && x.to === range.to);
+    if (i < 0) return;
+    this.reservedRows -= this.reserved[i].rows;
+    this.reserved.splice(i, 1);
+    this.notify();
+  }
+
+  /** A finished import job accounted for the range: delete its rows (I2b) and end the reservation. */
+  deleteRange(range: SeqRange): number {
+    let deleted = 0;
+    const del = this.db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?');
+    // In slices so one huge delete does not stall ingest for seconds.
+    const slice = 50_000;
+    for (let from = range.from; from <= range.to; from += slice) {
+      const to = Math.min(range.to, from + slice - 1);
+      deleted += this.db.transaction(() => del.run(from, to).changes)();
+    }
+    this.rowCount -= deleted;
+    this.releaseRange(range);
+    this.refreshGauges();
+    return deleted;
+  }
+
+  /** Reads rows of a range in seq order, `chunk` at a time (short reads, so the WAL can checkpoint). */
+  *readRange(range: SeqRange, chunk = 5_000): Generator<BufferedRow[]> {
+    let lo = range.from - 1;
+    const stmt = this.st.oldestBetween;
+    while (true) {
+      const rows = stmt.all(lo, range.to + 1, chunk) as Array<[number, number, number, number]>;
+      if (rows.length === 0) return;
+      yield rows.map(([seq, varId, ts, value]) => ({ seq, variable: this.varNames.get(varId) ?? `#${varId}`, ts, value }));
+      lo = rows[rows.length - 1][0];
+      if (rows.length < chunk) return;
+    }
+  }
+
+  /** The oldest seq not held by anyone, and how many rows follow it, for sizing an import job. */
+  oldestUnreserved(): number | null {
+    const rows = this.oldestUnheld(1);
+    return rows.length > 0 ? rows[0][0] : null;
+  }
+
+  get reservedRanges(): readonly SeqRange[] {
+    return this.reserved;
+  }
+
+  get database(): Database {
+    return this.db;
+  }
+
+  /** Lowest seq currently claimed by the sync path, or null. */
+  lowestInflight(): number | null {
+    let min: number | null = null;
+    for (const s of this.inflight) if (min === null || s < min) min = s;
+    return min;
+  }
+
+  private gapsDescending(): Array<{ lo: number; hi: number }> {
+    const gaps: Array<{ lo: number; hi: number }> = [];
+    let hi = Number.MAX_SAFE_INTEGER;
+    for (let i = this.reserved.length - 1; i >= 0; i--) {
+      const r = this.reserved[i];
+      if (r.to + 1 < hi) gaps.push({ lo: r.to, hi });
+      hi = Math.min(hi, r.from);
+    }
+    gaps.push({ lo: 0, hi });
+    return gaps;
+  }
+
+  private gapsAscending(): Array<{ lo: number; hi: number }> {
+    return this.gapsDescending().reverse();
+  }
+
+  // ---------------------------------------------------------------- observation
+
+  /** Called after every commit that changed the table and after releases. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private notify(): void {
+    for (const l of this.listeners) l();
+  }
+
+  /** Rows a sender may claim now. Acked rows stay in both `inflight` and `rowCount` until deleted. */
+  get available(): number {
+    return Math.max(0, this.rowCount - this.inflight.size - this.reservedRows);
+  }
+
+  stats(): BufferStats {
+    const used = this.usedBytes();
+    return {
+      rows: this.rowCount,
+      inflight: this.inflight.size,
+      reserved: this.reservedRows,
+      available: this.available,
+      pendingSamples: this.pendingSamples,
+      usedBytes: used,
+      fileBytes: this.fileBytes(),
+      maxBytes: this.opts.maxBytes,
+      oldestTs: (this.st.oldestTs.get() as number | undefined) ?? null,
+      committedTotal: this.committedTotal,
+      droppedTotal: this.droppedTotal,
+      writable: this.writable,
+      lastWriteError: this.lastWriteError,
+      fullEpisode: this.episode ? { ...this.episode } : null,
+    };
+  }
+
+  private fileBytes(): number {
+    const pages = this.st.pageCount.get() as number;
+    return pages * this.pageSize;
+  }
+
+  refreshGauges(): void {
+    const m = this.opts.metrics;
+    m.bufferRows.set(this.rowCount);
+    m.bufferBytes.set(this.usedBytes());
+    m.bufferFileBytes.set(this.fileBytes());
+    const oldest = this.st.oldestTs.get() as number | undefined;
+    m.bufferOldestAge.set(oldest === undefined ? 0 : Math.max(0, (this.opts.clock.now() - oldest) / 1000));
+  }
+
+  // ---------------------------------------------------------------- shutdown
+
+  /** Commits what is pending, then closes the database. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.timer = null;
+    this.retryTimer = null;
+    this.commit();
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.timer) clearTimeout(this.timer);
+    this.maybeEndEpisode(true);
+    for (const p of this.pending) p.reject(new Error('buffer closed before these samples could be written'));
+    this.pending = [];
+    try {
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch {
+      // a busy or full disk must not keep the process from exiting; the WAL is replayed at next open
+    }
+    this.db.close();
+  }
+}

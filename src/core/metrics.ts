@@ -1,0 +1,95 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The one place that defines metric names. Every component receives the `Metrics` object built
+ * here; nothing else constructs a prom-client metric. The README's metric table is generated
+ * from `METRIC_DOCS` below, so a metric added here is documented by construction.
+ *
+ * Naming: `gateway_<area>_<what>[_<unit>][_total]`, Prometheus conventions.
+ */
+export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  const r = [registry];
+  if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'gateway_process_' });
+
+  const m = {
+    registry,
+
+    // --- sources (every protocol reports under the same names; `source` is the configured name) ---
+    sourceConnected: new Gauge({ name: 'gateway_source_connected', help: '1 when the source is connected to its device or broker, else 0', labelNames: ['source', 'kind'], registers: r }),
+    sourceSamplesRead: new Counter({ name: 'gateway_source_samples_read_total', help: 'Samples read from devices and handed to the buffer', labelNames: ['source', 'kind'], registers: r }),
+    sourceSamplesRefused: new Counter({ name: 'gateway_source_samples_refused_total', help: 'Values not turned into samples, by reason (bad status, not numeric, malformed payload ...)', labelNames: ['source', 'kind', 'reason'], registers: r }),
+    sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
+    sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
+    sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
+
+    // --- OPC UA specific ---
+    opcuaSessionRecoveries: new Counter({ name: 'gateway_opcua_session_recoveries_total', help: 'OPC UA sessions re-established or subscriptions re-created after a connection loss or watchdog trip', labelNames: ['source', 'how'], registers: r }),
+    opcuaInvalidNodes: new Gauge({ name: 'gateway_opcua_invalid_nodes', help: 'Configured OPC UA nodes that could not be monitored (unknown node id, non-numeric type)', labelNames: ['source'], registers: r }),
+
+    // --- Modbus specific ---
+    modbusExceptions: new Counter({ name: 'gateway_modbus_exceptions_total', help: 'Modbus exception responses, by exception name', labelNames: ['source', 'device', 'exception'], registers: r }),
+    modbusCycleSeconds: new Histogram({ name: 'gateway_modbus_cycle_seconds', help: 'Duration of one poll cycle of a Modbus device', labelNames: ['source', 'device'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: r }),
+
+    // --- MQTT specific ---
+    mqttMessages: new Counter({ name: 'gateway_mqtt_messages_total', help: 'MQTT messages received, by outcome (ok, refused)', labelNames: ['source', 'outcome'], registers: r }),
+    brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
+
+    // --- buffer ---
+    bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
+    bufferBytes: new Gauge({ name: 'gateway_buffer_bytes', help: 'Bytes used by the buffer database (pages in use, excluding free pages)', registers: r }),
+    bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL', registers: r }),
+    bufferOldestAge: new Gauge({ name: 'gateway_buffer_oldest_sample_age_seconds', help: 'Age of the oldest unsent sample (by sample timestamp)', registers: r }),
+    bufferCommits: new Counter({ name: 'gateway_buffer_commits_total', help: 'Group-commit transactions written', registers: r }),
+    bufferCommittedSamples: new Counter({ name: 'gateway_buffer_committed_samples_total', help: 'Samples durably committed to the buffer', registers: r }),
+    bufferCommitSeconds: new Histogram({ name: 'gateway_buffer_commit_seconds', help: 'Duration of one group-commit transaction', buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
+    bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new)', labelNames: ['policy'], registers: r }),
+    bufferWriteErrors: new Counter({ name: 'gateway_buffer_write_errors_total', help: 'Failed buffer writes, by SQLite error code (SQLITE_FULL ...)', labelNames: ['code'], registers: r }),
+    bufferWritable: new Gauge({ name: 'gateway_buffer_writable', help: '1 when the last buffer write succeeded, else 0', registers: r }),
+    bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
+    setAsideSamples: new Gauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
+
+    // --- uplink ---
+    uplinkRequests: new Counter({ name: 'gateway_uplink_requests_total', help: 'Requests to the tracking service, by endpoint and HTTP status (or error code)', labelNames: ['endpoint', 'status'], registers: r }),
+    uplinkRequestSeconds: new Histogram({ name: 'gateway_uplink_request_seconds', help: 'Duration of requests to the tracking service', labelNames: ['endpoint'], buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: r }),
+    uplinkDeliveredSamples: new Counter({ name: 'gateway_uplink_delivered_samples_total', help: 'Samples acknowledged by the tracking service, by path (sync, import)', labelNames: ['path'], registers: r }),
+    uplinkSetAsideSamples: new Counter({ name: 'gateway_uplink_set_aside_samples_total', help: 'Samples set aside because the service refused them, by path', labelNames: ['path'], registers: r }),
+    uplinkRetries: new Counter({ name: 'gateway_uplink_retries_total', help: 'Retried requests, by reason (rate_limited, server_error, network, unauthorized, too_large)', labelNames: ['reason'], registers: r }),
+    uplinkBudgetWaitSeconds: new Counter({ name: 'gateway_uplink_budget_wait_seconds_total', help: 'Time spent waiting for the request budget', registers: r }),
+    uplinkBudgetPerMinute: new Gauge({ name: 'gateway_uplink_budget_requests_per_minute', help: 'Configured request budget per minute (all calls to the service together)', registers: r }),
+    uplinkState: new Gauge({ name: 'gateway_uplink_state', help: 'Uplink state: 0 ok, 1 retrying (transient errors), 2 halted (credentials or organisation refused; operator action needed)', registers: r }),
+    uplinkTokenRenewals: new Counter({ name: 'gateway_uplink_token_renewals_total', help: 'Access tokens fetched from the token endpoint', registers: r }),
+    uplinkFreshestAge: new Gauge({ name: 'gateway_uplink_freshest_delivered_age_seconds', help: 'Age (now minus sample timestamp) of the newest sample the service has acknowledged', registers: r }),
+    uplinkLastSuccess: new Gauge({ name: 'gateway_uplink_last_success_timestamp_seconds', help: 'Wall-clock time of the last 2xx from the service', registers: r }),
+    importJobsInFlight: new Gauge({ name: 'gateway_import_jobs_in_flight', help: 'Import jobs being built, uploaded or processed', registers: r }),
+    importJobs: new Counter({ name: 'gateway_import_jobs_total', help: 'Import jobs ended, by outcome (finished, failed, abandoned)', labelNames: ['outcome'], registers: r }),
+    importFileBytes: new Counter({ name: 'gateway_import_file_bytes_total', help: 'Bytes of import-job files uploaded', registers: r }),
+    backlogEtaSeconds: new Gauge({ name: 'gateway_backlog_eta_seconds', help: 'Estimated seconds until the backlog is delivered at the current rates (-1 when unknown)', registers: r }),
+
+    // --- annotations ---
+    annotationsQueued: new Gauge({ name: 'gateway_annotations_queued', help: 'Annotations waiting in the outbox', registers: r }),
+    annotationsDelivered: new Counter({ name: 'gateway_annotations_delivered_total', help: 'Annotations delivered (201, or 409 for an already delivered external_id)', labelNames: ['origin'], registers: r }),
+    annotationsRefused: new Counter({ name: 'gateway_annotations_refused_total', help: 'Annotations refused by the service (400) or by local validation', labelNames: ['origin'], registers: r }),
+    downtimesOpen: new Gauge({ name: 'gateway_downtimes_open', help: 'Downtimes started and not yet stopped', registers: r }),
+
+    // --- local HTTP (API, HMI page, metrics) ---
+    httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
+
+    // --- process ---
+    configReloads: new Counter({ name: 'gateway_config_reloads_total', help: 'Configuration reloads, by outcome (applied, refused)', labelNames: ['outcome'], registers: r }),
+    startTime: new Gauge({ name: 'gateway_start_time_seconds', help: 'Wall-clock time the gateway started', registers: r }),
+  };
+  return m;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Name, type and help of every metric, for the README table and `--help`. */
+export function metricDocs(): Array<{ name: string; type: string; help: string; labels: string[] }> {
+  const metrics = createMetrics();
+  return metrics.registry.getMetricsAsArray().map((metric) => {
+    const any = metric as unknown as { name: string; help: string; labelNames?: string[]; constructor: { name: string } };
+    return { name: any.name, type: any.constructor.name.toLowerCase(), help: any.help, labels: any.labelNames ?? [] };
+  });
+}

@@ -1,0 +1,136 @@
+import type { Logger } from 'pino';
+import type { Clock } from './clock.js';
+import { describeError, errorCode } from './errors.js';
+import type { Metrics } from './metrics.js';
+import type { RefusalReason, SampleSink } from './sample.js';
+
+/**
+ * The contract every protocol source (OPC UA, Modbus, MQTT, the synthetic generator) follows.
+ *
+ * Life cycle:
+ * - A factory builds the source from its validated config section without doing any I/O; a
+ *   configuration the schema cannot catch (for example a Modbus register block too long for one
+ *   request) throws a `ConfigError` from the factory, naming the setting and value.
+ * - `start()` begins the connect loop (with backoff) and resolves without waiting for the device:
+ *   a PLC that is off at start-up must not keep the gateway from buffering the others.
+ * - The source puts samples into `ctx.sink` and reports through `ctx.stats`.
+ * - `close()` stops everything, is safe to call twice and resolves when sockets are closed.
+ */
+export interface Source {
+  readonly name: string;
+  readonly kind: SourceKind;
+  start(): Promise<void>;
+  close(): Promise<void>;
+  status(): SourceStatus;
+}
+
+export type SourceKind = 'opcua' | 'modbus' | 'mqtt' | 'generator';
+
+export type SourceState = 'starting' | 'connecting' | 'connected' | 'degraded' | 'disconnected' | 'stopped';
+
+export interface SourceStatus {
+  name: string;
+  kind: SourceKind;
+  state: SourceState;
+  /** Wall-clock ms of the last state change. */
+  since: number;
+  samplesRead: number;
+  samplesRefused: Record<string, number>;
+  /** Wall-clock ms of the last sample produced, or null. */
+  lastSampleAt: number | null;
+  lastError: { code: string; message: string; at: number } | null;
+  /** Protocol-specific detail (per device state, invalid nodes, alias tables ...). */
+  detail?: Record<string, unknown>;
+}
+
+/** What the runtime hands a source factory. */
+export interface SourceContext {
+  sink: SampleSink;
+  logger: Logger;
+  stats: SourceStats;
+  metrics: Metrics;
+  clock: Clock;
+  /** Directory for the source's own files (OPC UA certificates, ...). Exists. */
+  dataDir: string;
+}
+
+/**
+ * Counters and state of one source, kept for `status()` and mirrored into the shared metrics under
+ * the same names for every protocol (DESIGN.md: "every source reports connection state, samples
+ * read, samples refused (with a reason) and last error, under the same metric names").
+ */
+export class SourceStats {
+  private state: SourceState = 'starting';
+  private since: number;
+  private read = 0;
+  private readonly refusedByReason: Record<string, number> = {};
+  private lastSampleAt: number | null = null;
+  private lastError: SourceStatus['lastError'] = null;
+  private readonly labels: { source: string; kind: SourceKind };
+
+  constructor(
+    readonly name: string,
+    readonly kind: SourceKind,
+    private readonly metrics: Metrics,
+    private readonly clock: Clock,
+  ) {
+    this.since = clock.now();
+    this.labels = { source: name, kind };
+    metrics.sourceConnected.set(this.labels, 0);
+    metrics.sourceSamplesRead.inc(this.labels, 0);
+  }
+
+  setState(state: SourceState): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.since = this.clock.now();
+    this.metrics.sourceConnected.set(this.labels, state === 'connected' || state === 'degraded' ? 1 : 0);
+  }
+
+  samplesRead(n: number): void {
+    if (n <= 0) return;
+    this.read += n;
+    this.lastSampleAt = this.clock.now();
+    this.metrics.sourceSamplesRead.inc(this.labels, n);
+  }
+
+  refused(reason: RefusalReason, n = 1): void {
+    if (n <= 0) return;
+    this.refusedByReason[reason] = (this.refusedByReason[reason] ?? 0) + n;
+    this.metrics.sourceSamplesRefused.inc({ ...this.labels, reason }, n);
+  }
+
+  error(err: unknown, code?: string): void {
+    const c = code ?? errorCode(err, 'SOURCE_ERROR');
+    this.lastError = { code: c, message: describeError(err), at: this.clock.now() };
+    this.metrics.sourceErrors.inc({ ...this.labels, code: c });
+  }
+
+  reconnecting(): void {
+    this.metrics.sourceReconnects.inc(this.labels);
+  }
+
+  snapshot(detail?: Record<string, unknown>): SourceStatus {
+    if (this.lastSampleAt !== null) {
+      this.metrics.sourceLastSampleAge.set(this.labels, Math.max(0, (this.clock.now() - this.lastSampleAt) / 1000));
+    }
+    return {
+      name: this.name,
+      kind: this.kind,
+      state: this.state,
+      since: this.since,
+      samplesRead: this.read,
+      samplesRefused: { ...this.refusedByReason },
+      lastSampleAt: this.lastSampleAt,
+      lastError: this.lastError,
+      ...(detail ? { detail } : {}),
+    };
+  }
+
+  get currentState(): SourceState {
+    return this.state;
+  }
+}
+
+/** A source factory: validated config section in, sources out, no I/O. */
+export type SourceFactory<Section> = (section: Section, makeContext: (name: string, kind: SourceKind) => SourceContext) => Source[];

@@ -1,0 +1,239 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { timingSafeEqual } from 'node:crypto';
+import type { Metrics } from '../core/metrics.js';
+import { describeError } from '../core/errors.js';
+import type { Secret } from '../config/secrets.js';
+import { isLoopback } from '../config/load.js';
+
+/** An error a handler throws to answer with JSON `{error: {code, message, field?}}`. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface Reply {
+  status?: number;
+  json?: unknown;
+  text?: string;
+  html?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export interface RouteContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: URL;
+  params: Record<string, string>;
+  /** Client address. */
+  ip: string;
+  /** Reads and parses a JSON body (limited to http.max_body_bytes); throws HttpError 400/413/415. */
+  json(): Promise<unknown>;
+}
+
+export type Handler = (ctx: RouteContext) => Promise<Reply | void> | Reply | void;
+
+interface Route {
+  method: string;
+  parts: string[];
+  handler: Handler;
+  name: string;
+  write: boolean;
+}
+
+export interface LocalHttpOptions {
+  host: string;
+  port: number;
+  apiToken?: Secret;
+  maxBodyBytes: number;
+  rateLimitPerMinute: number;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/**
+ * The gateway's own HTTP server: operator (HMI) page, local API, `/status`, `/metrics`,
+ * `/healthz`, `/readyz`. Components add routes with `route()`.
+ *
+ * Guards every route gets: a per-address request rate limit, a body size limit, and for writes
+ * (POST, PUT, PATCH, DELETE) a bearer token whenever the server listens beyond localhost (without a
+ * configured token such writes are refused). Errors are JSON naming the field.
+ */
+export class LocalHttpServer {
+  private readonly routes: Route[] = [];
+  private server: Server | null = null;
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  private readonly requireToken: boolean;
+
+  constructor(private readonly o: LocalHttpOptions) {
+    this.requireToken = !isLoopback(o.host) || o.apiToken !== undefined;
+  }
+
+  /** Adds a route; `pattern` segments starting with `:` are parameters (`/api/annotations/:id`). */
+  route(method: string, pattern: string, handler: Handler, options: { name?: string; write?: boolean } = {}): void {
+    const m = method.toUpperCase();
+    this.routes.push({
+      method: m,
+      parts: pattern.split('/').filter(Boolean),
+      handler,
+      name: options.name ?? `${m} ${pattern}`,
+      write: options.write ?? !['GET', 'HEAD', 'OPTIONS'].includes(m),
+    });
+  }
+
+  async listen(): Promise<string> {
+    const server = createServer((req, res) => void this.handle(req, res));
+    server.requestTimeout = 30_000;
+    server.headersTimeout = 10_000;
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.o.port, this.o.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.url;
+  }
+
+  get url(): string {
+    const addr = this.server?.address() as AddressInfo | null;
+    const host = this.o.host.includes(':') ? `[${this.o.host}]` : this.o.host === '0.0.0.0' ? '127.0.0.1' : this.o.host;
+    return addr ? `http://${host}:${addr.port}` : '';
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = null;
+    await new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeAllConnections?.();
+    });
+  }
+
+  private match(method: string, path: string): { route: Route; params: Record<string, string> } | { allowed: string[] } | null {
+    const parts = path.split('/').filter(Boolean);
+    const allowed: string[] = [];
+    for (const r of this.routes) {
+      if (r.parts.length !== parts.length) continue;
+      const params: Record<string, string> = {};
+      let ok = true;
+      for (let i = 0; i < parts.length; i++) {
+        if (r.parts[i].startsWith(':')) params[r.parts[i].slice(1)] = decodeURIComponent(parts[i]);
+        else if (r.parts[i] !== parts[i]) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      if (r.method === method || (method === 'HEAD' && r.method === 'GET')) return { route: r, params };
+      allowed.push(r.method);
+    }
+    return allowed.length > 0 ? { allowed } : null;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const ip = req.socket.remoteAddress ?? 'unknown';
+    const method = (req.method ?? 'GET').toUpperCase();
+    let routeName = 'unmatched';
+    try {
+      const url = new URL(req.url ?? '/', 'http://local');
+      if (!this.allow(ip)) throw new HttpError(429, 'rate_limited', `more than ${this.o.rateLimitPerMinute} requests per minute from ${ip}`);
+      const found = this.match(method, url.pathname);
+      if (!found) throw new HttpError(404, 'not_found', `no such path: ${url.pathname}`);
+      if ('allowed' in found) {
+        res.setHeader('allow', found.allowed.join(', '));
+        throw new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (allowed: ${found.allowed.join(', ')})`);
+      }
+      routeName = found.route.name;
+      if (found.route.write) this.checkToken(req);
+      const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req) };
+      const reply = await found.route.handler(ctx);
+      if (reply && !res.headersSent) send(res, reply);
+      this.o.metrics.httpRequests.inc({ route: routeName, status: String(res.statusCode) });
+    } catch (err) {
+      const e = err instanceof HttpError ? err : new HttpError(500, 'internal_error', describeError(err));
+      if (e.status >= 500) this.o.logger.error({ route: routeName, err: describeError(err) }, 'local API error');
+      if (!res.headersSent) send(res, { status: e.status, json: { error: { code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) } } });
+      else res.end();
+      this.o.metrics.httpRequests.inc({ route: routeName, status: String(e.status) });
+    }
+  }
+
+  private checkToken(req: IncomingMessage): void {
+    if (!this.requireToken) return;
+    if (!this.o.apiToken) {
+      throw new HttpError(403, 'writes_disabled', 'this API listens beyond localhost and http.api_token is not set, so writes are refused');
+    }
+    const header = req.headers.authorization ?? '';
+    const m = /^Bearer\s+(.+)$/i.exec(header);
+    const given = Buffer.from(m?.[1] ?? '');
+    const expected = Buffer.from(this.o.apiToken.reveal());
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      throw new HttpError(401, 'unauthorized', 'writes need "Authorization: Bearer <http.api_token>"');
+    }
+  }
+
+  private allow(ip: string): boolean {
+    const now = performance.now();
+    const rate = this.o.rateLimitPerMinute / 60_000;
+    const cap = Math.max(10, this.o.rateLimitPerMinute / 6);
+    let b = this.buckets.get(ip);
+    if (!b) {
+      if (this.buckets.size > 10_000) this.buckets.clear();
+      b = { tokens: cap, at: now };
+      this.buckets.set(ip, b);
+    }
+    b.tokens = Math.min(cap, b.tokens + (now - b.at) * rate);
+    b.at = now;
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
+
+  private async readJson(req: IncomingMessage): Promise<unknown> {
+    const type = req.headers['content-type'] ?? '';
+    if (!/^application\/json\b/i.test(type)) throw new HttpError(415, 'unsupported_media_type', `send JSON with "Content-Type: application/json" (got ${type || 'none'})`);
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (Number.isFinite(declared) && declared > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body of ${declared} bytes is over the limit of ${this.o.maxBodyBytes}`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body is over the limit of ${this.o.maxBodyBytes} bytes`);
+      chunks.push(chunk as Buffer);
+    }
+    const text = Buffer.concat(chunks).toString('utf8');
+    if (text.trim() === '') throw new HttpError(400, 'bad_request', 'the body is empty; send a JSON object');
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new HttpError(400, 'bad_request', `the body is not valid JSON: ${describeError(err)}`);
+    }
+  }
+}
+
+function send(res: ServerResponse, reply: Reply): void {
+  res.statusCode = reply.status ?? 200;
+  for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
+  res.setHeader('cache-control', 'no-store');
+  if (reply.json !== undefined) {
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.end(JSON.stringify(reply.json));
+  } else if (reply.html !== undefined) {
+    res.setHeader('content-type', 'text/html; charset=utf-8');
+    res.end(reply.html);
+  } else {
+    res.setHeader('content-type', reply.contentType ?? 'text/plain; charset=utf-8');
+    res.end(reply.text ?? '');
+  }
+}

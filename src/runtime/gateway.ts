@@ -1,0 +1,201 @@
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Logger } from 'pino';
+import { openBufferDatabase } from '../buffer/database.js';
+import { SampleBuffer } from '../buffer/sample-buffer.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { describeError } from '../core/errors.js';
+import { createLogger } from '../core/logger.js';
+import { createMetrics, type Metrics } from '../core/metrics.js';
+import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
+import { LocalHttpServer } from '../http/server.js';
+import { registerOpsRoutes } from '../http/ops-routes.js';
+import { buildSources } from '../sources/registry.js';
+import { RequestBudget } from '../uplink/budget.js';
+import { TrackingClient } from '../uplink/client.js';
+import { SyncSender } from '../uplink/sync-sender.js';
+import { UplinkHealth } from '../uplink/uplink-health.js';
+import { VERSION } from '../version.js';
+import type { GatewayStatus } from './status.js';
+
+export interface StartOptions {
+  logger?: Logger;
+  clock?: Clock;
+  metrics?: Metrics;
+}
+
+export interface GatewayHandle {
+  readonly config: GatewayConfig;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly buffer: SampleBuffer;
+  readonly sources: Source[];
+  readonly client: TrackingClient;
+  readonly health: UplinkHealth;
+  readonly budget: RequestBudget;
+  readonly sync: SyncSender;
+  readonly http: LocalHttpServer | null;
+  /** Base URL of the local HTTP server, or null when disabled. */
+  readonly httpUrl: string | null;
+  status(): GatewayStatus;
+  /** Graceful stop: sources closed, pending samples committed, requests finished or abandoned. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/**
+ * The composition root: config → components → running gateway. Start order follows the data
+ * flow backwards (buffer, uplink, then sources) so the first sample has somewhere to go; stop
+ * order follows it forwards so the last sample is committed before the buffer closes.
+ */
+export async function startGateway(config: GatewayConfig, options: StartOptions = {}): Promise<GatewayHandle> {
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? createLogger({ level: config.log.level, format: config.log.format, name: config.gateway.name });
+  const metrics = options.metrics ?? createMetrics({ defaultMetrics: true });
+  const startedAt = clock.now();
+  metrics.startTime.set(startedAt / 1000);
+
+  const dataDir = resolve(config.gateway.data_dir);
+  mkdirSync(dataDir, { recursive: true });
+
+  const opened = openBufferDatabase(config.buffer.path, {
+    synchronous: config.buffer.synchronous,
+    logger,
+    onRecovered: () => metrics.bufferRecoveredDatabases.inc(),
+  });
+  const buffer = new SampleBuffer(opened.db, {
+    commitIntervalMs: config.buffer.commit_interval,
+    maxBytes: config.buffer.max_bytes,
+    whenFull: config.buffer.when_full,
+    logger: logger.child({ component: 'buffer' }),
+    metrics,
+    clock,
+  });
+
+  const budget = new RequestBudget(config.uplink.requests_per_minute, clock, metrics);
+  const health = new UplinkHealth(clock, logger.child({ component: 'uplink' }), metrics);
+  const client = new TrackingClient({ service: config.service, budget, metrics, logger: logger.child({ component: 'client' }), clock, connections: config.uplink.max_in_flight + 4 });
+  const sync = new SyncSender({
+    buffer,
+    client,
+    health,
+    batchSize: config.uplink.batch_size,
+    flushIntervalMs: config.uplink.flush_interval,
+    maxInFlight: config.uplink.max_in_flight,
+    itemIdField: config.service.item_id_field,
+    logger: logger.child({ component: 'sync' }),
+    metrics,
+    clock,
+  });
+
+  const makeContext = (name: string, kind: SourceKind): SourceContext => {
+    const dir = join(dataDir, 'sources', name);
+    mkdirSync(dir, { recursive: true });
+    return { sink: buffer, logger: logger.child({ source: name, kind }), stats: new SourceStats(name, kind, metrics, clock), metrics, clock, dataDir: dir };
+  };
+  let sources: Source[];
+  try {
+    sources = buildSources(config, makeContext);
+  } catch (err) {
+    await buffer.close();
+    await client.close();
+    throw err;
+  }
+
+  const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true);
+
+  let http: LocalHttpServer | null = null;
+  let closed = false;
+  const status = (): GatewayStatus => {
+    const b = buffer.stats();
+    const s = sync.stats();
+    const h = health.snapshot();
+    const now = clock.now();
+    const setAside = setAsideCount.get() as number;
+    metrics.setAsideSamples.set(setAside);
+    const rate = s.ratePerSecond;
+    const eta = b.rows > 0 && rate > 0 ? b.rows / rate : null;
+    metrics.backlogEtaSeconds.set(eta ?? -1);
+    return {
+      gateway: { name: config.gateway.name, version: VERSION, started_at: new Date(startedAt).toISOString(), uptime_s: Math.round((now - startedAt) / 1000), pid: process.pid },
+      sources: sources.map((src) => src.status()),
+      buffer: {
+        samples: b.rows,
+        available: b.available,
+        inflight: b.inflight,
+        in_import_jobs: b.reserved,
+        pending_commit: b.pendingSamples,
+        used_bytes: b.usedBytes,
+        max_bytes: b.maxBytes,
+        oldest_unsent_age_s: b.oldestTs === null ? null : Math.max(0, (now - b.oldestTs) / 1000),
+        committed_total: b.committedTotal,
+        dropped_total: b.droppedTotal,
+        writable: b.writable,
+        last_write_error: b.lastWriteError,
+        full_episode: b.fullEpisode,
+        recovered_from: opened.recovered?.movedTo ?? null,
+      },
+      uplink: {
+        condition: h.condition,
+        reason: h.reason,
+        since: new Date(h.since).toISOString(),
+        resume_in_ms: h.resumeInMs,
+        budget_per_minute: budget.perMinute,
+        requests_last_minute: budget.usedLastMinute(),
+        freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
+        sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal },
+      },
+      set_aside: { samples: setAside },
+      backlog_eta_s: eta,
+    };
+  };
+
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    // Sources first, so nothing new arrives; then commit what is pending; then the uplink.
+    await Promise.allSettled(sources.map((s) => s.close()));
+    await buffer.flush();
+    await sync.stop(3_000);
+    budget.close();
+    await http?.close();
+    await client.close();
+    await buffer.close();
+    logger.info('gateway stopped');
+  };
+
+  try {
+    sync.start();
+    for (const src of sources) {
+      try {
+        await src.start();
+      } catch (err) {
+        // A source that cannot start (bad config discovered at start) must not stop the others.
+        logger.error({ source: src.name, kind: src.kind, err: describeError(err) }, 'source failed to start');
+      }
+    }
+    if (config.http.enabled) {
+      http = new LocalHttpServer({
+        host: config.http.host,
+        port: config.http.port,
+        apiToken: config.http.api_token,
+        maxBodyBytes: config.http.max_body_bytes,
+        rateLimitPerMinute: config.http.rate_limit_per_minute,
+        logger: logger.child({ component: 'http' }),
+        metrics,
+      });
+      registerOpsRoutes(http, { status, metrics, buffer, health });
+      await http.listen();
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+
+  logger.info(
+    { version: VERSION, sources: sources.map((s) => `${s.kind}:${s.name}`), buffer: opened.path, service: config.service.base_url, http: http?.url ?? null },
+    'gateway started',
+  );
+
+  return { config, logger, metrics, buffer, sources, client, health, budget, sync, http, httpUrl: http?.url ?? null, status, close };
+}

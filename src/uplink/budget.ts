@@ -1,0 +1,183 @@
+import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
+
+/**
+ * Priority of a call in the shared request budget. A lower rank goes first when several calls
+ * wait (DESIGN.md: "annotations ahead of polls ahead of bulk data"); token calls come first of all
+ * because every other call needs one.
+ */
+export type Priority = 'token' | 'annotation' | 'poll' | 'upload' | 'data';
+const RANK: Record<Priority, number> = { token: 0, annotation: 1, poll: 2, upload: 3, data: 4 };
+const PRIORITIES = Object.keys(RANK) as Priority[];
+
+interface Waiter {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+  enqueuedAt: number;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+}
+
+/**
+ * One request budget for every call to the tracking service (interface §8: 1,500 requests per
+ * minute per IP across all endpoints, token calls included).
+ *
+ * Two rules together:
+ * - a token bucket paces requests at `perMinute / 60` per second with a burst of one second's
+ *   worth, so load is smooth rather than a burst at the top of each minute;
+ * - a sliding window guarantees that no 60 s window ever holds more than `perMinute` requests,
+ *   whatever the bucket allowed, because the service counts per sliding minute.
+ * Time comes from the monotonic clock.
+ */
+export class RequestBudget {
+  private readonly ratePerMs: number;
+  private readonly capacity: number;
+  private tokens: number;
+  private lastRefill: number;
+  /** Monotonic times of recent grants, as a ring of `perMinute` entries (the sliding window). */
+  private readonly window: Float64Array | null;
+  private windowHead = 0;
+  private windowCount = 0;
+  private readonly queues = new Map<Priority, Waiter[]>(PRIORITIES.map((p) => [p, []]));
+  private timer: NodeJS.Timeout | null = null;
+  private granted = 0;
+
+  constructor(
+    readonly perMinute: number,
+    private readonly clock: Clock,
+    private readonly metrics?: Metrics,
+  ) {
+    if (!(perMinute > 0)) throw new RangeError(`requests per minute must be positive, got ${perMinute}`);
+    this.ratePerMs = perMinute / 60_000;
+    this.capacity = Math.max(1, Math.floor(perMinute / 60));
+    this.tokens = this.capacity;
+    this.lastRefill = clock.monotonic();
+    // A window of more than 200k entries would cost memory for budgets no real service grants.
+    this.window = perMinute <= 200_000 ? new Float64Array(perMinute) : null;
+    metrics?.uplinkBudgetPerMinute.set(perMinute);
+  }
+
+  /** Resolves when this call may go. Rejects if `signal` aborts first. */
+  acquire(priority: Priority, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    if (this.noneWaiting() && this.tryTake()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { resolve, reject, enqueuedAt: this.clock.monotonic(), signal };
+      if (signal) {
+        waiter.onAbort = () => {
+          const q = this.queues.get(priority)!;
+          const i = q.indexOf(waiter);
+          if (i >= 0) q.splice(i, 1);
+          reject(signal.reason ?? new Error('aborted'));
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.queues.get(priority)!.push(waiter);
+      this.pump();
+    });
+  }
+
+  /** Requests granted in the last 60 s (for status and the benchmark). */
+  usedLastMinute(): number {
+    if (!this.window) return 0;
+    const cutoff = this.clock.monotonic() - 60_000;
+    let n = 0;
+    for (let i = 0; i < this.windowCount; i++) {
+      const idx = (this.windowHead - 1 - i + this.window.length) % this.window.length;
+      if (this.window[idx] > cutoff) n++;
+      else break;
+    }
+    return n;
+  }
+
+  /** Calls waiting, by priority. */
+  waiting(): Record<Priority, number> {
+    const out = {} as Record<Priority, number>;
+    for (const p of PRIORITIES) out[p] = this.queues.get(p)!.length;
+    return out;
+  }
+
+  get totalGranted(): number {
+    return this.granted;
+  }
+
+  /** Rejects every waiter (shutdown). */
+  close(reason: Error = new Error('request budget closed')): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    for (const q of this.queues.values()) {
+      for (const w of q.splice(0)) {
+        if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort);
+        w.reject(reason);
+      }
+    }
+  }
+
+  private noneWaiting(): boolean {
+    for (const q of this.queues.values()) if (q.length > 0) return false;
+    return true;
+  }
+
+  private refill(now: number): void {
+    const elapsed = now - this.lastRefill;
+    if (elapsed > 0) {
+      this.tokens = Math.min(this.capacity, this.tokens + elapsed * this.ratePerMs);
+      this.lastRefill = now;
+    }
+  }
+
+  /** Milliseconds until a grant is possible (0 = now). */
+  private delayUntilGrant(now: number): number {
+    this.refill(now);
+    let delay = this.tokens >= 1 ? 0 : (1 - this.tokens) / this.ratePerMs;
+    if (this.window && this.windowCount === this.window.length) {
+      // The window is full: the oldest grant must leave it first.
+      const oldest = this.window[this.windowHead % this.window.length];
+      delay = Math.max(delay, oldest + 60_000 - now);
+    }
+    return Math.max(0, delay);
+  }
+
+  private tryTake(): boolean {
+    const now = this.clock.monotonic();
+    if (this.delayUntilGrant(now) > 0) return false;
+    this.tokens -= 1;
+    if (this.window) {
+      this.window[this.windowHead] = now;
+      this.windowHead = (this.windowHead + 1) % this.window.length;
+      this.windowCount = Math.min(this.window.length, this.windowCount + 1);
+    }
+    this.granted += 1;
+    return true;
+  }
+
+  private nextWaiter(): { waiter: Waiter; queue: Waiter[] } | null {
+    for (const p of PRIORITIES) {
+      const q = this.queues.get(p)!;
+      if (q.length > 0) return { waiter: q[0], queue: q };
+    }
+    return null;
+  }
+
+  private pump(): void {
+    if (this.timer) return;
+    for (;;) {
+      const next = this.nextWaiter();
+      if (!next) return;
+      const now = this.clock.monotonic();
+      const delay = this.delayUntilGrant(now);
+      if (delay > 0) {
+        this.timer = setTimeout(() => {
+          this.timer = null;
+          this.pump();
+        }, Math.ceil(delay));
+        return;
+      }
+      this.tryTake();
+      next.queue.shift();
+      if (next.waiter.onAbort) next.waiter.signal?.removeEventListener('abort', next.waiter.onAbort);
+      this.metrics?.uplinkBudgetWaitSeconds.inc((now - next.waiter.enqueuedAt) / 1000);
+      next.waiter.resolve();
+    }
+  }
+}

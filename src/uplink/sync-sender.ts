@@ -1,0 +1,257 @@
+import type { Logger } from 'pino';
+import type { BufferedRow, SampleBuffer } from '../buffer/sample-buffer.js';
+import type { Clock } from '../core/clock.js';
+import { describeError } from '../core/errors.js';
+import type { Metrics } from '../core/metrics.js';
+import { RateMeter } from '../core/rate-meter.js';
+import { WakeSignal } from '../core/signal.js';
+import { toIsoUtc } from '../core/time.js';
+import { describeResult, outcomeOf, type TrackingClient } from './client.js';
+import { MAX_JSON_BODY_BYTES } from './config.js';
+import { decide } from './retry-policy.js';
+import type { UplinkHealth } from './uplink-health.js';
+
+export interface SyncSenderOptions {
+  buffer: SampleBuffer;
+  client: TrackingClient;
+  health: UplinkHealth;
+  batchSize: number;
+  flushIntervalMs: number;
+  maxInFlight: number;
+  itemIdField: string;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+}
+
+/** A batch whose every item the service refused, across this many variables, is a systematic refusal. */
+const SYSTEMATIC_MIN_ITEMS = 20;
+const SYSTEMATIC_MIN_VARIABLES = 2;
+
+type DeliverResult = 'ok' | 'stopped';
+
+/**
+ * The live path: `POST /machine-data/batch` with up to 200 of the newest buffered samples
+ * (interface §8), as fast as the request budget allows while a backlog exists, so the freshest
+ * value upstream stays seconds old even during a backfill.
+ *
+ * Per batch (CONTRACT.md error table):
+ * - 2xx: the rows are acknowledged and deleted.
+ * - 413: split in halves and send each.
+ * - 400: bisect until each bad item stands alone (about log2(200) extra calls per bad item); bad
+ *   items go to the set-aside table with the service's message, the rest is delivered. When every
+ *   item of a large, mixed batch is refused the cause is systematic (wrong item_id_field, say), so
+ *   nothing is set aside: delivery halts with an alert instead of emptying the buffer into set-aside.
+ * - 429, 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
+ * - 401 after a fresh token, 403, 404: alert and pause for long; samples keep buffering.
+ */
+export class SyncSender {
+  private readonly wake = new WakeSignal();
+  private readonly abort = new AbortController();
+  private readonly delivered: RateMeter;
+  private inflight = 0;
+  private stopping = false;
+  private loopDone: Promise<void> | null = null;
+  private partialSince: number | null = null;
+  private freshestTs: number | null = null;
+  private deliveredTotal = 0;
+  private setAsideTotal = 0;
+  private readonly unsubscribe: () => void;
+  private readonly idle = new WakeSignal();
+
+  constructor(private readonly o: SyncSenderOptions) {
+    this.delivered = new RateMeter(() => o.clock.monotonic(), 10);
+    this.unsubscribe = o.buffer.onChange(() => this.wake.notify());
+  }
+
+  start(): void {
+    if (!this.loopDone) this.loopDone = this.loop();
+  }
+
+  /**
+   * Stops claiming; lets requests in flight finish for up to `graceMs`, then abandons them (their
+   * rows stay buffered and are sent again next time: the service replaces same-timestamp values).
+   */
+  async stop(graceMs = 3_000): Promise<void> {
+    if (this.stopping) return this.loopDone ?? undefined;
+    this.stopping = true;
+    this.wake.notify();
+    const deadline = this.o.clock.monotonic() + graceMs;
+    while (this.inflight > 0 && this.o.clock.monotonic() < deadline) await this.idle.wait(Math.max(1, deadline - this.o.clock.monotonic()));
+    this.abort.abort(new Error('gateway stopping'));
+    while (this.inflight > 0) await this.idle.wait(50);
+    this.unsubscribe();
+    await this.loopDone;
+  }
+
+  stats() {
+    return {
+      inflightBatches: this.inflight,
+      deliveredTotal: this.deliveredTotal,
+      setAsideTotal: this.setAsideTotal,
+      ratePerSecond: this.delivered.perSecond(),
+      freshestDeliveredTs: this.freshestTs,
+    };
+  }
+
+  private async loop(): Promise<void> {
+    const { buffer, batchSize, flushIntervalMs, maxInFlight, clock } = this.o;
+    while (!this.stopping) {
+      try {
+        await this.o.health.ready(this.abort.signal);
+        if (this.stopping) break;
+        if (this.inflight >= maxInFlight) {
+          await this.wake.wait(1_000);
+          continue;
+        }
+        const available = buffer.available;
+        if (available === 0) {
+          this.partialSince = null;
+          await this.wake.wait(1_000);
+          continue;
+        }
+        if (available < batchSize && flushIntervalMs > 0) {
+          // A partial batch waits up to flush_interval for more samples (fewer, fuller requests).
+          const now = clock.monotonic();
+          if (this.partialSince === null) this.partialSince = now;
+          const due = this.partialSince + flushIntervalMs;
+          if (now < due) {
+            await this.wake.wait(due - now);
+            continue;
+          }
+        }
+        const rows = buffer.claimNewest(batchSize);
+        if (rows.length === 0) {
+          await this.wake.wait(100);
+          continue;
+        }
+        this.partialSince = null;
+        this.inflight += 1;
+        void this.deliverBatch(rows).finally(() => {
+          this.inflight -= 1;
+          this.wake.notify();
+          this.idle.notify();
+        });
+      } catch (err) {
+        if (this.stopping) break;
+        this.o.logger.error({ err: describeError(err) }, 'sync sender loop error; continuing');
+        await this.wake.wait(1_000);
+      }
+    }
+  }
+
+  /** Delivers one claimed batch, isolating bad items; every row ends acked, set aside or released. */
+  private async deliverBatch(rows: BufferedRow[]): Promise<void> {
+    const refused: Array<{ row: BufferedRow; reason: string; requestId?: string }> = [];
+    let result: DeliverResult;
+    try {
+      result = await this.deliver(rows, refused);
+    } catch (err) {
+      this.o.logger.error({ err: describeError(err) }, 'unexpected error delivering a batch; its samples stay buffered');
+      this.o.buffer.release(rows);
+      this.o.buffer.release(refused.map((r) => r.row));
+      return;
+    }
+    if (refused.length === 0) return;
+    if (result === 'ok' && this.isSystematic(rows.length, refused)) {
+      this.o.buffer.release(refused.map((r) => r.row));
+      this.o.health.failure({ action: 'halt', reason: 'rejected' }, `every item refused: ${refused[0].reason}`);
+      return;
+    }
+    // Rows of `refused` that were released by a stop are not set aside: they will be retried.
+    if (result === 'stopped') {
+      this.o.buffer.release(refused.map((r) => r.row));
+      return;
+    }
+    for (const r of refused) {
+      this.o.buffer.setAside([r.row], { path: 'sync', reason: r.reason, requestId: r.requestId });
+    }
+    this.setAsideTotal += refused.length;
+    this.o.metrics.uplinkSetAsideSamples.inc({ path: 'sync' }, refused.length);
+    this.o.logger.warn(
+      { count: refused.length, variables: [...new Set(refused.map((r) => r.row.variable))].slice(0, 10), reason: refused[0].reason },
+      'the tracking service refused samples; they are set aside (edge-gateway set-aside list)',
+    );
+  }
+
+  private isSystematic(batchSize: number, refused: Array<{ row: BufferedRow }>): boolean {
+    if (refused.length < batchSize || batchSize < SYSTEMATIC_MIN_ITEMS) return false;
+    return new Set(refused.map((r) => r.row.variable)).size >= SYSTEMATIC_MIN_VARIABLES;
+  }
+
+  private async deliver(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>): Promise<DeliverResult> {
+    if (this.stopping && this.abort.signal.aborted) {
+      this.o.buffer.release(rows);
+      return 'stopped';
+    }
+    const body = serializeBatch(rows, this.o.itemIdField);
+    if (Buffer.byteLength(body) > MAX_JSON_BODY_BYTES && rows.length > 1) {
+      // Never send a body over the 1 MB limit (§8); halve until it fits.
+      return this.deliverHalves(rows, refused);
+    }
+    try {
+      await this.o.health.ready(this.abort.signal);
+    } catch {
+      this.o.buffer.release(rows);
+      return 'stopped';
+    }
+    const r = await this.o.client.postBatch(body, this.abort.signal);
+    if (this.abort.signal.aborted && !r.ok) {
+      this.o.buffer.release(rows);
+      return 'stopped';
+    }
+    const d = decide(outcomeOf(r), this.o.health.attempt);
+    switch (d.action) {
+      case 'done':
+        this.o.health.success();
+        this.o.buffer.ack(rows);
+        this.recordDelivered(rows);
+        return 'ok';
+      case 'split':
+        this.o.health.success();
+        if (rows.length === 1) {
+          refused.push({ row: rows[0], reason: `the service refused a single item as too large (413)`, requestId: r.requestId });
+          return 'ok';
+        }
+        return this.deliverHalves(rows, refused);
+      case 'isolate':
+        this.o.health.success();
+        if (rows.length === 1) {
+          refused.push({ row: rows[0], reason: r.error?.message || describeResult(r), requestId: r.requestId });
+          return 'ok';
+        }
+        return this.deliverHalves(rows, refused);
+      default:
+        this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+        this.o.buffer.release(rows);
+        return 'stopped';
+    }
+  }
+
+  private async deliverHalves(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>): Promise<DeliverResult> {
+    const mid = Math.ceil(rows.length / 2);
+    const first = rows.slice(0, mid);
+    const second = rows.slice(mid);
+    if ((await this.deliver(first, refused)) === 'stopped') {
+      this.o.buffer.release(second);
+      return 'stopped';
+    }
+    return this.deliver(second, refused);
+  }
+
+  private recordDelivered(rows: BufferedRow[]): void {
+    let max = this.freshestTs ?? -Infinity;
+    for (const r of rows) if (r.ts > max) max = r.ts;
+    this.freshestTs = max;
+    this.deliveredTotal += rows.length;
+    this.delivered.add(rows.length);
+    this.o.metrics.uplinkDeliveredSamples.inc({ path: 'sync' }, rows.length);
+    this.o.metrics.uplinkFreshestAge.set(Math.max(0, (this.o.clock.now() - max) / 1000));
+  }
+}
+
+/** `{"items": [...]}` with ISO 8601 UTC timestamps with milliseconds (CONTRACT.md batch ITEM). */
+export function serializeBatch(rows: readonly { variable: string; ts: number; value: number }[], idField: string): string {
+  const items = rows.map((r) => ({ timestamp: toIsoUtc(r.ts), [idField]: r.variable, value: r.value }));
+  return JSON.stringify({ items });
+}

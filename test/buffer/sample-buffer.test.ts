@@ -1,0 +1,98 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+
+const open: TestBuffer[] = [];
+afterEach(async () => {
+  for (const b of open.splice(0)) await b.destroy();
+});
+function track(b: TestBuffer): TestBuffer {
+  open.push(b);
+  return b;
+}
+
+const samples = (n: number, variable = 'mvr_a', t0 = 1_700_000_000_000) => Array.from({ length: n }, (_, i) => ({ variable, ts: t0 + i, value: i }));
+
+describe('SampleBuffer', () => {
+  it('resolves append only after the samples are in the database', async () => {
+    const b = track(openTestBuffer({ commitIntervalMs: 50 }));
+    const p = b.buffer.append(samples(3));
+    expect(b.rows()).toHaveLength(0); // group commit has not run yet
+    await p;
+    expect(b.rows().map((r) => r.value)).toEqual([0, 1, 2]);
+  });
+
+  it('keeps everything across close and reopen', async () => {
+    const b = track(openTestBuffer());
+    await b.buffer.append(samples(1000, 'mvr_x'));
+    await b.buffer.append(samples(10, 'mvr_y'));
+    await b.close();
+    const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
+    const rows = again.rows();
+    expect(rows).toHaveLength(1010);
+    expect(rows.filter((r) => r.variable === 'mvr_y')).toHaveLength(10);
+    expect(again.buffer.stats().rows).toBe(1010);
+  });
+
+  it('claims newest first, never hands a row out twice, and deletes only on ack', async () => {
+    const b = track(openTestBuffer());
+    await b.buffer.append(samples(10));
+    const first = b.buffer.claimNewest(4);
+    expect(first.map((r) => r.value)).toEqual([9, 8, 7, 6]);
+    const second = b.buffer.claimNewest(4);
+    expect(second.map((r) => r.value)).toEqual([5, 4, 3, 2]);
+    expect(b.buffer.available).toBe(2);
+    b.buffer.release(first);
+    expect(b.buffer.available).toBe(6);
+    b.buffer.ack(second);
+    expect(b.buffer.claimNewest(10).map((r) => r.value)).toEqual([9, 8, 7, 6, 1, 0]);
+    await b.buffer.flush();
+    expect(b.rows().map((r) => r.value)).toEqual([0, 1, 6, 7, 8, 9]);
+  });
+
+  it('never reuses a sequence number, even after the newest rows were deleted and the file reopened', async () => {
+    const b = track(openTestBuffer());
+    await b.buffer.append(samples(5));
+    const rows = b.buffer.claimNewest(5);
+    const maxSeq = Math.max(...rows.map((r) => r.seq));
+    b.buffer.ack(rows);
+    await b.buffer.flush();
+    await b.close();
+    const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
+    await again.buffer.append(samples(1));
+    expect(again.rows()[0].seq).toBeGreaterThan(maxSeq);
+  });
+
+  it('moves rows to set_aside with the reason, in one step', async () => {
+    const b = track(openTestBuffer());
+    await b.buffer.append(samples(3));
+    const rows = b.buffer.claimNewest(1);
+    b.buffer.setAside(rows, { path: 'sync', reason: 'items[0].machine_variable_id: unknown', requestId: 'req_1' });
+    expect(b.rows()).toHaveLength(2);
+    const aside = b.buffer.database.prepare('SELECT variable, ts, value, reason, request_id FROM set_aside').all();
+    expect(aside).toEqual([{ variable: 'mvr_a', ts: rows[0].ts, value: 2, reason: 'items[0].machine_variable_id: unknown', request_id: 'req_1' }]);
+  });
+
+  it('excludes reserved import-job ranges from sync claims', async () => {
+    const b = track(openTestBuffer());
+    await b.buffer.append(samples(10));
+    const all = b.rows();
+    b.buffer.reserveRange({ from: all[0].seq, to: all[3].seq });
+    expect(b.buffer.available).toBe(6);
+    expect(b.buffer.claimNewest(100).map((r) => r.value)).toEqual([9, 8, 7, 6, 5, 4]);
+  });
+
+  it('drops the oldest unsent samples when over max_bytes and counts them', async () => {
+    const b = track(openTestBuffer({ maxBytes: 1_000_000, whenFull: 'drop_oldest' }));
+    for (let i = 0; i < 10; i++) await b.buffer.append(samples(10_000, 'mvr_a', 1_700_000_000_000 + i * 10_000));
+    const stats = b.buffer.stats();
+    expect(stats.usedBytes).toBeLessThanOrEqual(1_000_000);
+    expect(stats.droppedTotal).toBeGreaterThan(0);
+    expect(stats.rows + stats.droppedTotal).toBe(100_000);
+    // The newest sample survived, the oldest did not.
+    const rows = b.rows();
+    expect(rows[rows.length - 1].ts).toBe(1_700_000_000_000 + 99_999);
+    expect(rows[0].ts).toBeGreaterThan(1_700_000_000_000);
+    const dropped = await b.metrics.bufferDroppedSamples.get();
+    expect(dropped.values.find((v) => v.labels.policy === 'drop_oldest')?.value).toBe(stats.droppedTotal);
+  });
+});

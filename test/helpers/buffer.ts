@@ -1,0 +1,61 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openBufferDatabase } from '../../src/buffer/database.js';
+import { SampleBuffer, type BufferOptions } from '../../src/buffer/sample-buffer.js';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { createMetrics, type Metrics } from '../../src/core/metrics.js';
+
+export interface TestBuffer {
+  buffer: SampleBuffer;
+  metrics: Metrics;
+  path: string;
+  dir: string;
+  /** Every row in the samples table, oldest first. */
+  rows(): Array<{ seq: number; variable: string; ts: number; value: number }>;
+  close(): Promise<void>;
+  /** Closes and deletes the directory. */
+  destroy(): Promise<void>;
+}
+
+/** A real SQLite buffer in a fresh temp directory. */
+export function openTestBuffer(overrides: Partial<BufferOptions> & { path?: string; dir?: string } = {}): TestBuffer {
+  const dir = overrides.dir ?? mkdtempSync(join(tmpdir(), 'gw-buffer-'));
+  const path = overrides.path ?? join(dir, 'buffer.db');
+  const metrics = overrides.metrics ?? createMetrics();
+  const logger = overrides.logger ?? silentLogger();
+  const { db } = openBufferDatabase(path, { synchronous: 'full', logger });
+  const buffer = new SampleBuffer(db, {
+    commitIntervalMs: 20,
+    maxBytes: 1_000_000_000,
+    whenFull: 'drop_oldest',
+    logger,
+    metrics,
+    clock: systemClock,
+    ...overrides,
+  });
+  let closed = false;
+  return {
+    buffer,
+    metrics,
+    path,
+    dir,
+    rows: () =>
+      db
+        .prepare('SELECT s.seq, v.name AS variable, s.ts, s.value FROM samples s JOIN variables v ON v.id = s.var ORDER BY s.seq')
+        .all() as Array<{ seq: number; variable: string; ts: number; value: number }>,
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await buffer.close();
+    },
+    destroy: async () => {
+      if (!closed) {
+        closed = true;
+        await buffer.close();
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

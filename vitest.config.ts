@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+// Tests talk to real peers over loopback (emulator over HTTP, OPC UA, Modbus and MQTT servers),
+// so they are given generous timeouts and run in separate processes.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    maxWorkers: 2,
+    reporters: ['default'],
+  },
+});
