@@ -40,7 +40,7 @@ export function byteSize(options: { min?: number; max?: number } = {}) {
       return z.NEVER;
     }
     return n;
-  });
+  }).meta({ 'x-kind': 'size' });
 }
 
 /** A duration in ms: a number of ms or a string with a unit (`500ms`, `5s`, `2m`, `1h`). */
@@ -68,5 +68,5 @@ export function durationMs(options: { min?: number; max?: number } = {}) {
       return z.NEVER;
     }
     return n;
-  });
+  }).meta({ 'x-kind': 'duration' });
 }

@@ -31,10 +31,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- Modbus specific ---
     modbusExceptions: new Counter({ name: 'gateway_modbus_exceptions_total', help: 'Modbus exception responses, by exception name', labelNames: ['source', 'device', 'exception'], registers: r }),
     modbusCycleSeconds: new Histogram({ name: 'gateway_modbus_cycle_seconds', help: 'Duration of one poll cycle of a Modbus device', labelNames: ['source', 'device'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: r }),
+    modbusRequestsPerCycle: new Gauge({ name: 'gateway_modbus_requests_per_cycle', help: 'Read requests one poll cycle of a Modbus device sends, after joining nearby registers', labelNames: ['source', 'device'], registers: r }),
+    modbusDeviceUp: new Gauge({ name: 'gateway_modbus_device_up', help: '1 when the last poll cycle of a Modbus device got answers, else 0 (connecting, offline)', labelNames: ['source', 'device'], registers: r }),
+    modbusCycleOverruns: new Counter({ name: 'gateway_modbus_cycle_overruns_total', help: 'Poll ticks skipped because a Modbus device cycle took longer than its poll_interval', labelNames: ['source', 'device'], registers: r }),
 
     // --- MQTT specific ---
-    mqttMessages: new Counter({ name: 'gateway_mqtt_messages_total', help: 'MQTT messages received, by outcome (ok, refused)', labelNames: ['source', 'outcome'], registers: r }),
+    mqttMessages: new Counter({ name: 'gateway_mqtt_messages_total', help: 'MQTT messages received, by outcome (ok: every value stored; partial: some refused; refused: none stored; ignored: no data by design, e.g. Sparkplug NDEATH; unmatched: no configured subscription)', labelNames: ['source', 'outcome'], registers: r }),
+    mqttRefusals: new Counter({ name: 'gateway_mqtt_refusals_total', help: 'MQTT values or messages refused, by subscription topic filter and reason (malformed, oversize, unknown_name, unknown_alias, not_numeric, bad_timestamp ...)', labelNames: ['source', 'subscription', 'reason'], registers: r }),
+    mqttPendingMessages: new Gauge({ name: 'gateway_mqtt_pending_messages', help: 'MQTT messages received and not yet committed to the buffer (QoS 1/2 ones are not yet acknowledged)', labelNames: ['source'], registers: r }),
+    mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
+    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large, too_many_clients)', labelNames: ['reason'], registers: r }),
 
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),

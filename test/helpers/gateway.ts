@@ -19,11 +19,14 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Deep merge of plain objects; arrays and scalars in `over` replace. */
+/** Keys whose value is a variant (discriminated by `mode`/`type`): replaced whole, never merged. */
+const REPLACED = new Set(['auth']);
+
+/** Deep merge of plain objects; arrays, scalars and variant objects in `over` replace. */
 export function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...base };
   for (const [k, v] of Object.entries(over)) {
-    out[k] = isPlainObject(v) && isPlainObject(out[k]) ? merge(out[k] as Record<string, unknown>, v) : v;
+    out[k] = !REPLACED.has(k) && isPlainObject(v) && isPlainObject(out[k]) ? merge(out[k] as Record<string, unknown>, v) : v;
   }
   return out;
 }

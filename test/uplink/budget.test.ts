@@ -1,0 +1,70 @@
+import { describe, expect, it, vi } from 'vitest';
+import type { Clock } from '../../src/core/clock.js';
+import { RequestBudget, type Priority } from '../../src/uplink/budget.js';
+
+describe('RequestBudget', () => {
+  it('never grants more than the budget in any 60 s window', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    try {
+      const clock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
+      const budget = new RequestBudget(120, clock); // 2/s, burst 2
+      const grants: number[] = [];
+      // 500 callers at once, then 3 simulated minutes.
+      for (let i = 0; i < 500; i++) {
+        budget.acquire('data').then(
+          () => grants.push(performance.now()),
+          () => undefined,
+        );
+      }
+      await vi.advanceTimersByTimeAsync(180_000);
+      budget.close();
+      let maxInWindow = 0;
+      for (let i = 0; i < grants.length; i++) {
+        let j = i;
+        while (j < grants.length && grants[j] < grants[i] + 60_000) j++;
+        maxInWindow = Math.max(maxInWindow, j - i);
+      }
+      expect(maxInWindow).toBeLessThanOrEqual(120);
+      // It also uses the budget: about 2 per second for 180 s.
+      expect(grants.length).toBeGreaterThanOrEqual(355);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('serves waiting calls in priority order: token, annotation, poll, upload, data', async () => {
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const budget = new RequestBudget(600, clock); // 10/s, burst 10
+    for (let i = 0; i < 10; i++) await budget.acquire('data'); // drain the burst
+    const order: Priority[] = [];
+    const all = (['data', 'upload', 'poll', 'annotation', 'token'] as Priority[]).map((p) => budget.acquire(p).then(() => order.push(p)));
+    await Promise.all(all);
+    expect(order).toEqual(['token', 'annotation', 'poll', 'upload', 'data']);
+    budget.close();
+  });
+
+  it('paces at the configured rate', async () => {
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const budget = new RequestBudget(1_200, clock); // 20/s, burst 20
+    const t0 = performance.now();
+    for (let i = 0; i < 40; i++) await budget.acquire('data');
+    const elapsed = performance.now() - t0;
+    // 20 from the burst, then 20 at 20/s: about 1 s.
+    expect(elapsed).toBeGreaterThan(800);
+    expect(elapsed).toBeLessThan(3_000);
+    budget.close();
+  });
+
+  it('rejects waiters on close and on abort', async () => {
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const budget = new RequestBudget(60, clock); // 1/s, burst 1
+    await budget.acquire('data');
+    const ac = new AbortController();
+    const aborted = budget.acquire('data', ac.signal);
+    ac.abort(new Error('stop'));
+    await expect(aborted).rejects.toThrow('stop');
+    const closed = budget.acquire('data');
+    budget.close(new Error('closing'));
+    await expect(closed).rejects.toThrow('closing');
+  });
+});
