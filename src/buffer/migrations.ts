@@ -58,6 +58,53 @@ const MIGRATIONS: Array<{ version: number; up: string }> = [
       CREATE TABLE sync_only_ranges (seq_from INTEGER NOT NULL, seq_to INTEGER NOT NULL, PRIMARY KEY (seq_from)) WITHOUT ROWID;
     `,
   },
+  {
+    // Operator annotations (src/annotations/store.ts): the outbox and the open downtimes.
+    version: 2,
+    up: `
+      -- One row per annotation, in creation order (seq), which is also the delivery order. The
+      -- external_id is assigned at creation and sent with every attempt, so a retry after a crash
+      -- or a timeout can only meet a 409 (= already delivered, interface §4.1).
+      CREATE TABLE annotation_outbox (
+        seq               INTEGER PRIMARY KEY,
+        external_id       TEXT    NOT NULL UNIQUE,
+        type              TEXT    NOT NULL,           -- instant | range
+        occurred_at       INTEGER,                    -- epoch ms (instant)
+        started_at        INTEGER,                    -- epoch ms (range)
+        ended_at          INTEGER,                    -- epoch ms (range)
+        text              TEXT    NOT NULL,
+        machine_variables TEXT    NOT NULL,           -- JSON list of ids
+        site              TEXT    NOT NULL,           -- JSON {"id"} or {"external_id"}
+        machine           TEXT,                       -- configured machine key, or null
+        origin            TEXT    NOT NULL,           -- api | hmi | mqtt | cli | detector
+        state             TEXT    NOT NULL,           -- queued | delivered | refused
+        attempts          INTEGER NOT NULL DEFAULT 0,
+        last_error        TEXT,                       -- last transient failure
+        refusal           TEXT,                       -- the service's message (400)
+        service_id        TEXT,                       -- mda_... from the 201
+        request_id        TEXT,
+        created_at        INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        delivered_at      INTEGER
+      );
+      CREATE INDEX annotation_outbox_state ON annotation_outbox (state, seq);
+
+      -- Downtimes started and not yet stopped (manual), and detector episodes in progress, so both
+      -- survive a restart of the gateway.
+      CREATE TABLE downtimes (
+        key               TEXT    PRIMARY KEY,        -- manual:<machine> | rule:<fingerprint>
+        kind              TEXT    NOT NULL,           -- manual | detector
+        machine           TEXT    NOT NULL,
+        external_id       TEXT    NOT NULL,
+        started_at        INTEGER NOT NULL,           -- epoch ms
+        reason            TEXT,
+        text              TEXT,
+        machine_variables TEXT,                       -- JSON list of ids (detector), or null
+        origin            TEXT    NOT NULL,
+        created_at        INTEGER NOT NULL
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -26,6 +26,7 @@ import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleSink } from '../core/sample.js';
+import { RateMeter } from '../core/rate-meter.js';
 
 export interface BufferOptions {
   commitIntervalMs: number;
@@ -105,6 +106,8 @@ export class SampleBuffer implements SampleSink {
   /** Import-job ranges, sorted by `from`, with their row counts. */
   private reserved: Array<SeqRange & { rows: number }> = [];
   private reservedRows = 0;
+  /** Ranges that failed twice as import jobs: only the sync path may send them (durable table). */
+  private syncOnly: SeqRange[] = [];
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -118,6 +121,7 @@ export class SampleBuffer implements SampleSink {
   private writeFailures = 0;
   private readonly listeners = new Set<() => void>();
   private readonly pageSize: number;
+  private readonly ingest: RateMeter;
 
   private readonly st: {
     insert: Statement;
@@ -131,6 +135,10 @@ export class SampleBuffer implements SampleSink {
     pageCount: Statement;
     freelistCount: Statement;
     countBetween: Statement;
+    firstAfter: Statement;
+    nthFrom: Statement;
+    maxBelow: Statement;
+    maxSeqInRange: Statement;
   };
 
   constructor(db: Database, options: BufferOptions) {
@@ -150,8 +158,14 @@ export class SampleBuffer implements SampleSink {
       pageCount: db.prepare('PRAGMA page_count').pluck(true),
       freelistCount: db.prepare('PRAGMA freelist_count').pluck(true),
       countBetween: db.prepare('SELECT count(*) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
+      firstAfter: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT 1').pluck(true),
+      nthFrom: db.prepare('SELECT seq FROM samples WHERE seq >= ? AND seq < ? ORDER BY seq ASC LIMIT 1 OFFSET ?').pluck(true),
+      maxBelow: db.prepare('SELECT max(seq) FROM samples WHERE seq >= ? AND seq < ?').pluck(true),
+      maxSeqInRange: db.prepare('SELECT max(seq) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
     };
+    this.syncOnly = (db.prepare('SELECT seq_from AS "from", seq_to AS "to" FROM sync_only_ranges ORDER BY seq_from').all() as SeqRange[]);
     this.pageSize = db.pragma('page_size', { simple: true }) as number;
+    this.ingest = new RateMeter(() => options.clock.monotonic(), 30);
     for (const [id, name] of db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>) {
       this.varIds.set(name, id);
       this.varNames.set(id, name);
@@ -244,6 +258,7 @@ export class SampleBuffer implements SampleSink {
       this.rowCount += inserted - acks.length;
       for (const seq of acks) this.inflight.delete(seq);
       this.committedTotal += inserted;
+      this.ingest.add(inserted);
       this.opts.metrics.bufferCommits.inc();
       this.opts.metrics.bufferCommittedSamples.inc(inserted);
       this.opts.metrics.bufferCommitSeconds.observe((performance.now() - started) / 1000);
@@ -563,10 +578,48 @@ export class SampleBuffer implements SampleSink {
     }
   }
 
-  /** The oldest seq not held by anyone, and how many rows follow it, for sizing an import job. */
-  oldestUnreserved(): number | null {
-    const rows = this.oldestUnheld(1);
-    return rows.length > 0 ? rows[0][0] : null;
+  /**
+   * Chooses the seq range of the next import job (I4, I5): the oldest rows that no sender holds and
+   * that are not sync-only, at most `maxItems` of them, leaving the newest `keepNewest` available
+   * rows to the sync path. The range is contiguous and lies below every sync claim. Null when there
+   * is nothing to take.
+   */
+  planJobRange(maxItems: number, keepNewest: number): SeqRange | null {
+    const want = Math.min(maxItems, this.available - keepNewest);
+    if (want <= 0) return null;
+    const lowestInflight = this.lowestInflight();
+    for (const gap of gapsOf([...this.reserved, ...this.syncOnly])) {
+      const first = this.st.firstAfter.get(gap.lo, gap.hi) as number | undefined;
+      if (first === undefined) continue;
+      // The sync path is already sending rows this old: leave them to it.
+      if (lowestInflight !== null && lowestInflight <= first) return null;
+      const hi = lowestInflight === null ? gap.hi : Math.min(gap.hi, lowestInflight);
+      const to = (this.st.nthFrom.get(first, hi, want - 1) as number | undefined) ?? (this.st.maxBelow.get(first, hi) as number | null);
+      if (to === null || to === undefined) continue;
+      return { from: first, to };
+    }
+    return null;
+  }
+
+  /** Marks a range as sync-only (it failed twice as an import job), durably. */
+  markSyncOnly(range: SeqRange): void {
+    this.db.prepare('INSERT OR REPLACE INTO sync_only_ranges (seq_from, seq_to) VALUES (?, ?)').run(range.from, range.to);
+    this.syncOnly = [...this.syncOnly.filter((r) => r.from !== range.from), range].sort((a, b) => a.from - b.from);
+  }
+
+  /** Forgets sync-only ranges whose rows are all gone. */
+  pruneSyncOnly(): void {
+    const empty = this.syncOnly.filter((r) => this.st.maxSeqInRange.get(r.from, r.to) === null);
+    if (empty.length === 0) return;
+    const del = this.db.prepare('DELETE FROM sync_only_ranges WHERE seq_from = ?');
+    this.db.transaction(() => {
+      for (const r of empty) del.run(r.from);
+    })();
+    this.syncOnly = this.syncOnly.filter((r) => !empty.includes(r));
+  }
+
+  get syncOnlyRanges(): readonly SeqRange[] {
+    return this.syncOnly;
   }
 
   get reservedRanges(): readonly SeqRange[] {
@@ -584,20 +637,13 @@ export class SampleBuffer implements SampleSink {
     return min;
   }
 
+  /** Open intervals (lo, hi) between the reserved ranges, newest first. */
   private gapsDescending(): Array<{ lo: number; hi: number }> {
-    const gaps: Array<{ lo: number; hi: number }> = [];
-    let hi = Number.MAX_SAFE_INTEGER;
-    for (let i = this.reserved.length - 1; i >= 0; i--) {
-      const r = this.reserved[i];
-      if (r.to + 1 < hi) gaps.push({ lo: r.to, hi });
-      hi = Math.min(hi, r.from);
-    }
-    gaps.push({ lo: 0, hi });
-    return gaps;
+    return gapsOf(this.reserved).reverse();
   }
 
   private gapsAscending(): Array<{ lo: number; hi: number }> {
-    return this.gapsDescending().reverse();
+    return gapsOf(this.reserved);
   }
 
   // ---------------------------------------------------------------- observation
@@ -610,6 +656,11 @@ export class SampleBuffer implements SampleSink {
 
   private notify(): void {
     for (const l of this.listeners) l();
+  }
+
+  /** Samples per second committed, over the last 30 s. */
+  ingestRate(): number {
+    return this.ingest.perSecond();
   }
 
   /** Rows a sender may claim now. Acked rows stay in both `inflight` and `rowCount` until deleted. */
@@ -674,4 +725,17 @@ export class SampleBuffer implements SampleSink {
     }
     this.db.close();
   }
+}
+
+/** Open seq intervals (lo, hi) not covered by `ranges` (inclusive ranges), oldest first. */
+export function gapsOf(ranges: readonly SeqRange[]): Array<{ lo: number; hi: number }> {
+  const sorted = [...ranges].sort((a, b) => a.from - b.from);
+  const gaps: Array<{ lo: number; hi: number }> = [];
+  let lo = 0;
+  for (const r of sorted) {
+    if (r.from > lo + 1) gaps.push({ lo, hi: r.from });
+    lo = Math.max(lo, r.to);
+  }
+  gaps.push({ lo, hi: Number.MAX_SAFE_INTEGER });
+  return gaps;
 }

@@ -72,10 +72,11 @@ export function renderStatus(s: GatewayStatus): string {
   out.push('UPLINK');
   out.push(`  ${s.uplink.condition}${s.uplink.reason ? ` (${s.uplink.reason})` : ''}, ${n(s.uplink.requests_last_minute)} of ${n(s.uplink.budget_per_minute)} requests in the last minute`);
   out.push(`  sync: ${s.uplink.sync.rate_per_s.toFixed(1)} samples/s, delivered ${n(s.uplink.sync.delivered_total)}, freshest value ${s.uplink.freshest_delivered_age_s === null ? '-' : `${s.uplink.freshest_delivered_age_s.toFixed(1)} s`} old`);
-  const bf = s.backfill as { rate_per_s?: number; jobs_in_flight?: number; delivered_total?: number; backlog_at_start?: number } | undefined;
-  if (bf) out.push(`  import jobs: ${bf.jobs_in_flight ?? 0} in flight, ${(bf.rate_per_s ?? 0).toFixed(1)} samples/s, delivered ${n(bf.delivered_total ?? 0)}`);
+  const bf = s.backfill;
+  out.push(`  import jobs: ${bf.enabled ? `${bf.jobs_in_flight} in flight, ${bf.rate_per_s.toFixed(1)} samples/s, delivered ${n(bf.delivered_total)}, failed ${n(bf.failed_total)}` : 'off'}`);
+  for (const j of bf.jobs) out.push(`    #${j.ledger_id} ${j.state}${j.job_id ? ` ${j.job_id}` : ''}${j.items ? `, ${n(j.items)} samples` : ''}${j.bytes ? `, ${n(j.bytes)} bytes` : ''}`);
   if (s.buffer.samples > 0) {
-    const start = Math.max(bf?.backlog_at_start ?? 0, s.buffer.samples);
+    const start = Math.max(bf.backlog_at_start, s.buffer.samples);
     out.push(`  backlog ${progressBar(1 - s.buffer.samples / start)} ETA ${formatDuration(s.backlog_eta_s)}`);
   }
   out.push('');

@@ -61,3 +61,34 @@ export function toSampleValue(v: unknown): number | undefined {
   }
   return undefined;
 }
+
+/**
+ * Sees samples after they were committed to the buffer (for example the downtime detector, which
+ * watches a machine-state variable). Called synchronously; must be cheap and must not throw.
+ */
+export interface SampleTap {
+  onSamples(samples: readonly Sample[]): void;
+}
+
+/** A sink that forwards to `inner` and, once committed, shows the samples to every tap. */
+export class TappedSink implements SampleSink {
+  private readonly taps = new Set<SampleTap>();
+
+  constructor(private readonly inner: SampleSink) {}
+
+  addTap(tap: SampleTap): () => void {
+    this.taps.add(tap);
+    return () => this.taps.delete(tap);
+  }
+
+  async append(samples: readonly Sample[]): Promise<void> {
+    await this.inner.append(samples);
+    for (const tap of this.taps) {
+      try {
+        tap.onSamples(samples);
+      } catch {
+        // A tap is an observer: its failure must never refuse samples that are already committed.
+      }
+    }
+  }
+}

@@ -9,12 +9,16 @@ import { describeError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
+import { TappedSink } from '../core/sample.js';
+import { startAnnotations, type AnnotationsRuntime } from '../annotations/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { buildSources } from '../sources/registry.js';
 import { RequestBudget } from '../uplink/budget.js';
 import { TrackingClient } from '../uplink/client.js';
 import { SyncSender } from '../uplink/sync-sender.js';
+import { BackfillManager } from '../uplink/backfill.js';
+import { ImportLedger } from '../buffer/import-ledger.js';
 import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
 import type { GatewayStatus } from './status.js';
@@ -35,7 +39,10 @@ export interface GatewayHandle {
   readonly health: UplinkHealth;
   readonly budget: RequestBudget;
   readonly sync: SyncSender;
+  readonly backfill: BackfillManager;
   readonly http: LocalHttpServer | null;
+  /** Operator annotations (outbox, local API, HMI page, detectors), when configured. */
+  readonly annotations: AnnotationsRuntime | null;
   /** Base URL of the local HTTP server, or null when disabled. */
   readonly httpUrl: string | null;
   status(): GatewayStatus;
@@ -88,10 +95,27 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     clock,
   });
 
+  // Sources write through a tapped sink so observers (the downtime detector) see committed samples.
+  const sink = new TappedSink(buffer);
+  const backfill = new BackfillManager({
+    buffer,
+    ledger: new ImportLedger(opened.db, clock),
+    client,
+    health,
+    config: config.uplink.backfill,
+    requestsPerMinute: config.uplink.requests_per_minute,
+    batchSize: config.uplink.batch_size,
+    itemIdField: config.service.item_id_field,
+    dir: join(dataDir, 'import'),
+    logger: logger.child({ component: 'backfill' }),
+    metrics,
+    clock,
+  });
+
   const makeContext = (name: string, kind: SourceKind): SourceContext => {
     const dir = join(dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
-    return { sink: buffer, logger: logger.child({ source: name, kind }), stats: new SourceStats(name, kind, metrics, clock), metrics, clock, dataDir: dir };
+    return { sink, logger: logger.child({ source: name, kind }), stats: new SourceStats(name, kind, metrics, clock), metrics, clock, dataDir: dir };
   };
   let sources: Source[];
   try {
@@ -105,6 +129,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true);
 
   let http: LocalHttpServer | null = null;
+  let annotations: AnnotationsRuntime | null = null;
   let closed = false;
   const status = (): GatewayStatus => {
     const b = buffer.stats();
@@ -113,8 +138,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const now = clock.now();
     const setAside = setAsideCount.get() as number;
     metrics.setAsideSamples.set(setAside);
+    const bf = backfill.stats();
     const rate = s.ratePerSecond;
-    const eta = b.rows > 0 && rate > 0 ? b.rows / rate : null;
+    // The backlog shrinks at what is delivered minus what keeps arriving.
+    const drain = rate + bf.rate_per_s - buffer.ingestRate();
+    const eta = b.rows > 0 && drain > 0 ? b.rows / drain : null;
     metrics.backlogEtaSeconds.set(eta ?? -1);
     return {
       gateway: { name: config.gateway.name, version: VERSION, started_at: new Date(startedAt).toISOString(), uptime_s: Math.round((now - startedAt) / 1000), pid: process.pid },
@@ -145,8 +173,10 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
         sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal },
       },
+      backfill: bf,
       set_aside: { samples: setAside },
       backlog_eta_s: eta,
+      ...(annotations ? { annotations: annotations.status() } : {}),
     };
   };
 
@@ -156,7 +186,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     // Sources first, so nothing new arrives; then commit what is pending; then the uplink.
     await Promise.allSettled(sources.map((s) => s.close()));
     await buffer.flush();
-    await sync.stop(3_000);
+    await annotations?.close();
+    await Promise.all([sync.stop(3_000), backfill.stop()]);
     budget.close();
     await http?.close();
     await client.close();
@@ -166,14 +197,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
 
   try {
     sync.start();
-    for (const src of sources) {
-      try {
-        await src.start();
-      } catch (err) {
-        // A source that cannot start (bad config discovered at start) must not stop the others.
-        logger.error({ source: src.name, kind: src.kind, err: describeError(err) }, 'source failed to start');
-      }
-    }
+    backfill.start();
     if (config.http.enabled) {
       http = new LocalHttpServer({
         host: config.http.host,
@@ -185,8 +209,18 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         metrics,
       });
       registerOpsRoutes(http, { status, metrics, buffer, health });
-      await http.listen();
     }
+    annotations = await startAnnotations({ config, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
+    if (annotations) sink.addTap(annotations);
+    for (const src of sources) {
+      try {
+        await src.start();
+      } catch (err) {
+        // A source that cannot start (bad config discovered at start) must not stop the others.
+        logger.error({ source: src.name, kind: src.kind, err: describeError(err) }, 'source failed to start');
+      }
+    }
+    await http?.listen();
   } catch (err) {
     await close();
     throw err;
@@ -197,5 +231,5 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     'gateway started',
   );
 
-  return { config, logger, metrics, buffer, sources, client, health, budget, sync, http, httpUrl: http?.url ?? null, status, close };
+  return { config, logger, metrics, buffer, sources, client, health, budget, sync, backfill, http, annotations, httpUrl: http?.url ?? null, status, close };
 }

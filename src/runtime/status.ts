@@ -1,6 +1,7 @@
 import type { BufferStats } from '../buffer/sample-buffer.js';
 import type { SourceStatus } from '../core/source.js';
 import type { UplinkCondition } from '../uplink/uplink-health.js';
+import type { BackfillStats } from '../uplink/backfill.js';
 
 /** Everything `/status`, `edge-gateway status` and the status line show. Secrets never appear here. */
 export interface GatewayStatus {
@@ -32,8 +33,8 @@ export interface GatewayStatus {
     freshest_delivered_age_s: number | null;
     sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number };
   };
-  /** Import-job backfill, when enabled. */
-  backfill?: Record<string, unknown>;
+  /** Import-job backfill. */
+  backfill: BackfillStats;
   set_aside: { samples: number };
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
@@ -63,14 +64,14 @@ export function statusLine(s: GatewayStatus): string {
   const parts = [
     `sources ${connected}/${s.sources.length} up`,
     `buffered ${fmt(s.buffer.committed_total)}`,
-    `delivered ${fmt(s.uplink.sync.delivered_total + Number((s.backfill as { delivered_total?: number } | undefined)?.delivered_total ?? 0))}`,
+    `delivered ${fmt(s.uplink.sync.delivered_total + s.backfill.delivered_total)}`,
     `backlog ${fmt(s.buffer.samples)} (oldest ${age(s.buffer.oldest_unsent_age_s)})`,
     `rate ${s.uplink.sync.rate_per_s.toFixed(0)}/s`,
     `freshest ${age(s.uplink.freshest_delivered_age_s)}`,
     `uplink ${s.uplink.condition}`,
   ];
-  const bf = s.backfill as { rate_per_s?: number; jobs_in_flight?: number } | undefined;
-  if (bf && (bf.jobs_in_flight ?? 0) > 0) parts.splice(5, 0, `import ${(bf.rate_per_s ?? 0).toFixed(0)}/s, ${bf.jobs_in_flight} job(s)`);
+  const bf = s.backfill;
+  if (bf.jobs_in_flight > 0 || bf.rate_per_s > 0) parts.splice(5, 0, `import ${bf.rate_per_s.toFixed(0)}/s, ${bf.jobs_in_flight} job(s)`);
   if (s.backlog_eta_s !== null && s.buffer.samples > 0) parts.push(`ETA ${formatDuration(s.backlog_eta_s)}`);
   if (s.set_aside.samples > 0) parts.push(`set aside ${fmt(s.set_aside.samples)}`);
   if (s.buffer.dropped_total > 0) parts.push(`DROPPED ${fmt(s.buffer.dropped_total)}`);

@@ -1,0 +1,381 @@
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { ImportLedger, LedgerEntry } from '../buffer/import-ledger.js';
+import type { BufferedRow, SampleBuffer, SeqRange } from '../buffer/sample-buffer.js';
+import { sleep, type Clock } from '../core/clock.js';
+import { describeError } from '../core/errors.js';
+import type { Metrics } from '../core/metrics.js';
+import { RateMeter } from '../core/rate-meter.js';
+import { WakeSignal } from '../core/signal.js';
+import { describeResult, outcomeOf, type ImportJob, type TrackingClient } from './client.js';
+import type { BackfillConfig } from './config.js';
+import { buildImportFile } from './import-file.js';
+import { decide } from './retry-policy.js';
+import type { UplinkHealth } from './uplink-health.js';
+
+export interface BackfillOptions {
+  buffer: SampleBuffer;
+  ledger: ImportLedger;
+  client: TrackingClient;
+  health: UplinkHealth;
+  config: BackfillConfig;
+  requestsPerMinute: number;
+  batchSize: number;
+  itemIdField: string;
+  /** Directory for import files (created; leftovers removed at start). */
+  dir: string;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+}
+
+/** Smallest size of one item in a file, for sizing a range before building it (shrunk after). */
+const MIN_ITEM_BYTES = 60;
+/** Share of the budget the sync path is assumed to get (the rest: tokens, polls, annotations). */
+const SYNC_SHARE = 0.9;
+/** The newest rows the sync path keeps for itself, in seconds of its capacity (at most half the threshold). */
+const KEEP_FOR_SYNC_SECONDS = 60;
+
+export interface BackfillStats {
+  enabled: boolean;
+  jobs_in_flight: number;
+  jobs: Array<{ ledger_id: number; state: string; items: number | null; bytes: number | null; job_id: string | null; attempts: number; since: string }>;
+  rate_per_s: number;
+  delivered_total: number;
+  set_aside_total: number;
+  failed_total: number;
+  sync_only_ranges: number;
+  backlog_at_start: number;
+  threshold_samples: number;
+}
+
+/**
+ * Backfill through import jobs (interface §4.7, §2.9, §8), beside the live sync path.
+ *
+ * When the backlog is larger than the sync path can send within `threshold` at the current budget,
+ * the oldest rows are packed into a file (≤ 128 MB, streamed from SQLite, never built in memory),
+ * uploaded as multipart `file`, and the job is polled with backoff (polls take budget slots at
+ * their priority). The newest minute of backlog always stays with the sync path, so live values
+ * upstream stay fresh during a multi-day catch-up.
+ *
+ * Rows are deleted only when the job finished (I2b). Rejected items are set aside with the job's
+ * error objects as they came — when the errors say which items (an `index` field [A, emulator]);
+ * when they do not, the range is handed to the sync path, whose bisection isolates the bad items,
+ * so no refused item is ever dropped silently. A failed job is built and sent once more; a range
+ * that fails twice goes to the sync path.
+ */
+export class BackfillManager {
+  private readonly tasks = new Map<number, Promise<void>>();
+  private readonly entries = new Map<number, LedgerEntry>();
+  private readonly abort = new AbortController();
+  private readonly wake = new WakeSignal();
+  private readonly delivered: RateMeter;
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+  private deliveredTotal = 0;
+  private setAsideTotal = 0;
+  private failedTotal = 0;
+  private backlogAtStart = 0;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly o: BackfillOptions) {
+    this.delivered = new RateMeter(() => o.clock.monotonic(), 60);
+    this.unsubscribe = o.buffer.onChange(() => this.wake.notify());
+  }
+
+  /** Samples per second the sync path can send at the budget. */
+  get syncCapacityPerSecond(): number {
+    return (this.o.requestsPerMinute / 60) * this.o.batchSize * SYNC_SHARE;
+  }
+
+  /** Backlog (samples) above which import jobs are used. */
+  get thresholdSamples(): number {
+    return Math.ceil((this.syncCapacityPerSecond * this.o.config.threshold) / 1000);
+  }
+
+  start(): void {
+    if (this.loop) return;
+    mkdirSync(this.o.dir, { recursive: true });
+    this.resume();
+    this.loop = this.planLoop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.abort.abort(new Error('gateway stopping'));
+    this.wake.notify();
+    this.unsubscribe();
+    await this.loop;
+    await Promise.allSettled([...this.tasks.values()]);
+  }
+
+  stats(): BackfillStats {
+    return {
+      enabled: this.o.config.enabled,
+      jobs_in_flight: this.entries.size,
+      jobs: [...this.entries.values()].map((e) => ({ ledger_id: e.id, state: e.state, items: e.itemCount, bytes: e.fileBytes, job_id: e.jobId, attempts: e.attempts, since: new Date(e.updatedAt).toISOString() })),
+      rate_per_s: this.delivered.perSecond(),
+      delivered_total: this.deliveredTotal,
+      set_aside_total: this.setAsideTotal,
+      failed_total: this.failedTotal,
+      sync_only_ranges: this.o.buffer.syncOnlyRanges.length,
+      backlog_at_start: this.backlogAtStart,
+      threshold_samples: this.thresholdSamples,
+    };
+  }
+
+  /** Picks up the ledger after a restart (issue: "resume"). */
+  private resume(): void {
+    for (const entry of this.o.ledger.all()) {
+      if (entry.state === 'finishing') {
+        // Rejected items were already set aside; only the deletion was left.
+        this.o.buffer.reserveRange(entry.range);
+        this.completeDeletion(entry, 0);
+      } else if (entry.state === 'submitted' || entry.state === 'retry') {
+        this.o.buffer.reserveRange(entry.range);
+        this.o.logger.info({ ledger_id: entry.id, job_id: entry.jobId, state: entry.state, range: entry.range }, 'resuming import job');
+        this.launch(entry);
+      } else {
+        // Never got a job id: the rows return to the queue and go into a new file.
+        this.o.ledger.remove(entry.id);
+        this.o.logger.info({ ledger_id: entry.id, state: entry.state }, 'import file was not uploaded before the restart; its rows return to the queue');
+      }
+    }
+    // Files are rebuilt from the buffer when needed, so every file left over is removed.
+    for (const name of readdirSync(this.o.dir)) rmSync(join(this.o.dir, name), { force: true });
+  }
+
+  private async planLoop(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        this.plan();
+      } catch (err) {
+        this.o.logger.error({ err: describeError(err) }, 'import job planning failed; will retry');
+      }
+      await this.wake.wait(1_000);
+    }
+  }
+
+  private plan(): void {
+    const { buffer, config } = this.o;
+    if (!config.enabled || this.o.health.condition === 'halted' || this.o.health.condition === 'auth_failed') return;
+    while (this.entries.size < config.max_jobs_in_flight) {
+      if (buffer.available <= this.thresholdSamples) {
+        if (this.entries.size === 0) this.backlogAtStart = 0;
+        return;
+      }
+      const keep = Math.ceil(this.syncCapacityPerSecond * Math.min(KEEP_FOR_SYNC_SECONDS, config.threshold / 2_000));
+      const range = buffer.planJobRange(Math.floor(config.max_file_bytes / MIN_ITEM_BYTES), keep);
+      if (!range) return;
+      if (this.backlogAtStart === 0) this.backlogAtStart = buffer.stats().rows;
+      const entry = this.o.ledger.create(range);
+      buffer.reserveRange(range);
+      this.o.logger.info({ ledger_id: entry.id, range, backlog: buffer.stats().rows }, 'backlog above the sync threshold: packing the oldest samples into an import job');
+      this.launch(entry);
+    }
+  }
+
+  private launch(entry: LedgerEntry): void {
+    this.entries.set(entry.id, entry);
+    this.o.metrics.importJobsInFlight.set(this.entries.size);
+    const task = this.run(entry)
+      .catch((err) => {
+        if (!this.stopping) this.o.logger.error({ ledger_id: entry.id, err: describeError(err) }, 'import job task failed; the range returns to the queue');
+      })
+      .finally(() => {
+        this.tasks.delete(entry.id);
+        this.entries.delete(entry.id);
+        this.o.metrics.importJobsInFlight.set(this.entries.size);
+        this.wake.notify();
+      });
+    this.tasks.set(entry.id, task);
+  }
+
+  private filePath(entry: LedgerEntry): string {
+    return join(this.o.dir, `import-${entry.id}-${entry.attempts}.json`);
+  }
+
+  /** Drives one ledger entry through its states until it ends (finished, failed twice, stopped). */
+  private async run(entry: LedgerEntry): Promise<void> {
+    const signal = this.abort.signal;
+    let file: string | null = null;
+    try {
+      for (;;) {
+        if (this.stopping) return;
+        if (entry.state === 'building' || entry.state === 'retry') {
+          file = this.filePath(entry);
+          const started = this.o.clock.monotonic();
+          const built = await buildImportFile(this.o.buffer.readRange(entry.range), file, this.o.config.max_file_bytes, this.o.itemIdField, signal);
+          if (built.itemCount === 0 || built.lastSeq === null) {
+            this.endReservation(entry);
+            return;
+          }
+          if (built.lastSeq < entry.range.to) {
+            this.o.buffer.shrinkRange(entry.range, built.lastSeq);
+            entry.range = { from: entry.range.from, to: built.lastSeq };
+          }
+          this.o.ledger.update(entry.id, { state: 'uploading', seqTo: entry.range.to, itemCount: built.itemCount, filePath: file, fileBytes: built.bytes });
+          Object.assign(entry, { state: 'uploading', itemCount: built.itemCount, filePath: file, fileBytes: built.bytes, updatedAt: this.o.clock.now() });
+          this.o.logger.debug({ event: 'import_file_built', ledger_id: entry.id, items: built.itemCount, bytes: built.bytes, ms: Math.round(this.o.clock.monotonic() - started) }, 'import file built');
+        }
+        if (entry.state === 'uploading') {
+          if (!file) {
+            // Resumed in 'uploading' cannot happen (resume drops it); rebuild to be safe.
+            entry.state = 'building';
+            continue;
+          }
+          await this.o.health.ready(signal);
+          this.o.logger.debug({ event: 'import_upload_started', ledger_id: entry.id }, 'uploading import file');
+          const r = await this.o.client.uploadImportFile(file, signal, this.o.config.upload_timeout);
+          if (this.stopping) return;
+          const d = decide(outcomeOf(r), this.o.health.attempt);
+          if (d.action === 'done' && r.body) {
+            this.o.health.success();
+            this.o.metrics.importFileBytes.inc(entry.fileBytes ?? 0);
+            this.o.ledger.update(entry.id, { state: 'submitted', jobId: r.body.job_id, filePath: null });
+            Object.assign(entry, { state: 'submitted', jobId: r.body.job_id, updatedAt: this.o.clock.now() });
+            rmSync(file, { force: true });
+            file = null;
+            this.o.logger.info({ event: 'import_job_submitted', ledger_id: entry.id, job_id: r.body.job_id, items: entry.itemCount }, 'import job submitted');
+          } else if (d.action === 'split' || d.action === 'isolate') {
+            this.o.health.success();
+            rmSync(file, { force: true });
+            file = null;
+            if (!this.failed(entry, `upload refused: ${describeResult(r)}`)) return;
+          } else {
+            this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+          }
+          continue;
+        }
+        if (entry.state === 'submitted') {
+          const job = await this.poll(entry, signal);
+          if (!job) return;
+          if (job.status === 'finished') {
+            this.finished(entry, job);
+            return;
+          }
+          if (!this.failed(entry, `import job ${entry.jobId} failed`)) return;
+        }
+      }
+    } finally {
+      if (file) rmSync(file, { force: true });
+    }
+  }
+
+  /** Polls until the job ends; null when stopping or the job is unknown (handled inside). */
+  private async poll(entry: LedgerEntry, signal: AbortSignal): Promise<ImportJob | null> {
+    let delay = this.o.config.poll_interval;
+    for (;;) {
+      try {
+        await sleep(delay, signal);
+        await this.o.health.ready(signal);
+      } catch {
+        return null;
+      }
+      delay = Math.min(this.o.config.poll_interval_max, delay * 2);
+      const r = await this.o.client.getImportJob(entry.jobId!, signal);
+      if (this.stopping) return null;
+      this.o.logger.debug({ event: 'import_job_polled', ledger_id: entry.id, job_id: entry.jobId, status: r.body?.status ?? r.status }, 'import job polled');
+      if (r.ok && r.body) {
+        this.o.health.success();
+        if (r.body.status === 'finished' || r.body.status === 'failed') return r.body;
+        continue;
+      }
+      const d = decide(outcomeOf(r), this.o.health.attempt);
+      if (r.status === 404) {
+        // The service does not know the job (expired, lost): treat as failed, the rows are resent.
+        this.o.health.success();
+        return { job_id: entry.jobId!, status: 'failed', items_received: 0, created_at: '' };
+      }
+      this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+    }
+  }
+
+  /** A finished job: set aside what it rejected, delete the rest of the range (I2b). */
+  private finished(entry: LedgerEntry, job: ImportJob): void {
+    const items = entry.itemCount ?? 0;
+    const rejected = job.items_rejected ?? 0;
+    const accepted = job.items_accepted ?? items - rejected;
+    const errors = job.errors ?? [];
+    const byIndex = new Map<number, unknown>();
+    for (const e of errors) {
+      const index = (e as { index?: unknown } | null)?.index;
+      if (typeof index === 'number' && Number.isInteger(index) && index >= 0 && index < items) byIndex.set(index, e);
+    }
+    const accountedFor = accepted + rejected === items && byIndex.size === rejected;
+    if (rejected > 0 && !accountedFor) {
+      // The job does not say which items it refused: let the sync path find them by bisection.
+      this.o.logger.warn(
+        { job_id: entry.jobId, items, accepted, rejected, errors_listed: errors.length, first_errors: errors.slice(0, 3) },
+        'import job rejected items without saying which; the range goes through the sync path to isolate them',
+      );
+      this.o.buffer.markSyncOnly(entry.range);
+      this.endReservation(entry);
+      return;
+    }
+    // One transaction: the refused rows move to set-aside and the ledger says so, so a crash can
+    // never map the job's item indices onto a range that already lost rows.
+    let refusedCount = 0;
+    this.o.buffer.database.transaction(() => {
+      if (byIndex.size > 0) {
+        const refused: Array<{ row: BufferedRow; error: unknown }> = [];
+        let i = 0;
+        for (const chunk of this.o.buffer.readRange(entry.range)) {
+          for (const row of chunk) {
+            const e = byIndex.get(i++);
+            if (e !== undefined) refused.push({ row, error: e });
+          }
+        }
+        for (const { row, error } of refused) {
+          const message = (error as { message?: unknown }).message;
+          this.o.buffer.setAside([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined });
+        }
+        refusedCount = refused.length;
+      }
+      this.o.ledger.update(entry.id, { state: 'finishing' });
+    })();
+    if (refusedCount > 0) {
+      this.setAsideTotal += refusedCount;
+      this.o.metrics.uplinkSetAsideSamples.inc({ path: 'import' }, refusedCount);
+      this.o.logger.warn({ job_id: entry.jobId, count: refusedCount }, 'the tracking service rejected items of an import job; they are set aside (edge-gateway set-aside list)');
+    }
+    this.o.metrics.importJobs.inc({ outcome: 'finished' });
+    this.completeDeletion(entry, rejected);
+  }
+
+  /** Deletes the rows of a finished job's range (I2b) and ends its ledger entry. */
+  private completeDeletion(entry: LedgerEntry, rejected: number): void {
+    const deleted = this.o.buffer.deleteRange(entry.range);
+    this.o.ledger.remove(entry.id);
+    this.deliveredTotal += deleted;
+    this.delivered.add(deleted);
+    this.o.metrics.uplinkDeliveredSamples.inc({ path: 'import' }, deleted);
+    this.o.logger.info({ event: 'import_job_finished', job_id: entry.jobId, delivered: deleted, rejected }, 'import job finished');
+  }
+
+  /**
+   * A failed job: the first time, the same range is built and sent again; the second time it goes to
+   * the sync path. Returns true when the entry should go on (retry).
+   */
+  private failed(entry: LedgerEntry, reason: string): boolean {
+    this.failedTotal += 1;
+    this.o.metrics.importJobs.inc({ outcome: 'failed' });
+    const attempts = entry.attempts + 1;
+    if (attempts >= 2) {
+      this.o.logger.warn({ ledger_id: entry.id, job_id: entry.jobId, range: entry.range, reason }, 'import job failed twice for this range; its samples go through the sync path');
+      this.o.buffer.markSyncOnly(entry.range);
+      this.endReservation(entry);
+      return false;
+    }
+    this.o.logger.warn({ ledger_id: entry.id, job_id: entry.jobId, reason }, 'import job failed; building and sending it once more');
+    this.o.ledger.update(entry.id, { state: 'retry', attempts, jobId: null, lastError: reason });
+    Object.assign(entry, { state: 'retry', attempts, jobId: null, lastError: reason, updatedAt: this.o.clock.now() });
+    return true;
+  }
+
+  private endReservation(entry: { id: number; range: SeqRange }): void {
+    this.o.ledger.remove(entry.id);
+    this.o.buffer.releaseRange(entry.range);
+  }
+}

@@ -1,0 +1,156 @@
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startEmulator, type EmulatorHandle, type EmulatorOptions } from '../../src/emulator/index.js';
+import { openTestBuffer } from '../helpers/buffer.js';
+import { merge, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { delay, waitFor } from '../helpers/wait.js';
+
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function emulator(opts: EmulatorOptions = {}): Promise<EmulatorHandle> {
+  const emu = await startEmulator({ port: 0, jobProcessingDelayMs: 200, ...opts });
+  cleanup.push(() => emu.close());
+  return emu;
+}
+
+const T0 = Date.parse('2026-11-01T00:00:00.000Z');
+const VARS = ['mvr_gen_11', 'mvr_gen_12', 'mvr_gen_13', 'mvr_gen_14'];
+
+/** Writes `n` old samples (4 variables, 1 s apart) into a buffer file before the gateway starts. */
+async function prefill(dir: string, n: number, extra: Array<{ variable: string; ts: number; value: number }> = []) {
+  const b = openTestBuffer({ path: join(dir, 'buffer.db'), dir });
+  const all = Array.from({ length: n }, (_, i) => ({ variable: VARS[i % 4], ts: T0 + Math.floor(i / 4) * 1000, value: i }));
+  // Bad items go in the middle of the backlog, inside what the import jobs take.
+  all.splice(Math.floor(n / 3), 0, ...extra);
+  for (let i = 0; i < all.length; i += 10_000) await b.buffer.append(all.slice(i, i + 10_000));
+  await b.close();
+  return all.length;
+}
+
+/** A gateway with a small budget, so a backlog of tens of thousands is "large" (threshold 10 s). */
+async function gateway(emu: EmulatorHandle, dir: string, extra: Record<string, unknown> = {}): Promise<TestGateway> {
+  // requests_per_minute 120: the sync path sends about 360 samples/s, so the threshold (10 s) is
+  // 3,600 samples of backlog.
+  const gw = await startTestGateway(
+    emu,
+    merge({ uplink: { requests_per_minute: 120, flush_interval: 200, backfill: { threshold: '10s', max_file_bytes: 400_000, poll_interval: 100, poll_interval_max: 400, max_jobs_in_flight: 2 } } }, extra),
+    { dir },
+  );
+  cleanup.push(() => gw.close());
+  return gw;
+}
+
+function storedTotal(emu: EmulatorHandle, vars = VARS): number {
+  const counts = emu.valueCounts();
+  return vars.reduce((n, v) => n + (counts[v] ?? 0), 0);
+}
+
+describe('import-job backfill beside live data', () => {
+  it('drains a large backlog through import jobs while live values stay fresh, never sending a row twice', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const n = await prefill(dir, 40_000);
+    const gw = await gateway(emu, dir, { generator: [{ name: 'live', variables: ['mvr_gen_1', 'mvr_gen_2'], interval: 100 }] });
+    const freshness: number[] = [];
+    let sawBoth = false;
+    await waitFor(
+      async () => {
+        const s = gw.handle.status();
+        const latest = emu.values('mvr_gen_1').at(-1);
+        if (latest) freshness.push(Date.now() - Date.parse(latest.timestamp));
+        if (s.backfill.jobs_in_flight > 0 && s.uplink.sync.delivered_total > 0) sawBoth = true;
+        return storedTotal(emu) === n;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: 'backlog delivered' },
+    );
+    expect(sawBoth).toBe(true);
+    const jobs = emu.importJobs();
+    expect(jobs.length).toBeGreaterThanOrEqual(4); // 40k samples at ≤ 400 kB per file
+    expect(jobs.every((j) => j.status === 'finished')).toBe(true);
+    expect(gw.handle.status().backfill.delivered_total).toBeGreaterThan(30_000);
+    // The two paths never held the same rows: no stored value was written twice.
+    expect(emu.stats().values_overwritten).toBe(0);
+    // Live data stayed fresh during the drain (after the first seconds of start-up).
+    const steady = freshness.slice(8);
+    expect(Math.max(...steady)).toBeLessThan(5_000);
+    // Temporary files are gone.
+    expect(readdirSync(join(dir, 'data', 'import'))).toEqual([]);
+  }, 90_000);
+
+  it('sets aside the items a finished job rejected, with the job\'s error objects as they came', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const bad = [
+      { variable: 'mvr_unknown_a', ts: T0 + 5, value: 1 },
+      { variable: 'mvr_unknown_b', ts: T0 + 6, value: 2 },
+    ];
+    const n = await prefill(dir, 20_000, bad);
+    const gw = await gateway(emu, dir);
+    await waitFor(() => gw.handle.buffer.stats().rows === 0, { timeoutMs: 60_000, what: 'drained' });
+    expect(storedTotal(emu)).toBe(n - 2);
+    const aside = gw.handle.buffer.database.prepare("SELECT variable, path, reason, detail, job_id FROM set_aside ORDER BY variable").all() as Array<{ variable: string; path: string; reason: string; detail: string; job_id: string }>;
+    expect(aside.map((a) => a.variable)).toEqual(['mvr_unknown_a', 'mvr_unknown_b']);
+    expect(aside[0].path).toBe('import');
+    expect(aside[0].job_id).toMatch(/^job_/);
+    const detail = JSON.parse(aside[0].detail);
+    const job = emu.importJob(aside[0].job_id)!;
+    expect(job.errors).toContainEqual(detail); // stored exactly as the service sent it
+    expect(job.items_rejected).toBe(2);
+  }, 90_000);
+
+  it('a job that fails is sent once more, and a range that fails twice goes through the sync path', async () => {
+    const emu = await emulator();
+    emu.setFaults({ job_failure_rate: 1 });
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const n = await prefill(dir, 5_000);
+    const gw = await gateway(emu, dir, { uplink: { backfill: { max_file_bytes: 2_000_000, max_jobs_in_flight: 1, poll_interval: 100, poll_interval_max: 200 } } });
+    await waitFor(() => gw.handle.status().backfill.failed_total >= 2, { timeoutMs: 30_000, what: 'two failures' });
+    emu.clearFaults();
+    await waitFor(() => storedTotal(emu) === n, { timeoutMs: 60_000, what: 'delivered by the sync path' });
+    const jobs = emu.importJobs();
+    expect(jobs.filter((j) => j.status === 'failed').length).toBeGreaterThanOrEqual(2);
+    // The failed range was delivered by the sync path (batches), not by a later job.
+    expect(gw.handle.sync.stats().deliveredTotal).toBeGreaterThan(0);
+  }, 90_000);
+
+  it('when a job rejects items without saying which, the range goes through the sync path so nothing is dropped silently', async () => {
+    const emu = await emulator({ maxJobErrors: 0 });
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const bad = [{ variable: 'mvr_unknown_c', ts: T0 + 7, value: 3 }];
+    const n = await prefill(dir, 5_000, bad);
+    const gw = await gateway(emu, dir, { uplink: { backfill: { max_file_bytes: 2_000_000, max_jobs_in_flight: 1 } } });
+    await waitFor(() => emu.importJobs().some((j) => j.status === 'finished'), { timeoutMs: 30_000, what: 'a job finished' });
+    // The job rejected one item and listed no errors.
+    expect(emu.importJobs().some((j) => j.items_rejected === 1 && (j.errors ?? []).length === 0)).toBe(true);
+    await waitFor(() => gw.handle.buffer.stats().rows === 0, { timeoutMs: 60_000, what: 'drained' });
+    expect(storedTotal(emu)).toBe(n - 1);
+    const aside = gw.handle.buffer.database.prepare('SELECT variable, path FROM set_aside').all();
+    expect(aside).toEqual([{ variable: 'mvr_unknown_c', path: 'sync' }]);
+  }, 90_000);
+
+  it('after a restart, resumes polling a submitted job and removes leftover temporary files', async () => {
+    const emu = await emulator({ jobProcessingDelayMs: 3_000 });
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const n = await prefill(dir, 20_000);
+    const first = await gateway(emu, dir, { uplink: { backfill: { max_file_bytes: 4_000_000, max_jobs_in_flight: 1 } } });
+    await waitFor(() => first.handle.status().backfill.jobs.some((j) => j.state === 'submitted'), { timeoutMs: 20_000, what: 'job submitted' });
+    const submitted = first.handle.status().backfill.jobs.find((j) => j.state === 'submitted')!;
+    await first.close();
+    // A half-written file from a crash.
+    mkdirSync(join(dir, 'data', 'import'), { recursive: true });
+    writeFileSync(join(dir, 'data', 'import', 'import-99-0.json'), '{"items":[{"timest');
+    const second = await gateway(emu, dir, { uplink: { backfill: { max_file_bytes: 4_000_000, max_jobs_in_flight: 1 } } });
+    expect(existsSync(join(dir, 'data', 'import', 'import-99-0.json'))).toBe(false);
+    expect(second.handle.status().backfill.jobs.map((j) => j.job_id)).toContain(submitted.job_id);
+    await waitFor(() => storedTotal(emu) === n, { timeoutMs: 60_000, what: 'delivered' });
+    // The job was not uploaded again: one upload for the first range.
+    expect(emu.importJobs().filter((j) => j.job_id === submitted.job_id)).toHaveLength(1);
+    expect(emu.stats().values_overwritten).toBe(0);
+  }, 90_000);
+});
