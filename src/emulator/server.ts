@@ -1,0 +1,220 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from '../core/logger.js';
+import { isFailure, type Auth, type Principal } from './auth.js';
+import { BASE_PATH, EMULATOR_PATH, ORGANISATION_HEADER, REQUEST_ID_HEADER, TOKEN_PATH } from './contract.js';
+import type { FaultState } from './faults.js';
+import { ClientGone, HttpError, codeForStatus, errorReply, type Reply } from './http.js';
+import { newId } from './ids.js';
+import type { ImportJobs } from './import-jobs.js';
+import type { Inspector } from './inspect.js';
+import type { SlidingWindowRateLimiter } from './rate-limit.js';
+import type { Store } from './store.js';
+
+/**
+ * The HTTP front: routing, and the checks every request passes in this order:
+ *   1. `/_emulator/*` goes straight to the inspection API (no auth, no rate limit, no faults);
+ *   2. faults: added latency, then outage / dropped connection (socket destroyed, no answer),
+ *      forced 429, injected error status;
+ *   3. rate limit per client IP, all endpoints together, token endpoint included (§7, §8) -> 429
+ *      `{error: {type, code, message, request_id}}` with Retry-After;
+ *   4. route: unknown path 404, wrong method 405 (JSON bodies) [A];
+ *   5. for /tracking/v1: bearer credential (401, §5.5, §7), then Service-Organisation-Id
+ *      (missing 400, not authorised 403, §5.6);
+ *   6. the handler; an HttpError is the answer, anything else a 500.
+ * Every answer carries Service-Request-Id: req_... (CONTRACT.md).
+ */
+
+export interface RequestContext {
+  req: IncomingMessage;
+  query: URLSearchParams;
+  /** Path parameter (the job id). */
+  param: string;
+}
+
+export interface TrackingContext extends RequestContext {
+  principal: Principal;
+  organisationId: string;
+}
+
+export type Handler = (ctx: RequestContext) => Reply | Promise<Reply>;
+export type TrackingHandler = (ctx: TrackingContext) => Reply | Promise<Reply>;
+
+interface Route {
+  /** Stats key path, relative to /tracking/v1 for API calls. */
+  name: string;
+  methods: Record<string, Handler>;
+}
+
+export interface ServerDeps {
+  store: Store;
+  auth: Auth;
+  limiter: SlidingWindowRateLimiter;
+  faults: FaultState;
+  jobs: ImportJobs;
+  inspector: Inspector;
+  trackingRoutes: Record<string, Record<string, TrackingHandler>>;
+  tokenHandler: Handler;
+  logger: Logger;
+}
+
+const JOB_PATH = new RegExp(`^${BASE_PATH}/(v1/)?machine-data/import-jobs/([^/]+)$`);
+
+function decodeParam(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw; // malformed %-escape: looked up as written (and not found)
+  }
+}
+
+const GONE: Reply = { status: 0 };
+
+export function createEmulatorServer(deps: ServerDeps): Server {
+  const { store, auth, limiter, faults, logger } = deps;
+
+  /** §5.5, §5.6: credential, then organisation header. */
+  const tracked = (handler: TrackingHandler): Handler => (ctx) => {
+    const principal = auth.authenticate(ctx.req.headers.authorization);
+    if (isFailure(principal)) return { status: principal.status, body: principal.body, headers: principal.headers };
+    const org = ctx.req.headers[ORGANISATION_HEADER];
+    const organisationId = Array.isArray(org) ? org[0] : org;
+    if (organisationId === undefined || organisationId.trim() === '') return errorReply(400, 'bad_request', 'missing Service-Organisation-Id header (§5.6)');
+    if (!principal.organisations.has(organisationId)) {
+      return errorReply(403, 'forbidden', `the credentials are not authorised for organisation "${organisationId}"`);
+    }
+    return handler({ ...ctx, principal, organisationId });
+  };
+
+  const exact = new Map<string, Route>();
+  exact.set(TOKEN_PATH, { name: TOKEN_PATH, methods: { POST: deps.tokenHandler } });
+  for (const [path, methods] of Object.entries(deps.trackingRoutes)) {
+    const wrapped: Record<string, Handler> = {};
+    for (const [m, h] of Object.entries(methods)) wrapped[m] = tracked(h);
+    exact.set(BASE_PATH + path, { name: path, methods: wrapped });
+  }
+  const jobRoutes = {
+    plain: { name: '/machine-data/import-jobs/{job_id}', methods: { GET: tracked((ctx) => deps.jobs.get(ctx.param, ctx.organisationId)) } },
+    // §4.7 gives the status path with an extra v1 segment after the base prefix; both are answered.
+    doubled: { name: '/v1/machine-data/import-jobs/{job_id}', methods: { GET: tracked((ctx) => deps.jobs.get(ctx.param, ctx.organisationId)) } },
+  };
+
+  function send(res: ServerResponse, requestId: string, route: string | null, reply: Reply): void {
+    if (res.headersSent || res.destroyed) return;
+    const body = reply.body === undefined ? '' : JSON.stringify(reply.body);
+    const headers: Record<string, string | number> = {
+      [REQUEST_ID_HEADER]: requestId,
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(body),
+      ...reply.headers,
+    };
+    if (reply.close) headers.Connection = 'close';
+    res.writeHead(reply.status, headers);
+    res.end(body);
+    if (route !== null) store.countRequest(route, reply.status);
+  }
+
+  /** §7: the 429 envelope differs from the standard one. */
+  function tooMany(requestId: string, retryAfterMs: number, message: string): Reply {
+    return {
+      status: 429,
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
+      body: { error: { type: 'rate_limit', code: 'rate_limit_exceeded', message, request_id: requestId } },
+    };
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const requestId = newId('req');
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    const method = req.method ?? 'GET';
+
+    if (path === EMULATOR_PATH || path.startsWith(`${EMULATOR_PATH}/`)) {
+      const reply = await run(() => deps.inspector.handle(method, path, query, req));
+      if (reply !== GONE) send(res, requestId, null, reply);
+      return;
+    }
+
+    let route = exact.get(path);
+    let param = '';
+    if (route === undefined) {
+      const m = JOB_PATH.exec(path);
+      if (m) {
+        route = m[1] ? jobRoutes.doubled : jobRoutes.plain;
+        param = decodeParam(m[2]);
+      }
+    }
+    const routeName = `${method} ${route ? route.name : '(no route)'}`;
+
+    const latency = faults.latencyFor(path);
+    if (latency > 0) await new Promise((r) => setTimeout(r, latency));
+    const fault = faults.decide(path);
+    if (fault.kind === 'destroy') {
+      store.droppedConnections++;
+      store.countRequest(routeName, 'dropped');
+      req.socket.destroy();
+      return;
+    }
+
+    const slot = limiter.take(req.socket.remoteAddress ?? 'unknown');
+    if (!slot.ok) {
+      store.rateLimited++;
+      send(res, requestId, routeName, tooMany(requestId, slot.retryAfterMs, `rate limit of ${limiter.limit} requests per minute exceeded`));
+      drain(req);
+      return;
+    }
+    if (fault.kind === 'force429') {
+      send(res, requestId, routeName, tooMany(requestId, fault.retryAfterMs, 'rate limit exceeded (injected fault: force_429_seconds)'));
+      drain(req);
+      return;
+    }
+    if (fault.kind === 'status') {
+      const reply = fault.status === 429 ? tooMany(requestId, 1000, 'rate limit exceeded (injected fault: error_rate)') : errorReply(fault.status, codeForStatus(fault.status), 'injected fault (error_rate)');
+      send(res, requestId, routeName, reply);
+      drain(req);
+      return;
+    }
+
+    if (route === undefined) {
+      send(res, requestId, routeName, errorReply(404, 'not_found', `no route for ${method} ${path}`));
+      drain(req);
+      return;
+    }
+    const handler = route.methods[method];
+    if (handler === undefined) {
+      const allow = Object.keys(route.methods).join(', ');
+      send(res, requestId, routeName, errorReply(405, 'method_not_allowed', `${method} is not allowed on ${path} (allowed: ${allow})`, { headers: { Allow: allow } }));
+      drain(req);
+      return;
+    }
+    const reply = await run(() => handler({ req, query, param }));
+    if (reply === GONE) return;
+    send(res, requestId, routeName, reply);
+    if (!req.complete) drain(req);
+  }
+
+  async function run(fn: () => Reply | Promise<Reply>): Promise<Reply> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof HttpError) return err.reply;
+      if (err instanceof ClientGone) return GONE;
+      logger.error({ err }, 'emulator handler failed');
+      return errorReply(500, 'internal_server_error', `emulator error: ${(err as Error).message}`);
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      logger.error({ err }, 'emulator request failed');
+      if (!res.headersSent) res.destroy();
+    });
+  });
+  return server;
+}
+
+/** Reads and drops an unread request body so keep-alive connections stay usable. */
+function drain(req: IncomingMessage): void {
+  if (!req.complete && !req.destroyed) req.resume();
+}
