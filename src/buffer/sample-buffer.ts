@@ -21,6 +21,7 @@
  *      oldest rows (backfill). They meet only when the backlog is nearly gone.
  */
 import type { Database, Statement } from 'better-sqlite3';
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
@@ -39,6 +40,10 @@ export interface BufferOptions {
   maxPendingSamples?: number;
   /** A commit is started at once when this many samples are pending, without waiting for the interval. */
   commitEagerSamples?: number;
+  /** A full-buffer episode ends after this long without a drop (then its loss is logged). */
+  episodeQuietMs?: number;
+  /** WAL size above which a TRUNCATE checkpoint is run after a commit. */
+  walLimitBytes?: number;
 }
 
 export interface BufferedRow {
@@ -122,11 +127,15 @@ export class SampleBuffer implements SampleSink {
   private readonly listeners = new Set<() => void>();
   private readonly pageSize: number;
   private readonly ingest: RateMeter;
+  private readonly walPath: string;
+  private lastWalCheck = 0;
+  private walBlocked = false;
 
   private readonly st: {
     insert: Statement;
     insertVar: Statement;
     setNextSeq: Statement;
+    getNextSeq: Statement;
     deleteSeq: Statement;
     newestBetween: Statement;
     oldestBetween: Statement;
@@ -143,11 +152,13 @@ export class SampleBuffer implements SampleSink {
 
   constructor(db: Database, options: BufferOptions) {
     this.db = db;
-    this.opts = { maxPendingSamples: 2_000_000, commitEagerSamples: 50_000, ...options };
+    this.opts = { maxPendingSamples: 2_000_000, commitEagerSamples: 50_000, episodeQuietMs: 10_000, walLimitBytes: 64 * 1024 * 1024, ...options };
+    this.walPath = `${db.name}-wal`;
     this.st = {
       insert: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
       insertVar: db.prepare('INSERT INTO variables (name) VALUES (?)'),
       setNextSeq: db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+      getNextSeq: db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true),
       deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
       newestBetween: db.prepare(`SELECT ${CLAIM_COLUMNS} FROM samples WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?`).raw(true),
       oldestBetween: db.prepare(`SELECT ${CLAIM_COLUMNS} FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT ?`).raw(true),
@@ -225,6 +236,10 @@ export class SampleBuffer implements SampleSink {
   private readonly commitTx = (batch: PendingAppend[], acks: number[], refuse: boolean): number => {
     let inserted = 0;
     if (!refuse) {
+      // Another process (edge-gateway set-aside requeue on the file) may have taken seqs: I3 holds
+      // across processes because both read and advance meta.next_seq inside their transaction.
+      const stored = Number((this.st.getNextSeq.get() as string | undefined) ?? 0);
+      if (stored > this.nextSeq) this.nextSeq = stored;
       let seq = this.nextSeq;
       for (const p of batch) {
         for (const s of p.samples) {
@@ -234,6 +249,7 @@ export class SampleBuffer implements SampleSink {
         }
       }
       if (inserted > 0) this.st.setNextSeq.run(String(seq));
+      this.nextSeq = seq;
     }
     for (const seq of acks) this.st.deleteSeq.run(seq);
     return inserted;
@@ -254,7 +270,6 @@ export class SampleBuffer implements SampleSink {
     const varsBefore = this.varIds.size;
     try {
       const inserted = this.db.transaction(this.commitTx).immediate(batch, acks, refuse);
-      this.nextSeq = seqBefore + inserted;
       this.rowCount += inserted - acks.length;
       for (const seq of acks) this.inflight.delete(seq);
       this.committedTotal += inserted;
@@ -269,6 +284,7 @@ export class SampleBuffer implements SampleSink {
       if (this.opts.whenFull === 'drop_oldest' && this.overLimit()) this.dropOldest();
       this.maybeEndEpisode();
       this.refreshGauges();
+      this.checkWal();
       if (inserted > 0 || acks.length > 0) this.notify();
     } catch (err) {
       // Roll back in-memory state; the transaction rolled back the file.
@@ -349,6 +365,56 @@ export class SampleBuffer implements SampleSink {
     if (batch.length === 0) return;
     this.recordDrop('refuse_new', batch.flatMap((p) => p.samples.map((s) => s.ts)));
     for (const p of batch) p.resolve();
+  }
+
+  /**
+   * Keeps the WAL bounded. SQLite's automatic checkpoint copies pages back but cannot reset the WAL
+   * while a reader (an operator's sqlite3 shell, `set-aside list`) holds an old snapshot, so the
+   * file keeps growing. Once it is over the limit, a TRUNCATE checkpoint is tried every second;
+   * when a reader blocks it the operator is told once, and the WAL shrinks as soon as the reader
+   * lets go.
+   */
+  private checkWal(): void {
+    const now = this.opts.clock.monotonic();
+    if (now - this.lastWalCheck < 1_000) return;
+    this.lastWalCheck = now;
+    let size = 0;
+    try {
+      size = statSync(this.walPath).size;
+    } catch {
+      return;
+    }
+    if (size <= this.opts.walLimitBytes) {
+      this.walBlocked = false;
+      return;
+    }
+    try {
+      // TRUNCATE waits for readers through the busy handler; ingest must never wait on a reader,
+      // so the attempt is made with no busy timeout and simply tried again a second later.
+      const previous = this.db.pragma('busy_timeout', { simple: true }) as number;
+      this.db.pragma('busy_timeout = 0');
+      let r: { busy: number; log: number; checkpointed: number };
+      try {
+        [r] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number; log: number; checkpointed: number }>;
+      } finally {
+        this.db.pragma(`busy_timeout = ${previous}`);
+      }
+      if (r.busy !== 0 && !this.walBlocked) {
+        this.walBlocked = true;
+        this.opts.logger.warn({ wal_bytes: size, limit: this.opts.walLimitBytes }, 'another connection holds a read snapshot of the buffer; its WAL cannot shrink until that reader ends');
+      } else if (r.busy === 0) this.walBlocked = false;
+    } catch (err) {
+      this.opts.logger.warn({ err: describeError(err) }, 'WAL checkpoint failed');
+    }
+  }
+
+  /** Size of the WAL file in bytes (0 when there is none). */
+  walBytes(): number {
+    try {
+      return statSync(this.walPath).size;
+    } catch {
+      return 0;
+    }
   }
 
   /** Bytes in use by the database (pages minus free pages). */
@@ -438,7 +504,7 @@ export class SampleBuffer implements SampleSink {
   private maybeEndEpisode(force = false): void {
     const e = this.episode;
     if (!e) return;
-    if (!force && (this.opts.clock.monotonic() - this.lastDropAt < 10_000 || !this.writable)) return;
+    if (!force && (this.opts.clock.monotonic() - this.lastDropAt < this.opts.episodeQuietMs || !this.writable)) return;
     this.episode = null;
     this.opts.logger.error(
       {

@@ -13,6 +13,7 @@ import { TappedSink } from '../core/sample.js';
 import { startAnnotations, type AnnotationsRuntime } from '../annotations/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
+import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
 import { buildSources } from '../sources/registry.js';
 import { RequestBudget } from '../uplink/budget.js';
 import { TrackingClient } from '../uplink/client.js';
@@ -209,6 +210,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         metrics,
       });
       registerOpsRoutes(http, { status, metrics, buffer, health });
+      registerSetAsideRoutes(http, buffer);
     }
     annotations = await startAnnotations({ config, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
     if (annotations) sink.addTap(annotations);

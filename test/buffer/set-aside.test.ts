@@ -1,0 +1,118 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { stringify } from 'yaml';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { openTestBuffer } from '../helpers/buffer.js';
+import { startTestGateway, testConfigInput, type TestGateway } from '../helpers/gateway.js';
+import { waitFor } from '../helpers/wait.js';
+import { runCli } from '../helpers/cli.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+const T0 = Date.parse('2026-11-22T06:00:00.000Z');
+const WITH_NEW = { ...DEMO_FIXTURE, machine_variables: [...DEMO_FIXTURE.machine_variables, { id: 'mvr_new_1', name: 'added later', machine: 'mch_press1', unit: 'bar' }] };
+
+async function emulator(port = 0, fixture: unknown = DEMO_FIXTURE): Promise<EmulatorHandle> {
+  const emu = await startEmulator({ port, fixture: fixture as typeof DEMO_FIXTURE });
+  cleanup.push(() => emu.close());
+  return emu;
+}
+
+async function api(base: string, method: 'GET' | 'POST', path: string, body?: unknown) {
+  const res = await request(`${base}${path}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
+}
+
+function cli(args: string[]) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), 'set-aside', ...args], { encoding: 'utf8', cwd: ROOT, timeout: 60_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+describe('set-aside: inspect, requeue, drop', () => {
+  it('a variable created upstream later: its set-aside samples are requeued through the running gateway and delivered', async () => {
+    const emu = await emulator();
+    const gw: TestGateway = await startTestGateway(emu, { http: { enabled: true, port: 0 } });
+    cleanup.push(() => gw.destroy());
+    await gw.handle.buffer.append([
+      ...Array.from({ length: 5 }, (_, i) => ({ variable: 'mvr_new_1', ts: T0 + i, value: i })),
+      ...Array.from({ length: 20 }, (_, i) => ({ variable: 'mvr_gen_1', ts: T0 + i, value: i })),
+    ]);
+    await waitFor(() => gw.handle.buffer.stats().rows === 0, { what: 'drained' });
+    const base = gw.handle.httpUrl!;
+    const listed = await api(base, 'GET', '/api/set-aside');
+    expect(listed.body.total).toBe(5);
+    const rows = listed.body.rows as Array<{ variable: string; reason: string; path: string }>;
+    expect(rows[0]).toMatchObject({ variable: 'mvr_new_1', path: 'sync' });
+    expect(rows[0].reason).toMatch(/mvr_new_1/);
+
+    // The operator creates the variable upstream (here: the emulator restarts with it), then requeues.
+    const port = emu.port;
+    await emu.close();
+    const emu2 = await emulator(port, WITH_NEW);
+    const bad = await api(base, 'POST', '/api/set-aside/requeue', { varible: 'mvr_new_1' });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('varible');
+    const requeued = await api(base, 'POST', '/api/set-aside/requeue', { variable: 'mvr_new_1' });
+    expect(requeued.body).toEqual({ requeued: 5 });
+    await waitFor(() => (emu2.valueCounts()['mvr_new_1'] ?? 0) === 5, { what: 'requeued samples delivered' });
+    expect((await api(base, 'GET', '/api/set-aside')).body.total).toBe(0);
+  });
+
+  it('the CLI works on the buffer file when no gateway runs: list, drop by id, requeue all', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-setaside-'));
+    const gw = await startTestGateway(emu, {}, { dir });
+    await gw.handle.buffer.append([
+      { variable: 'mvr_new_1', ts: T0, value: 1 },
+      { variable: 'mvr_new_1', ts: T0 + 1, value: 2 },
+      { variable: 'mvr_nope_2', ts: T0 + 2, value: 3 },
+      { variable: 'mvr_gen_1', ts: T0 + 3, value: 4 },
+    ]);
+    await waitFor(() => gw.handle.buffer.stats().rows === 0, { what: 'drained' });
+    await gw.close();
+    const db = join(dir, 'buffer.db');
+    const list = cli(['list', '--db', db]);
+    expect(list.code).toBe(0);
+    expect(list.out).toContain('3 sample(s) set aside');
+    expect(list.out).toContain('mvr_nope_2');
+    const json = JSON.parse(cli(['list', '--db', db, '--json']).out) as { rows: Array<{ id: number; variable: string }> };
+    const nope = json.rows.find((r) => r.variable === 'mvr_nope_2')!;
+    expect(cli(['drop', '--db', db, '--id', String(nope.id)]).out).toContain('dropped 1');
+    expect(cli(['requeue', '--db', db]).code).toBe(2); // needs a filter
+    expect(cli(['requeue', '--db', db, '--all']).out).toContain('requeued 2');
+    const b = openTestBuffer({ path: db, dir });
+    expect(b.rows().map((r) => r.variable)).toEqual(['mvr_new_1', 'mvr_new_1']);
+    await b.close();
+    // A gateway opening the file delivers them once the variable exists.
+    const port = emu.port;
+    await emu.close();
+    const emu2 = await emulator(port, WITH_NEW);
+    const again = await startTestGateway(emu2, {}, { dir });
+    cleanup.push(() => again.destroy());
+    await waitFor(() => (emu2.valueCounts()['mvr_new_1'] ?? 0) === 2, { what: 'delivered after requeue' });
+  });
+
+  it('with --config and a running gateway, the CLI goes through its API', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-setaside-'));
+    const gw = await startTestGateway(emu, { http: { enabled: true, port: 0 } }, { dir });
+    cleanup.push(() => gw.destroy());
+    await gw.handle.buffer.append([{ variable: 'mvr_nope_3', ts: T0, value: 1 }]);
+    await waitFor(() => gw.handle.status().set_aside.samples === 1, { what: 'set aside' });
+    const port = Number(new URL(gw.handle.httpUrl!).port);
+    const cfg = join(dir, 'gw.yaml');
+    writeFileSync(cfg, stringify(testConfigInput(emu, dir, { http: { enabled: true, port } })));
+    const r = await runCli(['set-aside', 'drop', '--config', cfg, '--variable', 'mvr_nope_3']);
+    expect(r.err).toBe('');
+    expect(r.out).toContain('dropped 1 sample(s) (through the running gateway)');
+    expect(gw.handle.status().set_aside.samples).toBe(0);
+  });
+});
