@@ -27,6 +27,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- OPC UA specific ---
     opcuaSessionRecoveries: new Counter({ name: 'gateway_opcua_session_recoveries_total', help: 'OPC UA sessions re-established or subscriptions re-created after a connection loss or watchdog trip', labelNames: ['source', 'how'], registers: r }),
     opcuaInvalidNodes: new Gauge({ name: 'gateway_opcua_invalid_nodes', help: 'Configured OPC UA nodes that could not be monitored (unknown node id, non-numeric type)', labelNames: ['source'], registers: r }),
+    opcuaMonitoredNodes: new Gauge({ name: 'gateway_opcua_monitored_nodes', help: 'OPC UA nodes being read right now (monitored items in subscription mode, polled nodes in polling mode); 0 while disconnected', labelNames: ['source'], registers: r }),
 
     // --- Modbus specific ---
     modbusExceptions: new Counter({ name: 'gateway_modbus_exceptions_total', help: 'Modbus exception responses, by exception name', labelNames: ['source', 'device', 'exception'], registers: r }),
@@ -79,6 +80,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsDelivered: new Counter({ name: 'gateway_annotations_delivered_total', help: 'Annotations delivered (201, or 409 for an already delivered external_id)', labelNames: ['origin'], registers: r }),
     annotationsRefused: new Counter({ name: 'gateway_annotations_refused_total', help: 'Annotations refused by the service (400) or by local validation', labelNames: ['origin'], registers: r }),
     downtimesOpen: new Gauge({ name: 'gateway_downtimes_open', help: 'Downtimes started and not yet stopped', registers: r }),
+    annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector)', labelNames: ['origin'], registers: r }),
+    annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok, duplicate, invalid: refused by validation or state, malformed: not JSON or unknown shape, oversize)', labelNames: ['outcome'], registers: r }),
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),

@@ -1,0 +1,377 @@
+/**
+ * Simulated plant over OPC UA: a real node-opcua server with one press ("Press1") whose process
+ * values change, a machine-state variable with a configurable stop/fault schedule, a part counter,
+ * plus a few nodes that exist only to exercise the gateway's refusals (a String, a Boolean, an
+ * array). Used by the demo, the OPC UA tests and the benchmark (`bulkVariables`).
+ *
+ * Never imported by the gateway's runtime path.
+ */
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  DataType,
+  DataValue,
+  MessageSecurityMode,
+  OPCUACertificateManager,
+  OPCUAServer,
+  SecurityPolicy,
+  StatusCode,
+  StatusCodes,
+  Variant,
+  VariantArrayType,
+  type Namespace,
+  type UAVariable,
+} from 'node-opcua';
+
+export type SimSecurityMode = 'None' | 'Sign' | 'SignAndEncrypt';
+export type SimSecurityPolicy = 'None' | 'Basic256Sha256' | 'Aes128_Sha256_RsaOaep' | 'Aes256_Sha256_RsaPss';
+
+/** One step of the machine-state schedule: state 0 stopped, 1 running, 2 fault, for `durationMs`. */
+export interface MachineStateStep {
+  state: 0 | 1 | 2;
+  durationMs: number;
+}
+
+export interface OpcuaSimulatorOptions {
+  /** TCP port; 0 (default) picks a free one. A restart test passes the port of the previous run. */
+  port?: number;
+  /** Security modes offered (default: all three). `None` is needed for browsing without certificates. */
+  securityModes?: SimSecurityMode[];
+  /** Security policies offered with Sign/SignAndEncrypt (default: the three the gateway supports). */
+  securityPolicies?: Exclude<SimSecurityPolicy, 'None'>[];
+  /** Username/password pairs accepted; anonymous stays allowed unless `allowAnonymous` is false. */
+  users?: Array<{ username: string; password: string }>;
+  allowAnonymous?: boolean;
+  /**
+   * Folder for the server's certificate and its trust lists (`server/`, `user/`). Reusing it keeps
+   * the same server certificate across restarts (and skips the slow key generation). Default: a
+   * fresh temp folder.
+   */
+  pkiDir?: string;
+  /** Accept unknown client (and user) certificates (default true: a lab server). */
+  trustUnknownClients?: boolean;
+  /** How often the process values change, ms (default 1000). */
+  updateIntervalMs?: number;
+  /**
+   * Machine-state schedule, repeated forever. Default: running 4 min, stopped 90 s, running 3 min,
+   * fault 70 s: both stops last more than 60 s so the demo's downtime detector sees them.
+   */
+  stateSchedule?: MachineStateStep[];
+  /** Extra Double variables `Bulk.V<i>` (i from 1) whose value changes at every read (sampling); for the benchmark. */
+  bulkVariables?: number;
+  /** Log server start/stop lines to stderr (default false). */
+  verbose?: boolean;
+}
+
+/** Names of the simulator's variables, for `nodeIds` and `setValue`. */
+export type SimVariableName =
+  | 'temperature'
+  | 'pressure'
+  | 'speed'
+  | 'state'
+  | 'count'
+  | 'label'
+  | 'running'
+  | 'vector'
+  | 'setpoint';
+
+export interface OpcuaSimulator {
+  endpointUrl: string;
+  port: number;
+  namespaceUri: string;
+  /** Node id strings (`ns=1;s=Press1.Temperature`) of the named variables. */
+  nodeIds: Record<SimVariableName, string>;
+  /** Node id string of bulk variable i (1-based). */
+  bulkNodeId(i: number): string;
+  /** Same ids in `nsu=<uri>;s=...` form (independent of the namespace index). */
+  nsuNodeIds: Record<SimVariableName, string>;
+  /** Path of the server's certificate (DER or PEM), to put in a client's trust folder. */
+  certificateFile: string;
+  /**
+   * Sets a value now. `sourceTimestamp` defaults to now; `status` lets a test send Bad or Uncertain
+   * quality (`'Bad'`, `'Uncertain'`, or a node-opcua StatusCode).
+   */
+  setValue(name: SimVariableName, value: number | boolean | string, opts?: { sourceTimestamp?: Date; status?: 'Good' | 'Bad' | 'Uncertain' | StatusCode }): void;
+  /** Stops the automatic changes (tests that need exact values). */
+  pauseUpdates(): void;
+  resumeUpdates(): void;
+  /** Current machine state (0 stopped, 1 running, 2 fault). */
+  machineState(): number;
+  /** Sessions currently open on the server. */
+  sessionCount(): number;
+  close(): Promise<void>;
+}
+
+const NAMESPACE_URI = 'urn:edge-gateway:sim:press1';
+
+export const DEFAULT_STATE_SCHEDULE: MachineStateStep[] = [
+  { state: 1, durationMs: 240_000 },
+  { state: 0, durationMs: 90_000 },
+  { state: 1, durationMs: 180_000 },
+  { state: 2, durationMs: 70_000 },
+];
+
+/** Demo mapping: simulator variable → machine variable of the demo fixture (src/emulator/demo-fixture.ts). */
+export const OPCUA_DEMO_MAPPING: Array<{ name: SimVariableName; variable: string }> = [
+  { name: 'temperature', variable: 'mvr_press1_temperature' },
+  { name: 'pressure', variable: 'mvr_press1_pressure' },
+  { name: 'speed', variable: 'mvr_press1_speed' },
+  { name: 'state', variable: 'mvr_press1_state' },
+  { name: 'count', variable: 'mvr_press1_count' },
+];
+
+/**
+ * The `opcua:` config section (raw, as in the YAML) that maps a running simulator to the demo
+ * fixture's machine variables. Node ids use the nsu= form, so they do not depend on the index the
+ * server gives the namespace.
+ */
+export function opcuaDemoSection(sim: Pick<OpcuaSimulator, 'endpointUrl' | 'nsuNodeIds'>, name = 'press1'): Record<string, unknown> {
+  return {
+    servers: [
+      {
+        name,
+        endpoint: sim.endpointUrl,
+        publishing_interval: '1s',
+        nodes: OPCUA_DEMO_MAPPING.map((m) => ({ node_id: sim.nsuNodeIds[m.name], variable: m.variable, ...(m.name === 'state' ? { sampling_interval: '200ms' } : {}) })),
+      },
+    ],
+  };
+}
+
+const BROWSE_NAMES: Record<SimVariableName, string> = {
+  temperature: 'Temperature',
+  pressure: 'Pressure',
+  speed: 'Speed',
+  state: 'MachineState',
+  count: 'PartCount',
+  label: 'RecipeName',
+  running: 'Running',
+  vector: 'AxisPositions',
+  setpoint: 'TemperatureSetpoint',
+};
+
+/** A free TCP port on 127.0.0.1 (node-opcua needs the port number before it listens). */
+export async function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Promise<OpcuaSimulator> {
+  const port = opts.port && opts.port > 0 ? opts.port : await findFreePort();
+  const pkiDir = opts.pkiDir ?? mkdtempSync(join(tmpdir(), 'opcua-sim-pki-'));
+  mkdirSync(pkiDir, { recursive: true });
+  const trustUnknown = opts.trustUnknownClients ?? true;
+  const serverCertificateManager = new OPCUACertificateManager({ rootFolder: join(pkiDir, 'server'), automaticallyAcceptUnknownCertificate: trustUnknown });
+  const userCertificateManager = new OPCUACertificateManager({ rootFolder: join(pkiDir, 'user'), automaticallyAcceptUnknownCertificate: trustUnknown });
+  await serverCertificateManager.initialize();
+  await userCertificateManager.initialize();
+
+  const modes = (opts.securityModes ?? ['None', 'Sign', 'SignAndEncrypt']).map((m) => MessageSecurityMode[m]);
+  const policies = opts.securityPolicies ?? ['Basic256Sha256', 'Aes128_Sha256_RsaOaep', 'Aes256_Sha256_RsaPss'];
+  const securityPolicies = [
+    ...(modes.includes(MessageSecurityMode.None) ? [SecurityPolicy.None] : []),
+    ...policies.map((p) => SecurityPolicy[p]),
+  ];
+  const users = opts.users ?? [];
+
+  const server = new OPCUAServer({
+    port,
+    hostname: '127.0.0.1',
+    alternateHostname: ['127.0.0.1'],
+    resourcePath: '/UA/Press1',
+    serverCertificateManager,
+    userCertificateManager,
+    securityModes: modes,
+    securityPolicies,
+    allowAnonymous: opts.allowAnonymous ?? true,
+    userManager: {
+      isValidUser: (username: string, password: string) => users.some((u) => u.username === username && u.password === password),
+    },
+    buildInfo: { productName: 'edge-gateway OPC UA simulator', manufacturerName: 'edge-gateway', softwareVersion: '1.0' },
+    serverInfo: { applicationUri: 'urn:edge-gateway:sim:opcua-server', productUri: 'urn:edge-gateway:sim', applicationName: { text: 'Press1 simulator' } },
+    serverCapabilities: { maxSessions: 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000 } },
+  });
+  await server.initialize();
+
+  const addressSpace = server.engine.addressSpace!;
+  const ns: Namespace = addressSpace.registerNamespace(NAMESPACE_URI);
+  const nsIndex = ns.index;
+  const press = ns.addObject({ organizedBy: addressSpace.rootFolder.objects, browseName: 'Press1', nodeId: 's=Press1' });
+
+  const vars = {} as Record<SimVariableName, UAVariable>;
+  const id = (name: SimVariableName) => `s=Press1.${BROWSE_NAMES[name]}`;
+  const analog = (name: SimVariableName, low: number, high: number, unit: string, initial: number) =>
+    ns.addAnalogDataItem({
+      componentOf: press,
+      browseName: BROWSE_NAMES[name],
+      nodeId: id(name),
+      dataType: 'Double',
+      engineeringUnitsRange: { low, high },
+      engineeringUnits: undefined,
+      description: unit,
+      value: new Variant({ dataType: DataType.Double, value: initial }),
+    } as Parameters<Namespace['addAnalogDataItem']>[0]);
+  vars.temperature = analog('temperature', 0, 200, '°C', 62);
+  vars.pressure = analog('pressure', 0, 400, 'bar', 180);
+  vars.speed = analog('speed', 0, 3000, 'rpm', 1200);
+  vars.setpoint = analog('setpoint', 0, 200, '°C', 65);
+  const plain = (name: SimVariableName, dataType: string, value: Variant) =>
+    ns.addVariable({ componentOf: press, browseName: BROWSE_NAMES[name], nodeId: id(name), dataType, value });
+  vars.state = plain('state', 'Int32', new Variant({ dataType: DataType.Int32, value: 1 }));
+  vars.count = plain('count', 'UInt32', new Variant({ dataType: DataType.UInt32, value: 0 }));
+  vars.label = plain('label', 'String', new Variant({ dataType: DataType.String, value: 'Bracket-7' }));
+  vars.running = plain('running', 'Boolean', new Variant({ dataType: DataType.Boolean, value: true }));
+  vars.vector = ns.addVariable({
+    componentOf: press,
+    browseName: BROWSE_NAMES.vector,
+    nodeId: id('vector'),
+    dataType: 'Double',
+    valueRank: 1,
+    arrayDimensions: [3],
+    value: new Variant({ dataType: DataType.Double, arrayType: VariantArrayType.Array, value: [0, 0, 0] }),
+  });
+
+  const bulkCount = opts.bulkVariables ?? 0;
+  if (bulkCount > 0) {
+    const folder = ns.addFolder(addressSpace.rootFolder.objects, { browseName: 'Bulk', nodeId: 's=Bulk' });
+    // Bound to a getter that returns a new value at every read, so each sampling of a monitored
+    // item is a change: N items sampled every second give exactly N notifications per second,
+    // whatever the phase between the server's timers (a benchmark must not measure aliasing).
+    const reads = new Float64Array(bulkCount);
+    for (let i = 1; i <= bulkCount; i++) {
+      const k = i - 1;
+      ns.addVariable({
+        componentOf: folder,
+        browseName: `V${i}`,
+        nodeId: `s=Bulk.V${i}`,
+        dataType: 'Double',
+        minimumSamplingInterval: 100,
+        value: { get: () => new Variant({ dataType: DataType.Double, value: i + (reads[k] += 1) / 1000 }) },
+      });
+    }
+  }
+
+  await server.start();
+  const endpointUrl = `opc.tcp://127.0.0.1:${port}/UA/Press1`;
+  if (opts.verbose) process.stderr.write(`OPC UA simulator listening on ${endpointUrl}\n`);
+
+  // --- the process -------------------------------------------------------------------------
+  const schedule = opts.stateSchedule && opts.stateSchedule.length > 0 ? opts.stateSchedule : DEFAULT_STATE_SCHEDULE;
+  let stepIndex = 0;
+  let stepStarted = performance.now();
+  let state: number = schedule[0].state;
+  let tick = 0;
+  let paused = false;
+  let count = 0;
+  const set = (v: UAVariable, dataType: DataType, value: unknown, status: StatusCode = StatusCodes.Good, sourceTimestamp = new Date()) => {
+    v.setValueFromSource(new Variant({ dataType, value }), status, sourceTimestamp);
+  };
+  set(vars.state, DataType.Int32, state);
+
+  const update = () => {
+    tick += 1;
+    // Advance the state schedule by the monotonic clock.
+    while (performance.now() - stepStarted >= schedule[stepIndex].durationMs) {
+      stepStarted += schedule[stepIndex].durationMs;
+      stepIndex = (stepIndex + 1) % schedule.length;
+    }
+    if (schedule[stepIndex].state !== state) {
+      state = schedule[stepIndex].state;
+      set(vars.state, DataType.Int32, state);
+      set(vars.running, DataType.Boolean, state === 1);
+    }
+    const running = state === 1;
+    const wobble = Math.sin(tick / 20);
+    set(vars.temperature, DataType.Double, round(running ? 62 + 3 * wobble + Math.random() * 0.4 : 35 + Math.random() * 0.2));
+    set(vars.pressure, DataType.Double, round(running ? 180 + 15 * Math.sin(tick / 7) + Math.random() : 1 + Math.random() * 0.1));
+    set(vars.speed, DataType.Double, round(running ? 1200 + 30 * wobble : 0));
+    if (running) {
+      count += 1;
+      set(vars.count, DataType.UInt32, count);
+    }
+  };
+  const timer = setInterval(() => {
+    if (!paused) update();
+  }, opts.updateIntervalMs ?? 1000);
+  timer.unref();
+
+  const nodeIds = {} as Record<SimVariableName, string>;
+  const nsuNodeIds = {} as Record<SimVariableName, string>;
+  for (const name of Object.keys(BROWSE_NAMES) as SimVariableName[]) {
+    nodeIds[name] = `ns=${nsIndex};${id(name)}`;
+    nsuNodeIds[name] = `nsu=${NAMESPACE_URI};${id(name)}`;
+  }
+
+  let closed = false;
+  return {
+    endpointUrl,
+    port,
+    namespaceUri: NAMESPACE_URI,
+    nodeIds,
+    nsuNodeIds,
+    bulkNodeId: (i) => `ns=${nsIndex};s=Bulk.V${i}`,
+    certificateFile: server.certificateFile,
+    setValue(name, value, o = {}) {
+      const v = vars[name];
+      const status = o.status === undefined || o.status === 'Good' ? StatusCodes.Good : o.status === 'Bad' ? StatusCodes.BadSensorFailure : o.status === 'Uncertain' ? StatusCodes.UncertainLastUsableValue : o.status;
+      const dataType = typeof value === 'string' ? DataType.String : typeof value === 'boolean' ? DataType.Boolean : (v.dataTypeObj.basicDataType as DataType);
+      if (name === 'count' && typeof value === 'number') count = value;
+      if (!o.sourceTimestamp) {
+        v.setValueFromSource(new Variant({ dataType, value }), status, new Date());
+        return;
+      }
+      // setValueFromSource stamps the server time with the source time; a PLC reporting a buffered
+      // value has an old SourceTimestamp and a current ServerTimestamp (Part 4 §7.11), so build it.
+      const dv = new DataValue({ value: new Variant({ dataType, value }), statusCode: status, sourceTimestamp: o.sourceTimestamp, serverTimestamp: new Date() });
+      (v as unknown as { _internal_set_dataValue(dv: DataValue): void })._internal_set_dataValue(dv);
+    },
+    pauseUpdates: () => {
+      paused = true;
+    },
+    resumeUpdates: () => {
+      paused = false;
+    },
+    machineState: () => state,
+    sessionCount: () => server.engine.currentSessionCount,
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(timer);
+      // shutdown(0): no grace period; clients see the connection drop like a power cut of the PLC.
+      await server.shutdown(0);
+      await serverCertificateManager.dispose();
+      await userCertificateManager.dispose();
+      if (opts.verbose) process.stderr.write(`OPC UA simulator on port ${port} stopped\n`);
+    },
+  };
+}
+
+function round(v: number): number {
+  return Math.round(v * 1000) / 1000;
+}
+
+/** `tsx src/sim/opcua-server.ts [port]`: run the simulator alone (the demo starts it in-process). */
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const port = Number(process.argv[2] ?? 4840);
+  startOpcuaSimulator({ port, verbose: true, users: [{ username: 'operator', password: 'operator' }] })
+    .then((sim) => {
+      process.stderr.write(`nodes:\n${Object.entries(sim.nodeIds).map(([k, v]) => `  ${k}: ${v}`).join('\n')}\n`);
+      const stop = () => void sim.close().then(() => process.exit(0));
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+    })
+    .catch((err) => {
+      process.stderr.write(`simulator failed: ${(err as Error).message}\n`);
+      process.exit(1);
+    });
+}

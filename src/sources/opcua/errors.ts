@@ -1,0 +1,115 @@
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describeError, GatewayError } from '../../core/errors.js';
+
+/**
+ * Stable error codes of the OPC UA source, and the translation of node-opcua's error texts into
+ * sentences an operator can act on (what happened, which setting or file, what to do).
+ */
+export const OpcuaErrorCodes = {
+  /** TCP connect refused / timed out / host unknown. */
+  unreachable: 'OPCUA_UNREACHABLE',
+  /** The server's certificate is not in the trust folder. */
+  serverCertUntrusted: 'OPCUA_SERVER_CERT_UNTRUSTED',
+  /** The server refused the gateway's certificate. */
+  clientCertRejected: 'OPCUA_CLIENT_CERT_REJECTED',
+  /** Wrong user name/password, or user certificate refused. */
+  authFailed: 'OPCUA_AUTH_FAILED',
+  /** The server offers no endpoint with the configured security mode and policy. */
+  endpointNotFound: 'OPCUA_ENDPOINT_NOT_FOUND',
+  /** The user certificate or key file cannot be read. */
+  userCertUnreadable: 'OPCUA_USER_CERT_UNREADABLE',
+  /** Session or subscription creation failed for another reason. */
+  sessionFailed: 'OPCUA_SESSION_FAILED',
+  /** The connection broke and node-opcua gave up repairing it. */
+  connectionLost: 'OPCUA_CONNECTION_LOST',
+  /** Neither data nor keep-alives arrived in time; the connection was rebuilt. */
+  watchdog: 'OPCUA_WATCHDOG',
+  /** The namespace array changed after a reconnect (nsu= ids would point elsewhere). */
+  namespaceChanged: 'OPCUA_NAMESPACE_CHANGED',
+  /** A read in polling mode failed. */
+  readFailed: 'OPCUA_READ_FAILED',
+  /** A configured node cannot be monitored (unknown id, not numeric, array ...). */
+  invalidNode: 'OPCUA_INVALID_NODE',
+} as const;
+
+export interface ErrorContext {
+  /** Config path of the server, e.g. `opcua.servers[0]`. */
+  path: string;
+  endpoint: string;
+  securityMode: string;
+  securityPolicy: string;
+  pkiDir: string;
+  /** Seconds until the next retry, for the "what happens now" part of the message. */
+  retryHint?: string;
+}
+
+const AUTH = /BadUserAccessDenied|BadIdentityTokenRejected|BadIdentityTokenInvalid|BadUserSignatureInvalid/;
+const UNREACHABLE = /ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ECONNRESET|ECONNABORTED|connection cannot be established|socket has been disconnected|Connection has been aborted|premature socket termination/i;
+
+/** Translates an error from connect/createSession into a GatewayError with a stable code. */
+export function classifyConnectError(err: unknown, c: ErrorContext): GatewayError {
+  const text = describeError(err);
+  const retry = c.retryHint ? ` ${c.retryHint}` : '';
+  if (/BadCertificateUntrusted|server Certificate verification failed/i.test(text)) {
+    const rejected = newestRejectedCertificate(join(c.pkiDir, 'rejected'));
+    const trusted = join(c.pkiDir, 'trusted', 'certs');
+    const move = rejected ? `move "${rejected}" to "${trusted}/"` : `copy the server certificate into "${trusted}/"`;
+    return new GatewayError(
+      OpcuaErrorCodes.serverCertUntrusted,
+      `${c.path}: the certificate of the OPC UA server ${c.endpoint} is not trusted. To trust it, ${move}, or set ${c.path}.trust_on_first_use: true.${retry}`,
+      { cause: err, details: { rejected_file: rejected ?? null, trusted_folder: trusted } },
+    );
+  }
+  if (/BadSecurityChecksFailed|BadCertificate(?!Untrusted)|BadSecurityPolicyRejected|BadNoValidCertificates/.test(text)) {
+    const own = join(c.pkiDir, 'own', 'certs', 'client_certificate.pem');
+    return new GatewayError(
+      OpcuaErrorCodes.clientCertRejected,
+      `${c.path}: the OPC UA server ${c.endpoint} refused the gateway certificate (${statusName(text) ?? 'security checks failed'}). Trust "${own}" on the server (most servers list it under their rejected certificates: move it to trusted).${retry}`,
+      { cause: err },
+    );
+  }
+  if (AUTH.test(text)) {
+    return new GatewayError(
+      OpcuaErrorCodes.authFailed,
+      `${c.path}.user: the OPC UA server ${c.endpoint} refused the user identity (${statusName(text) ?? 'access denied'}): check the user name and password (or user certificate) and that the user may log in.${retry}`,
+      { cause: err },
+    );
+  }
+  if (/cannot find endpoint|No endpoint found|BadSecurityModeRejected/i.test(text)) {
+    return new GatewayError(
+      OpcuaErrorCodes.endpointNotFound,
+      `${c.path}: the OPC UA server ${c.endpoint} offers no endpoint with security_mode ${c.securityMode} and security_policy ${c.securityPolicy}; run "edge-gateway browse --endpoint ${c.endpoint}" to list what it offers.${retry}`,
+      { cause: err },
+    );
+  }
+  if (UNREACHABLE.test(text)) {
+    return new GatewayError(OpcuaErrorCodes.unreachable, `${c.path}: cannot reach the OPC UA server ${c.endpoint} (${firstLine(text)}).${retry}`, { cause: err });
+  }
+  return new GatewayError(OpcuaErrorCodes.sessionFailed, `${c.path}: connecting to the OPC UA server ${c.endpoint} failed: ${firstLine(text)}.${retry}`, { cause: err });
+}
+
+function statusName(text: string): string | undefined {
+  return /\b(Bad[A-Za-z]+)/.exec(text)?.[1];
+}
+
+function firstLine(text: string): string {
+  const line = text.split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
+}
+
+/** node-opcua writes an unknown server certificate to `<pki>/rejected/<name>[<thumbprint>].pem`. */
+export function newestRejectedCertificate(dir: string): string | undefined {
+  try {
+    let best: { path: string; mtime: number } | undefined;
+    for (const name of readdirSync(dir)) {
+      if (!/\.(pem|der)$/i.test(name)) continue;
+      const path = join(dir, name);
+      const mtime = statSync(path).mtimeMs;
+      if (!best || mtime > best.mtime) best = { path, mtime };
+    }
+    return best?.path;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,415 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { OPCUACertificateManager, type ClientSession, type DataValue, type OPCUAClient } from 'node-opcua';
+import { Backoff } from '../../core/backoff.js';
+import { sleepUnlessAborted } from '../../core/clock.js';
+import { describeError, GatewayError } from '../../core/errors.js';
+import { LogThrottle } from '../../core/log-throttle.js';
+import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
+import { createClient, userIdentity } from './client-options.js';
+import { effectivePolicy, type OpcuaServerConfig } from './config.js';
+import { decodeDataValue, type NodeBinding } from './decode.js';
+import { classifyConnectError, OpcuaErrorCodes, type ErrorContext } from './errors.js';
+import { attachNodeOpcuaLogger } from './node-opcua-logging.js';
+import { parseNodeId } from './node-id.js';
+import { PollingReader } from './polling-reader.js';
+import { SampleQueue } from './sample-queue.js';
+import { startSubscription, type SubscriptionReader } from './subscription-reader.js';
+import { planNodes, type InvalidNode } from './validate-nodes.js';
+import { Watchdog } from './watchdog.js';
+
+/** Why a working link was given up; becomes the `how` label of gateway_opcua_session_recoveries_total. */
+interface Broken {
+  how: 'watchdog' | 'connection_lost' | 'namespace_changed' | 'session_closed' | 'stopped';
+  error: GatewayError | null;
+}
+
+/** One attempt at a connection: client, session, reader, watchdog. Replaced whole on rebuild. */
+interface Link {
+  id: number;
+  client: OPCUAClient | null;
+  session: ClientSession | null;
+  subscription: SubscriptionReader | null;
+  poller: PollingReader | null;
+  watchdog: Watchdog | null;
+  namespaceArray: string[];
+  established: boolean;
+  broken: Promise<Broken>;
+  break(b: Broken): void;
+  teardown: Promise<void> | null;
+}
+
+const DISCONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * One OPC UA server as a source (issue 4): a secure session, a subscription (or polling), and
+ * recovery that needs no operator.
+ *
+ * Recovery has two layers:
+ * 1. node-opcua repairs a broken connection itself (new secure channel, session re-activated or
+ *    re-created, subscriptions transferred or re-created; Part 4 §5.6.3, §5.13.7). Counted as
+ *    `how="reconnected"`.
+ * 2. A watchdog (watchdog.ts) rebuilds the whole client when neither data nor keep-alives arrive for
+ *    `watchdog_multiplier` publishing intervals, whatever the cause: a repair that hangs, a
+ *    subscription the server dropped, a half-open TCP connection. Then the source's own loop
+ *    reconnects with capped exponential backoff, re-resolves `nsu=` ids and re-checks every node.
+ */
+export class OpcuaSource implements Source {
+  readonly kind = 'opcua' as const;
+  readonly name: string;
+  private readonly path: string;
+  private readonly pkiDir: string;
+  private readonly throttle: LogThrottle;
+  private readonly queue: SampleQueue;
+  private readonly backoff: Backoff;
+  private readonly abort = new AbortController();
+  private certificateManager: OPCUACertificateManager | null = null;
+  private link: Link | null = null;
+  private linkSeq = 0;
+  private loop: Promise<void> | null = null;
+  private stopped = false;
+  private detachLog: (() => void) | null = null;
+  private invalid: InvalidNode[] = [];
+  private monitored = 0;
+  private watchdogTimeoutMs = 0;
+  private publishingInterval: number | null = null;
+  private connectedAt: number | null = null;
+  private readonly recoveries: Record<string, number> = {};
+  private nextRetryMs: number | null = null;
+  /** Polling mode: last forwarded value and source time per node, for deadband and de-duplication. */
+  private readonly lastPolled = new Map<number, { value: number; ts: number }>();
+
+  constructor(
+    private readonly cfg: OpcuaServerConfig,
+    private readonly ctx: SourceContext,
+    options: { path: string; pkiDir?: string },
+  ) {
+    this.name = cfg.name;
+    this.path = options.path;
+    this.pkiDir = options.pkiDir ?? join(ctx.dataDir, 'opcua', 'pki');
+    this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
+    this.queue = new SampleQueue(ctx.sink, ctx.stats, this.throttle, ctx.logger, cfg.max_pending_samples);
+    this.backoff = new Backoff({ initialMs: cfg.reconnect.initial_delay, maxMs: cfg.reconnect.max_delay, factor: 2, jitterRatio: 0.2 });
+  }
+
+  async start(): Promise<void> {
+    if (this.loop || this.stopped) return;
+    this.detachLog = attachNodeOpcuaLogger(this.ctx.logger);
+    this.ctx.metrics.opcuaInvalidNodes.set({ source: this.name }, 0);
+    this.loop = this.run().catch((err) => {
+      // The loop catches everything itself; reaching this is a bug, reported rather than crashing.
+      this.ctx.stats.error(err, 'OPCUA_INTERNAL');
+      this.ctx.logger.error({ err: describeError(err) }, 'OPC UA source loop ended unexpectedly');
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.stopped) {
+      await this.loop;
+      return;
+    }
+    this.stopped = true;
+    this.abort.abort();
+    const link = this.link;
+    if (link) {
+      link.break({ how: 'stopped', error: null });
+      await this.teardown(link, true);
+    }
+    await this.loop;
+    await this.queue.drain();
+    if (this.certificateManager) await this.certificateManager.dispose().catch(() => undefined);
+    this.certificateManager = null;
+    this.detachLog?.();
+    this.ctx.stats.setState('stopped');
+  }
+
+  status(): SourceStatus {
+    return this.ctx.stats.snapshot({
+      endpoint: this.cfg.endpoint,
+      security: `${this.cfg.security_mode}/${effectivePolicy(this.cfg)}`,
+      user: this.cfg.user.type,
+      mode: this.cfg.mode,
+      nodes_configured: this.cfg.nodes.length,
+      nodes_monitored: this.monitored,
+      invalid_nodes: this.invalid.map((n) => ({ node_id: n.node_id, variable: n.variable, reason: n.reason })),
+      publishing_interval_ms: this.publishingInterval,
+      watchdog_timeout_ms: this.watchdogTimeoutMs || null,
+      watchdog_silent_ms: this.link?.watchdog ? Math.round(this.link.watchdog.silentFor()) : null,
+      connected_since: this.connectedAt,
+      recoveries: { ...this.recoveries },
+      next_retry_ms: this.nextRetryMs,
+      pending_samples: this.queue.size,
+      pki_dir: this.pkiDir,
+    });
+  }
+
+  // --- the connect loop -----------------------------------------------------------------------
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      const link = this.newLink();
+      this.link = link;
+      let broken: Broken | null = null;
+      try {
+        this.ctx.stats.setState('connecting');
+        await this.establish(link);
+        this.backoff.reset();
+        broken = await link.broken;
+      } catch (err) {
+        if (this.stopped) break;
+        const delay = this.peekDelay();
+        const e = err instanceof GatewayError && err.code.startsWith('OPCUA_') ? err : classifyConnectError(err, this.errorContext(`Retrying in ${formatSeconds(delay)}.`));
+        this.ctx.stats.error(e, e.code);
+        this.throttle.warn(`connect:${e.code}`, { code: e.code, endpoint: this.cfg.endpoint }, e.message);
+      }
+      await this.teardown(link, broken === null || broken.how === 'stopped');
+      this.connectedAt = null;
+      this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, 0);
+      if (this.stopped) break;
+      if (broken && broken.how !== 'stopped') {
+        this.recoveries[broken.how] = (this.recoveries[broken.how] ?? 0) + 1;
+        this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: broken.how });
+        if (broken.error) {
+          this.ctx.stats.error(broken.error, broken.error.code);
+          this.ctx.logger.warn({ code: broken.error.code, endpoint: this.cfg.endpoint }, broken.error.message);
+        }
+      }
+      this.ctx.stats.setState('disconnected');
+      this.ctx.stats.reconnecting();
+      const delay = this.takeDelay();
+      this.nextRetryMs = delay;
+      await sleepUnlessAborted(delay, this.abort.signal);
+      this.nextRetryMs = null;
+    }
+  }
+
+  private pendingDelay: number | null = null;
+  /** The delay the next retry will use (computed once, so the message and the wait agree). */
+  private peekDelay(): number {
+    if (this.pendingDelay === null) this.pendingDelay = this.backoff.next();
+    return this.pendingDelay;
+  }
+  private takeDelay(): number {
+    const d = this.peekDelay();
+    this.pendingDelay = null;
+    return d;
+  }
+
+  private newLink(): Link {
+    let resolve!: (b: Broken) => void;
+    const broken = new Promise<Broken>((r) => (resolve = r));
+    let done = false;
+    return {
+      id: ++this.linkSeq,
+      client: null,
+      session: null,
+      subscription: null,
+      poller: null,
+      watchdog: null,
+      namespaceArray: [],
+      established: false,
+      broken,
+      break(b) {
+        if (done) return;
+        done = true;
+        resolve(b);
+      },
+      teardown: null,
+    };
+  }
+
+  private errorContext(retryHint?: string): ErrorContext {
+    return {
+      path: this.path,
+      endpoint: this.cfg.endpoint,
+      securityMode: this.cfg.security_mode,
+      securityPolicy: effectivePolicy(this.cfg),
+      pkiDir: this.pkiDir,
+      ...(retryHint ? { retryHint } : {}),
+    };
+  }
+
+  private async certificates(): Promise<OPCUACertificateManager> {
+    if (this.certificateManager) return this.certificateManager;
+    mkdirSync(this.pkiDir, { recursive: true });
+    // The application instance certificate is created by node-opcua on the first connect, under
+    // <pki>/own (file mutex, so several sources sharing the folder are safe). Unknown server
+    // certificates land in <pki>/rejected unless trust_on_first_use is set.
+    const cm = new OPCUACertificateManager({ rootFolder: this.pkiDir, automaticallyAcceptUnknownCertificate: this.cfg.trust_on_first_use, name: 'PKI' });
+    await cm.initialize();
+    this.certificateManager = cm;
+    return cm;
+  }
+
+  private async establish(link: Link): Promise<void> {
+    const cm = await this.certificates();
+    if (this.stopped) return;
+    const client = createClient(this.cfg, cm);
+    link.client = client;
+    const current = () => this.link === link && !this.stopped;
+
+    client.on('connection_lost', () => {
+      if (!current() || !link.established) return;
+      this.ctx.stats.setState('connecting');
+      this.ctx.logger.warn({ endpoint: this.cfg.endpoint }, 'OPC UA connection lost; reconnecting (subscriptions are transferred when the server still has them, else re-created)');
+    });
+    client.on('connection_reestablished', () => {
+      if (!current() || !link.established) return;
+      void this.afterReconnect(link);
+    });
+    client.on('close', (err?: Error | null) => {
+      if (!current() || !link.established || !err) return;
+      link.break({ how: 'connection_lost', error: new GatewayError(OpcuaErrorCodes.connectionLost, `${this.path}: the connection to ${this.cfg.endpoint} was lost and could not be repaired (${describeError(err)}); rebuilding it`, { cause: err }) });
+    });
+
+    await client.connect(this.cfg.endpoint);
+    if (!current()) return;
+    const session = await client.createSession(userIdentity(this.cfg, this.path));
+    link.session = session;
+    if (!current()) return;
+    session.on('session_closed', (status: unknown) => {
+      if (!current() || !link.established) return;
+      link.break({ how: 'session_closed', error: new GatewayError(OpcuaErrorCodes.sessionFailed, `${this.path}: the server closed the session (${String(status)}); rebuilding it`) });
+    });
+
+    link.namespaceArray = await session.readNamespaceArray();
+    const plan = await planNodes(session, this.cfg, link.namespaceArray);
+    if (!current()) return;
+
+    const onValue = (b: NodeBinding, dv: DataValue) => {
+      if (this.link !== link) return;
+      link.watchdog?.feed();
+      this.onValue(b, dv);
+    };
+    let invalid = plan.invalid;
+    if (this.cfg.mode === 'subscription') {
+      const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed() });
+      link.subscription = sub;
+      invalid = [...invalid, ...sub.refused].sort((a, b) => a.index - b.index);
+      this.monitored = sub.monitored;
+      this.publishingInterval = sub.publishingInterval;
+      // An idle subscription sends a keep-alive every MaxKeepAliveCount intervals (Part 4 §5.13.1);
+      // the watchdog waits the configured multiple, and never less than two keep-alive periods.
+      const keepAlive = sub.subscription.maxKeepAliveCount || this.cfg.keep_alive_count;
+      this.watchdogTimeoutMs = Math.max(this.cfg.watchdog_multiplier, keepAlive + 2) * sub.publishingInterval;
+    } else {
+      this.lastPolled.clear();
+      const poller = new PollingReader(session, plan.valid, this.cfg.polling_interval, this.ctx.clock, {
+        onValue,
+        onAlive: () => link.watchdog?.feed(),
+        onError: (err) => {
+          const e = new GatewayError(OpcuaErrorCodes.readFailed, `${this.path}: reading from ${this.cfg.endpoint} failed: ${describeError(err)}`, { cause: err });
+          this.ctx.stats.error(e, e.code);
+          this.throttle.warn('poll-error', { code: e.code }, e.message);
+        },
+        onRequest: (outcome) => this.ctx.metrics.sourceRequests.inc({ source: this.name, kind: 'opcua', device: this.name, outcome }),
+      });
+      link.poller = poller;
+      this.monitored = plan.valid.length;
+      this.publishingInterval = null;
+      this.watchdogTimeoutMs = this.cfg.watchdog_multiplier * this.cfg.polling_interval;
+    }
+    this.reportInvalid(invalid);
+    this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, this.monitored);
+
+    const watchdog = new Watchdog(this.watchdogTimeoutMs, this.ctx.clock, (silent) => {
+      link.break({
+        how: 'watchdog',
+        error: new GatewayError(OpcuaErrorCodes.watchdog, `${this.path}: no data and no keep-alive from ${this.cfg.endpoint} for ${Math.round(silent / 1000)} s (watchdog ${Math.round(this.watchdogTimeoutMs / 1000)} s); rebuilding the connection`),
+      });
+    });
+    link.watchdog = watchdog;
+    watchdog.start();
+    link.poller?.start();
+    link.established = true;
+    this.connectedAt = this.ctx.clock.now();
+    this.ctx.stats.setState(invalid.length > 0 ? 'degraded' : 'connected');
+    this.ctx.logger.info(
+      { endpoint: this.cfg.endpoint, security: `${this.cfg.security_mode}/${effectivePolicy(this.cfg)}`, mode: this.cfg.mode, nodes: this.monitored, invalid_nodes: invalid.length, watchdog_ms: this.watchdogTimeoutMs },
+      'OPC UA source connected',
+    );
+  }
+
+  /** After node-opcua repaired the connection: the same nsu= ids must still point to the same indexes. */
+  private async afterReconnect(link: Link): Promise<void> {
+    this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
+    this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
+    this.ctx.stats.setState(this.invalid.length > 0 ? 'degraded' : 'connected');
+    this.ctx.logger.info({ endpoint: this.cfg.endpoint }, 'OPC UA connection re-established; session and subscription restored');
+    const usesNsu = this.cfg.nodes.some((n) => {
+      const p = parseNodeId(n.node_id);
+      return !('problem' in p) && 'uri' in p.namespace;
+    });
+    if (!usesNsu || !link.session) return;
+    try {
+      const now = await link.session.readNamespaceArray();
+      if (now.join('\n') !== link.namespaceArray.join('\n')) {
+        link.break({ how: 'namespace_changed', error: new GatewayError(OpcuaErrorCodes.namespaceChanged, `${this.path}: the server's namespace array changed after it restarted; re-resolving nsu= node ids`) });
+      }
+    } catch {
+      // The watchdog covers a session that does not answer.
+    }
+  }
+
+  private reportInvalid(invalid: InvalidNode[]): void {
+    this.invalid = invalid;
+    this.ctx.metrics.opcuaInvalidNodes.set({ source: this.name }, invalid.length);
+    for (const n of invalid) {
+      this.ctx.stats.refused('invalid_node');
+      const e = new GatewayError(OpcuaErrorCodes.invalidNode, `${this.path}.nodes[${n.index}].node_id: "${n.node_id}" (${n.variable}) is skipped: ${n.reason}`);
+      this.ctx.stats.error(e, e.code);
+      this.throttle.warn(`invalid:${n.index}:${n.reason}`, { code: e.code, node_id: n.node_id, variable: n.variable }, `${e.message}; the other nodes keep flowing`);
+    }
+  }
+
+  private onValue(b: NodeBinding, dv: DataValue): void {
+    const d = decodeDataValue(b, dv, this.ctx.clock.now());
+    if (!d.ok) {
+      this.ctx.stats.refused(d.reason);
+      this.throttle.warn(`refused:${b.index}:${d.reason}`, { node_id: b.configuredId, variable: b.variable, reason: d.reason, detail: d.detail }, 'OPC UA value not forwarded');
+      return;
+    }
+    if (this.cfg.mode === 'polling') {
+      // A poll returns the value even when it did not change: skip an unchanged source sample
+      // (same value, same source time) and apply an absolute deadband on the gateway side.
+      const last = this.lastPolled.get(b.index);
+      if (last) {
+        if (b.timestamp === 'source' && last.ts === d.sample.ts && last.value === d.sample.value) return;
+        if (b.deadband && Math.abs(d.sample.value - last.value) <= b.deadband.value) return;
+      }
+      this.lastPolled.set(b.index, { value: d.sample.value, ts: d.sample.ts });
+    }
+    this.queue.push(d.sample);
+  }
+
+  /**
+   * `graceful`: wait longer for the session to close (shutdown). A link the watchdog or a connection
+   * loss condemned gets short timeouts: its requests would mostly wait for nothing.
+   */
+  private async teardown(link: Link, graceful: boolean): Promise<void> {
+    if (link.teardown) return link.teardown;
+    link.teardown = (async () => {
+      link.watchdog?.stop();
+      await link.poller?.stop();
+      const client = link.client;
+      if (!client) return;
+      // Closing the session deletes its subscriptions on the server (Part 4 §5.6.4); bounded,
+      // because on a dead connection the request would wait for its timeout.
+      const session = link.session;
+      // Still tried briefly on a condemned link: a server that is alive but whose subscription died
+      // would otherwise keep the orphan session until session_timeout, and PLCs allow few sessions.
+      if (session && link.established) await withTimeout(session.close(true).catch(() => undefined), graceful ? 3_000 : 1_000);
+      await withTimeout(client.disconnect().catch(() => undefined), graceful ? DISCONNECT_TIMEOUT_MS : 2_000);
+    })();
+    return link.teardown;
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([p, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]).finally(() => clearTimeout(timer));
+}
+
+function formatSeconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}

@@ -1,0 +1,122 @@
+import {
+  AttributeIds,
+  DataChangeFilter,
+  DataChangeTrigger,
+  DeadbandType,
+  TimestampsToReturn,
+  resolveNodeId,
+  type ClientMonitoredItemGroup,
+  type ClientSession,
+  type ClientSubscription,
+  type DataValue,
+} from 'node-opcua';
+import type { OpcuaServerConfig } from './config.js';
+import type { NodeBinding } from './decode.js';
+import type { InvalidNode } from './validate-nodes.js';
+
+/** Monitored items per CreateMonitoredItems call; below every server limit we have met. */
+const CREATE_CHUNK = 1_000;
+
+export interface SubscriptionCallbacks {
+  /** One value of one node (already matched to its binding). */
+  onValue(binding: NodeBinding, dv: DataValue): void;
+  /** A keep-alive or any Publish response: the link is alive. */
+  onAlive(): void;
+}
+
+export interface SubscriptionReader {
+  readonly subscription: ClientSubscription;
+  /** Revised publishing interval (the server may change what was asked, Part 4 §5.13.2.2). */
+  readonly publishingInterval: number;
+  /** Nodes whose monitored item the server refused (bad filter, sampling not supported ...). */
+  readonly refused: InvalidNode[];
+  readonly monitored: number;
+  terminate(): Promise<void>;
+}
+
+/**
+ * Creates one subscription and its monitored items (OPC UA Part 4 §5.12, §5.13). Items with the
+ * same sampling interval, queue size and deadband share one CreateMonitoredItems call.
+ *
+ * Lifetime count: the server keeps the subscription this many publishing intervals without a
+ * Publish request, so after a short network loss node-opcua can transfer it to the new session
+ * (Part 4 §5.13.7, TransferSubscriptions) with the values queued meanwhile. We ask for about two
+ * minutes, and at least 3 × the keep-alive count as §5.13.2 requires.
+ */
+export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: NodeBinding[], cb: SubscriptionCallbacks): Promise<SubscriptionReader> {
+  const lifetime = Math.max(cfg.keep_alive_count * 3, Math.ceil(120_000 / cfg.publishing_interval));
+  const subscription = await session.createSubscription2({
+    requestedPublishingInterval: cfg.publishing_interval,
+    requestedLifetimeCount: lifetime,
+    requestedMaxKeepAliveCount: cfg.keep_alive_count,
+    maxNotificationsPerPublish: 0,
+    publishingEnabled: true,
+    priority: 10,
+  });
+  subscription.on('keepalive', () => cb.onAlive());
+  subscription.on('received_notifications', () => cb.onAlive());
+
+  const groups = new Map<string, NodeBinding[]>();
+  for (const b of bindings) {
+    const key = `${b.samplingInterval}|${b.queueSize}|${b.deadband?.type ?? '-'}|${b.deadband?.value ?? 0}`;
+    let list = groups.get(key);
+    if (!list) groups.set(key, (list = []));
+    list.push(b);
+  }
+
+  const refused: InvalidNode[] = [];
+  const created: ClientMonitoredItemGroup[] = [];
+  let monitored = 0;
+  for (const list of groups.values()) {
+    for (let start = 0; start < list.length; start += CREATE_CHUNK) {
+      const chunk = list.slice(start, start + CREATE_CHUNK);
+      const first = chunk[0];
+      const filter = first.deadband
+        ? new DataChangeFilter({
+            trigger: DataChangeTrigger.StatusValue,
+            deadbandType: first.deadband.type === 'percent' ? DeadbandType.Percent : DeadbandType.Absolute,
+            deadbandValue: first.deadband.value,
+          })
+        : null;
+      const group = await subscription.monitorItems(
+        chunk.map((b) => ({ nodeId: resolveNodeId(b.nodeId), attributeId: AttributeIds.Value })),
+        { samplingInterval: first.samplingInterval, queueSize: first.queueSize, discardOldest: true, filter },
+        TimestampsToReturn.Both,
+      );
+      created.push(group);
+      group.on('changed', (_item, dv, index) => {
+        const b = chunk[index];
+        if (b) cb.onValue(b, dv);
+      });
+      group.monitoredItems.forEach((item, i) => {
+        const status = item.statusCode;
+        if (status && status.value >>> 30 >= 2) {
+          const b = chunk[i];
+          refused.push({ index: b.index, node_id: b.configuredId, variable: b.variable, reason: monitorRefusal(status.name, b) });
+        } else {
+          monitored += 1;
+        }
+      });
+    }
+  }
+
+  return {
+    subscription,
+    publishingInterval: subscription.publishingInterval || cfg.publishing_interval,
+    refused,
+    monitored,
+    async terminate() {
+      await Promise.race([subscription.terminate().catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
+    },
+  };
+}
+
+function monitorRefusal(status: string, b: NodeBinding): string {
+  if (status === 'BadDeadbandFilterInvalid' || status === 'BadFilterNotAllowed' || status === 'BadMonitoredItemFilterUnsupported') {
+    return b.deadband?.type === 'percent'
+      ? `the server refused the percent deadband (${status}); percent needs an AnalogItem with an EURange, use an absolute deadband`
+      : `the server refused the deadband filter (${status})`;
+  }
+  if (status === 'BadNodeIdUnknown') return 'node does not exist on the server (BadNodeIdUnknown)';
+  return `the server refused to monitor the node (${status})`;
+}

@@ -1,0 +1,114 @@
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startOpcuaSimulator, type OpcuaSimulator } from '../../../src/sim/opcua-server.js';
+import { delay, waitFor } from '../../helpers/wait.js';
+import { makeSource, metricValue, tmpPki, type Harness } from './helpers.js';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+
+// The simulator keeps its certificate in this folder, so a restarted server has the same identity
+// (as a real PLC does) and the client's trust list stays valid.
+const simPki = tmpPki('opcua-rec-sim-');
+const clientPki = tmpPki('opcua-rec-client-');
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function sim(port?: number, extra: Parameters<typeof startOpcuaSimulator>[0] = {}): Promise<OpcuaSimulator> {
+  const s = await startOpcuaSimulator({ port, pkiDir: simPki, updateIntervalMs: 100, users: [{ username: 'gateway', password: 'secret-1' }], ...extra });
+  cleanup.push(() => s.close());
+  return s;
+}
+
+function start(raw: Record<string, unknown>): Harness {
+  const h = makeSource({ publishing_interval: 200, sampling_interval: 100, reconnect: { initial_delay: 300, max_delay: 2_000 }, ...raw }, { pkiDir: clientPki });
+  cleanup.push(() => h.close());
+  void h.source.start();
+  return h;
+}
+
+const flowingAfter = (h: Harness, variable: string, t: number, n = 3) =>
+  waitFor(() => h.sink.of(variable).filter((s) => s.ts > t).length >= n, { timeoutMs: 45_000, what: `${variable} flowing again` });
+
+describe('OPC UA recovery without operator action', () => {
+  it('resumes after the server is stopped and a new one starts on the same port (secure session, node-opcua repair)', async () => {
+    const first = await sim();
+    mkdirSync(join(clientPki, 'trusted', 'certs'), { recursive: true });
+    copyFileSync(first.certificateFile, join(clientPki, 'trusted', 'certs', 'sim.pem'));
+    const h = start({
+      endpoint: first.endpointUrl,
+      security_mode: 'SignAndEncrypt',
+      user: { type: 'username', username: 'gateway', password: 'secret-1' },
+      watchdog_multiplier: 150, // 30 s: leave the repair to node-opcua in this test
+      nodes: [{ node_id: first.nodeIds.temperature, variable: 'mvr_press1_temperature' }, { node_id: first.nodeIds.count, variable: 'mvr_press1_count' }],
+    });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    await first.close();
+    const stoppedAt = Date.now();
+    await delay(1_500);
+    const second = await sim(first.port);
+    await flowingAfter(h, 'mvr_press1_temperature', stoppedAt + 1_500);
+    await flowingAfter(h, 'mvr_press1_count', stoppedAt + 1_500, 1);
+    expect(second.sessionCount()).toBeGreaterThanOrEqual(1);
+    const st = h.source.status();
+    expect(st.state).toBe('connected');
+    expect((st.detail?.recoveries as Record<string, number>).reconnected).toBeGreaterThanOrEqual(1);
+    expect(await metricValue(h.metrics, 'gateway_opcua_session_recoveries_total', { source: 'press1' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('resumes after a longer outage through the watchdog and its own reconnect loop', async () => {
+    const first = await sim();
+    const h = start({ endpoint: first.endpointUrl, watchdog_multiplier: 10, nodes: [{ node_id: first.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    await first.close();
+    const stoppedAt = Date.now();
+    await waitFor(() => (h.source.status().detail?.recoveries as Record<string, number>).watchdog >= 1, { timeoutMs: 20_000, what: 'watchdog trip' });
+    await delay(1_000);
+    await sim(first.port);
+    await flowingAfter(h, 'mvr_press1_temperature', stoppedAt);
+    expect(h.source.status().state).toBe('connected');
+    expect(h.source.status().lastError?.code).toMatch(/OPCUA_(WATCHDOG|UNREACHABLE)/);
+  });
+
+  it('resumes after the network is cut for a few seconds', async () => {
+    const server = await sim();
+    const proxy: TcpProxy = await startTcpProxy(server.port);
+    cleanup.push(() => proxy.close());
+    const h = start({ endpoint: proxy.url('/UA/Press1'), watchdog_multiplier: 25, nodes: [{ node_id: server.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    proxy.cut();
+    const cutAt = Date.now();
+    await delay(3_000);
+    proxy.restore();
+    await flowingAfter(h, 'mvr_press1_temperature', cutAt + 3_000);
+    expect(h.source.status().state).toBe('connected');
+  });
+
+  it('rebuilds a connection that stays open but carries nothing (watchdog)', async () => {
+    const server = await sim();
+    const proxy: TcpProxy = await startTcpProxy(server.port);
+    cleanup.push(() => proxy.close());
+    const h = start({ endpoint: proxy.url('/UA/Press1'), watchdog_multiplier: 10, request_timeout: 60_000, nodes: [{ node_id: server.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    proxy.blackhole();
+    const holeAt = Date.now();
+    await waitFor(() => (h.source.status().detail?.recoveries as Record<string, number>).watchdog >= 1, { timeoutMs: 20_000, what: 'watchdog trip' });
+    expect(Date.now() - holeAt).toBeGreaterThanOrEqual(1_500);
+    expect(h.log.text()).toMatch(/no data and no keep-alive from opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 for \d+ s/);
+    proxy.restore();
+    await flowingAfter(h, 'mvr_press1_temperature', Date.now());
+    expect(await metricValue(h.metrics, 'gateway_opcua_session_recoveries_total', { source: 'press1', how: 'watchdog' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps retrying a server that is down at start-up and connects when it appears', async () => {
+    const port = (await import('../../../src/sim/opcua-server.js')).findFreePort;
+    const p = await port();
+    const h = start({ endpoint: `opc.tcp://127.0.0.1:${p}/UA/Press1`, nodes: [{ node_id: 'ns=2;s=Press1.Temperature', variable: 'mvr_press1_temperature' }] });
+    const err = await waitFor(() => h.source.status().lastError, { what: 'unreachable error' });
+    expect(err.code).toBe('OPCUA_UNREACHABLE');
+    expect(err.message).toContain(`cannot reach the OPC UA server opc.tcp://127.0.0.1:${p}/UA/Press1`);
+    await sim(p);
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+  });
+});
