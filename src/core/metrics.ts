@@ -81,7 +81,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsRefused: new Counter({ name: 'gateway_annotations_refused_total', help: 'Annotations refused by the service (400) or by local validation', labelNames: ['origin'], registers: r }),
     downtimesOpen: new Gauge({ name: 'gateway_downtimes_open', help: 'Downtimes started and not yet stopped', registers: r }),
     annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector)', labelNames: ['origin'], registers: r }),
-    annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok, duplicate, invalid: refused by validation or state, malformed: not JSON or unknown shape, oversize)', labelNames: ['outcome'], registers: r }),
+    annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged)', labelNames: ['outcome'], registers: r }),
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),

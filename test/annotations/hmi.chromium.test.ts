@@ -1,0 +1,161 @@
+import { existsSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { delay, startHarness, stored, waitFor, type Harness } from './helpers.js';
+
+/**
+ * The operator page end to end in headless Chromium (Debian's `chromium`, which `.ci/run`
+ * installs): real clicks on the page served by a real gateway, annotations checked at the emulator.
+ */
+const CHROMIUM = '/usr/bin/chromium';
+
+function chromiumAvailable(): boolean {
+  if (existsSync(CHROMIUM)) return true;
+  if (process.env.CI) throw new Error(`${CHROMIUM} is missing but CI is set: the operator page test must run in CI (apt-get install chromium)`);
+  console.warn(`\n*** SKIPPING the operator page (HMI) test in Chromium: ${CHROMIUM} is not installed (apt-get install chromium) ***\n`);
+  return false;
+}
+
+const available = chromiumAvailable();
+
+let emu: EmulatorHandle;
+let browser: Browser;
+const cleanup: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  if (!available) return;
+  emu = await startEmulator({ port: 0 });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+  await emu?.close();
+});
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+async function open(options: Parameters<typeof startHarness>[0] = {}): Promise<{ h: Harness; page: Page }> {
+  const h = await startHarness({ emu, ...options });
+  cleanup.push(() => h.close());
+  // A fresh context is a fresh profile: empty localStorage, no token.
+  const context = await browser.newContext({ viewport: { width: 1024, height: 600 }, hasTouch: true });
+  cleanup.push(() => context.close());
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  cleanup.push(async () => expect(pageErrors).toEqual([]));
+  await page.goto(`${h.url}/`);
+  await page.getByTestId('start-press1').waitFor({ state: 'visible', timeout: 15_000 });
+  return { h, page };
+}
+
+describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
+  it('start, wait, stop: a range annotation with the right times and text arrives at the emulator', async () => {
+    const { page } = await open();
+    // Fits a 1024x600 panel: the tiles are side by side, the buttons are big enough to hit.
+    const start = (await page.getByTestId('start-press1').boundingBox())!;
+    expect(start.height).toBeGreaterThanOrEqual(52);
+    const mixer = (await page.getByTestId('tile-mixer1').boundingBox())!;
+    expect(mixer.x + mixer.width).toBeLessThanOrEqual(1024);
+    expect(mixer.y).toBeLessThan(300);
+
+    const t0 = Date.now();
+    await page.getByTestId('start-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toMatch(/^DOWN /);
+    const t1 = Date.now();
+    await delay(1_500);
+    await page.getByTestId('reason-press1-1').tap(); // "Tool change"
+    await page.getByTestId('text-press1').fill('die swap');
+    const t2 = Date.now();
+    await page.getByTestId('stop-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    const t3 = Date.now();
+
+    const got = await waitFor(() => emu.annotations().find((a) => a.text === 'Tool change: die swap'), { what: 'the range at the emulator' });
+    const s = Date.parse(got.started_at!);
+    const e = Date.parse(got.ended_at!);
+    expect(got.type).toBe('range');
+    expect(s).toBeGreaterThanOrEqual(t0);
+    expect(s).toBeLessThanOrEqual(t1);
+    expect(e).toBeGreaterThanOrEqual(t2);
+    expect(e).toBeLessThanOrEqual(t3);
+    expect(e - s).toBeGreaterThanOrEqual(1_500);
+    expect(got.machine_variables).toEqual([{ id: 'mvr_press1_state' }, { id: 'mvr_press1_speed' }]);
+    // The list shows the entry as delivered.
+    await expect.poll(() => page.getByTestId(`badge-${got.external_id}`).textContent(), { timeout: 10_000 }).toBe('Delivered');
+  });
+
+  it('survives a reload during an open downtime: same start, the picked reason and typed text come back', async () => {
+    const { page } = await open();
+    await page.getByTestId('start-mixer1').tap();
+    await expect.poll(() => page.getByTestId('state-mixer1').getAttribute('data-started'), { timeout: 10_000 }).toMatch(/^\d+$/);
+    const started = Number(await page.getByTestId('state-mixer1').getAttribute('data-started'));
+    await page.getByTestId('reason-mixer1-0').tap(); // "Cleaning"
+    await page.getByTestId('text-mixer1').fill('CIP cycle');
+    await delay(1_000);
+
+    await page.reload();
+    await expect.poll(() => page.getByTestId('state-mixer1').getAttribute('data-started'), { timeout: 10_000 }).toBe(String(started));
+    await expect.poll(() => page.getByTestId('state-mixer1').textContent()).toMatch(/^DOWN 0:0[1-9]/);
+    expect(await page.getByTestId('reason-mixer1-0').getAttribute('class')).toContain('sel');
+    expect(await page.getByTestId('text-mixer1').inputValue()).toBe('CIP cycle');
+
+    await page.getByTestId('stop-mixer1').tap();
+    const got = await waitFor(() => emu.annotations().find((a) => a.text === 'Cleaning: CIP cycle'));
+    expect(Date.parse(got.started_at!)).toBe(started);
+    expect(got.machine_variables).toEqual([{ id: 'mvr_mixer1_running' }]);
+  });
+
+  it('asks for a reason before stopping, and can discard a downtime started by mistake', async () => {
+    const { page } = await open();
+    await page.getByTestId('start-press1').tap();
+    await page.getByTestId('stop-press1').waitFor({ state: 'visible' });
+    await page.getByTestId('stop-press1').tap();
+    await expect.poll(() => page.getByTestId('msg-press1').textContent(), { timeout: 10_000 }).toBe('Pick a reason or write a note first.');
+    await page.getByTestId('discard-press1').tap();
+    expect(await page.getByTestId('discard-press1').textContent()).toBe('Tap again');
+    await page.getByTestId('discard-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await delay(500);
+    expect(emu.annotations().filter((a) => a.text.startsWith('reason'))).toHaveLength(0);
+  });
+
+  it('shows entries as queued (offline) while the service is down, then delivered', async () => {
+    const { page } = await open();
+    emu.setFaults({ outage_seconds: 4 });
+    try {
+      await page.getByTestId('start-press1').tap();
+      await page.getByTestId('reason-press1-2').tap(); // "Breakdown"
+      await page.getByTestId('stop-press1').tap();
+      const entry = page.locator('[data-testid^="entry-"]').first();
+      await expect.poll(async () => (await entry.locator('.badge').textContent()) ?? '', { timeout: 15_000 }).toBe('Queued (offline)');
+      await expect.poll(() => page.getByTestId('link').textContent(), { timeout: 15_000 }).toMatch(/Offline · 1 queued/);
+      await expect.poll(async () => (await entry.locator('.badge').textContent()) ?? '', { timeout: 45_000 }).toBe('Delivered');
+      const id = (await entry.getAttribute('data-testid'))!.slice('entry-'.length);
+      expect(stored(emu, id)).toHaveLength(1);
+    } finally {
+      emu.clearFaults();
+    }
+  });
+
+  it('asks once for the API token when the gateway listens beyond localhost, and keeps it', async () => {
+    const { page } = await open({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'hmi-token-7' } } });
+    await page.getByTestId('start-press1').tap();
+    await page.getByTestId('token-input').waitFor({ state: 'visible', timeout: 10_000 });
+    await page.getByTestId('token-input').fill('hmi-token-7');
+    await page.getByTestId('token-save').tap();
+    // The pending start goes through with the token.
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toMatch(/^DOWN /);
+    await page.reload();
+    await page.getByTestId('reason-press1-0').tap();
+    await page.getByTestId('stop-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    expect(await page.getByTestId('token-input').isVisible()).toBe(false);
+    await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
+  });
+});
