@@ -631,6 +631,25 @@ export class SampleBuffer implements SampleSink {
     return deleted;
   }
 
+  /**
+   * Like `readRange`, without building an object per row: `[seq, variableId, ts, value]` tuples and
+   * `variableName(id)` to resolve ids. For the import-file builder's hot loop.
+   */
+  *readRangeRaw(range: SeqRange, chunk = 2_000): Generator<Array<[number, number, number, number]>> {
+    let lo = range.from - 1;
+    while (true) {
+      const rows = this.st.oldestBetween.all(lo, range.to + 1, chunk) as Array<[number, number, number, number]>;
+      if (rows.length === 0) return;
+      yield rows;
+      lo = rows[rows.length - 1][0];
+      if (rows.length < chunk) return;
+    }
+  }
+
+  variableName(id: number): string {
+    return this.varNames.get(id) ?? `#${id}`;
+  }
+
   /** Reads rows of a range in seq order, `chunk` at a time (short reads, so the WAL can checkpoint). */
   *readRange(range: SeqRange, chunk = 5_000): Generator<BufferedRow[]> {
     let lo = range.from - 1;

@@ -24,7 +24,7 @@ export async function checkCommand(argv: string[]): Promise<number> {
   const loaded = loadConfigFile(file);
   // Factories run without I/O, so cross-field problems (duplicate names, register overlaps) show here too.
   const metrics = createMetrics();
-  const sources = buildSources(loaded.config, (name: string, kind: SourceKind) => ({
+  const sources = await buildSources(loaded.config, (name: string, kind: SourceKind) => ({
     sink: { append: async () => undefined },
     logger: silentLogger(),
     stats: new SourceStats(name, kind, metrics, systemClock),

@@ -120,7 +120,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   };
   let sources: Source[];
   try {
-    sources = buildSources(config, makeContext);
+    sources = await buildSources(config, makeContext);
   } catch (err) {
     await buffer.close();
     await client.close();

@@ -206,7 +206,8 @@ export class BackfillManager {
         if (entry.state === 'building' || entry.state === 'retry') {
           file = this.filePath(entry);
           const started = this.o.clock.monotonic();
-          const built = await buildImportFile(this.o.buffer.readRange(entry.range), file, this.o.config.max_file_bytes, this.o.itemIdField, signal);
+          this.o.logger.debug({ event: 'import_build_started', ledger_id: entry.id, range: entry.range }, 'building import file');
+          const built = await buildImportFile({ chunks: this.o.buffer.readRangeRaw(entry.range), variableName: (id) => this.o.buffer.variableName(id) }, file, this.o.config.max_file_bytes, this.o.itemIdField, signal);
           if (built.itemCount === 0 || built.lastSeq === null) {
             this.endReservation(entry);
             return;

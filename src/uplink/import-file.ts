@@ -1,11 +1,13 @@
 import { open } from 'node:fs/promises';
+import { createIsoFormatter } from '../core/time.js';
 
-/** One sample as read from the buffer. */
-export interface ImportRow {
-  seq: number;
-  variable: string;
-  ts: number;
-  value: number;
+/** Rows as the buffer stores them: `[seq, variableId, ts, value]`. */
+export type RawRow = [number, number, number, number];
+
+/** Where the rows come from: chunks of raw rows and the variable dictionary. */
+export interface RowSource {
+  chunks: Iterable<RawRow[]>;
+  variableName(id: number): string;
 }
 
 export interface BuildResult {
@@ -31,9 +33,11 @@ const FLUSH_AT = 1 << 20;
  *
  * Items carry ISO 8601 UTC timestamps with milliseconds and `idField` as the variable field name.
  */
-export async function buildImportFile(rows: Iterable<ImportRow[]>, path: string, maxBytes: number, idField: string, signal?: AbortSignal): Promise<BuildResult> {
+export async function buildImportFile(rows: RowSource, path: string, maxBytes: number, idField: string, signal?: AbortSignal): Promise<BuildResult> {
   const handle = await open(path, 'w');
-  const varJson = new Map<string, { text: string; bytes: number }>();
+  const iso = createIsoFormatter();
+  // Per variable id: the JSON of `,"<idField>":"<variable>","value":` prefix pieces, computed once.
+  const varJson = new Map<number, { text: string; bytes: number }>();
   const fieldPart = `,${JSON.stringify(idField)}:`;
   let pending = HEAD;
   let bytes = HEAD.length;
@@ -41,27 +45,30 @@ export async function buildImportFile(rows: Iterable<ImportRow[]>, path: string,
   let lastSeq: number | null = null;
   let full = false;
   try {
-    for (const chunk of rows) {
+    for (const chunk of rows.chunks) {
       if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-      for (const r of chunk) {
-        let v = varJson.get(r.variable);
+      for (let i = 0; i < chunk.length; i++) {
+        const row = chunk[i];
+        const varId = row[1];
+        let v = varJson.get(varId);
         if (!v) {
-          const text = JSON.stringify(r.variable);
+          const text = `${fieldPart}${JSON.stringify(rows.variableName(varId))},"value":`;
           v = { text, bytes: Buffer.byteLength(text) };
-          varJson.set(r.variable, v);
+          varJson.set(varId, v);
         }
         // ASCII apart from the variable id, whose byte length is known.
-        const head = `{"timestamp":"${new Date(r.ts).toISOString()}"${fieldPart}`;
-        const tail = `,"value":${String(r.value)}}`;
-        const itemBytes = head.length + v.bytes + tail.length + (count > 0 ? 1 : 0);
+        const stamp = iso(row[2]);
+        const num = String(row[3]);
+        // {"timestamp":"<24>"  +  ,"id":"...","value":  +  <num>  +  }
+        const itemBytes = 15 + stamp.length + v.bytes + num.length + 1 + (count > 0 ? 1 : 0);
         if (bytes + itemBytes + TAIL.length > maxBytes) {
           full = true;
           break;
         }
-        pending += (count > 0 ? ',' : '') + head + v.text + tail;
+        pending += `${count > 0 ? ',' : ''}{"timestamp":"${stamp}"${v.text}${num}}`;
         bytes += itemBytes;
         count += 1;
-        lastSeq = r.seq;
+        lastSeq = row[0];
       }
       if (pending.length >= FLUSH_AT) {
         await handle.write(pending);
