@@ -1,0 +1,291 @@
+import { describeError } from '../../core/errors.js';
+import { LogThrottle } from '../../core/log-throttle.js';
+import type { RefusalReason, Sample } from '../../core/sample.js';
+import type { SourceContext } from '../../core/source.js';
+import type { MqttSubscriptionConfig } from './config.js';
+import type { Decoded, InboundMessage, PayloadDecoder, Refusal } from './decoding.js';
+import { JsonDecoder } from './decoders/json.js';
+import { MetricsDecoder } from './decoders/metrics.js';
+import { NumberDecoder } from './decoders/number.js';
+import { SparkplugDecoder, type SparkplugHost } from './decoders/sparkplug.js';
+import { TopicFilter } from './topic-filter.js';
+import { shorten } from './values.js';
+
+interface CompiledSubscription {
+  index: number;
+  config: MqttSubscriptionConfig;
+  filter: TopicFilter;
+  decoder: PayloadDecoder;
+  messages: number;
+  samples: number;
+  refused: Record<string, number>;
+}
+
+export interface PipelineOptions {
+  sourceName: string;
+  subscriptions: readonly MqttSubscriptionConfig[];
+  maxPayloadBytes: number;
+  maxPending: number;
+  ctx: SourceContext;
+  /** How Sparkplug Rebirth requests leave; returns false when not connected. */
+  publish(topic: string, payload: Buffer): boolean;
+}
+
+/** Called when a submitted message is committed (`err` null) or refused by the buffer. */
+export type SubmitDone = (err: unknown, token: number) => void;
+
+/** Per-topic refusal counts kept for status; bounded because wildcard topics are unbounded. */
+const MAX_TOPICS_IN_STATUS = 100;
+const OTHER_TOPICS = '(other topics)';
+
+/**
+ * Everything between "a message arrived" and "its samples are committed": pick the subscription,
+ * guard size, decode, count and log refusals, stamp arrival times, and append to the buffer.
+ * Transports (remote broker, embedded broker) call `accept()` and acknowledge the message when the
+ * returned promise resolves (DESIGN.md: MQTT QoS >= 1 messages are acknowledged only after their
+ * samples are committed). Refused messages resolve at once: they will never become valid, so they
+ * are acknowledged and counted rather than redelivered forever.
+ */
+export class MessagePipeline {
+  private readonly subs: CompiledSubscription[];
+  private readonly throttle: LogThrottle;
+  private readonly labels: { source: string };
+  private readonly lastStamp = new Map<string, number>();
+  private readonly topicRefusals = new Map<string, Record<string, number>>();
+  private pendingCount = 0;
+  private roomWaiters: Array<() => void> = [];
+  private unmatched = 0;
+  /**
+   * Counter updates gathered during one event-loop turn and written to the shared metrics in one
+   * go: at tens of thousands of messages per second, a labelled prom-client update per message
+   * costs more than decoding the message.
+   */
+  private readonly outcomes = new Map<string, number>();
+  private samplesCommitted = 0;
+  private flushScheduled = false;
+  private batch: { samples: Sample[]; dones: Array<SubmitDone>; tokens: number[] } | null = null;
+
+  constructor(private readonly opts: PipelineOptions) {
+    const ctx = opts.ctx;
+    this.labels = { source: opts.sourceName };
+    this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
+    const host: SparkplugHost = {
+      publish: (topic, payload) => opts.publish(topic, payload),
+      monotonic: () => ctx.clock.monotonic(),
+      now: () => ctx.clock.now(),
+      event: (event, fields) => {
+        ctx.metrics.mqttSparkplugEvents.inc({ ...this.labels, event });
+        const quiet = event === 'nbirth' || event === 'dbirth' || event === 'ddeath' || event === 'ndeath';
+        if (quiet) ctx.logger.info({ source: opts.sourceName, event, ...fields }, `Sparkplug ${event.toUpperCase()}`);
+        else this.throttle.warn(`sparkplug|${event}|${String(fields.group)}/${String(fields.edge_node)}`, { source: opts.sourceName, event, ...fields }, `Sparkplug ${event.replace(/_/g, ' ')}`);
+      },
+    };
+    this.subs = opts.subscriptions.map((config, index) => ({
+      index,
+      config,
+      filter: new TopicFilter(config.topic),
+      decoder: makeDecoder(config, host),
+      messages: 0,
+      samples: 0,
+      refused: {},
+    }));
+    ctx.metrics.mqttPendingMessages.set(this.labels, 0);
+  }
+
+  /** Decodes the message and appends its samples. Resolves once they are committed; rejects only when the buffer did not take them. */
+  accept(msg: InboundMessage): Promise<void> {
+    return new Promise((resolve, reject) => this.submit(msg, (err) => (err === null ? resolve() : reject(err)), 0));
+  }
+
+  /**
+   * Same as `accept`, with a callback instead of a promise: `done(null, token)` once the samples
+   * are committed, or at once when the message yields none; `done(err, token)` when the buffer
+   * refused them. The remote transport passes one shared callback and a number per message, so a
+   * message waiting for its commit (about 100 ms, tens of thousands at a time) costs no objects.
+   */
+  submit(msg: InboundMessage, done: SubmitDone, token: number): void {
+    let sub: CompiledSubscription | undefined;
+    for (const s of this.subs) {
+      if (s.filter.matches(msg.topic)) {
+        sub = s;
+        break;
+      }
+    }
+    if (!sub) {
+      // A persistent session keeps subscriptions of an earlier configuration at the broker.
+      this.unmatched += 1;
+      this.count('unmatched');
+      this.throttle.warn(`unmatched|${msg.topic}`, { source: this.opts.sourceName, topic: msg.topic }, 'MQTT message matches no configured subscription (a subscription left in the persistent session by an earlier configuration? connect once with clean: true to clear it); acknowledged and skipped');
+      done(null, token);
+      return;
+    }
+    sub.messages += 1;
+    if (msg.retain && (sub.config.retained === 'ignore' || msg.payload.length === 0)) {
+      // An empty retained message is how a retained value is deleted (MQTT §3.3.1.3), not data.
+      this.count('ignored');
+      done(null, token);
+      return;
+    }
+    let decoded: Decoded;
+    if (msg.payload.length > this.opts.maxPayloadBytes) {
+      decoded = { samples: [], refusals: [{ reason: 'oversize', detail: `${msg.payload.length} bytes is more than max_payload_bytes ${this.opts.maxPayloadBytes}` }] };
+    } else {
+      try {
+        decoded = sub.decoder.decode(msg);
+      } catch (err) {
+        // Decoders are written not to throw; a throw is a bug, still not allowed to stop the subscription.
+        decoded = { samples: [], refusals: [{ reason: 'decode_error', detail: shorten(describeError(err), 120) }] };
+      }
+    }
+    for (const r of decoded.refusals) this.refuse(sub, msg.topic, r);
+
+    const samples = decoded.samples;
+    if (samples.length === 0) {
+      this.count(decoded.ignored !== undefined ? 'ignored' : decoded.refusals.length > 0 ? 'refused' : 'ignored');
+      done(null, token);
+      return;
+    }
+    this.count(decoded.refusals.length > 0 ? 'partial' : 'ok');
+    // Decoders hand over fresh objects; stamping them in place saves a copy per sample.
+    for (const s of samples) if (s.ts === undefined) s.ts = this.stamp(s.variable, msg.receivedAt);
+    sub.samples += samples.length;
+    this.pendingCount += 1;
+    this.scheduleFlush();
+    // Messages handled in one event-loop turn go to the buffer in one append: one promise and one
+    // pending entry per batch instead of per message.
+    let batch = this.batch;
+    if (!batch) {
+      batch = this.batch = { samples: [], dones: [], tokens: [] };
+      setImmediate(() => this.appendBatch());
+    }
+    for (const s of samples) batch.samples.push(s as Sample);
+    batch.dones.push(done);
+    batch.tokens.push(token);
+  }
+
+  private appendBatch(): void {
+    const batch = this.batch;
+    this.batch = null;
+    if (!batch) return;
+    let committed: Promise<void>;
+    try {
+      committed = this.opts.ctx.sink.append(batch.samples);
+    } catch (err) {
+      committed = Promise.reject(err);
+    }
+    committed.then(
+      () => {
+        this.samplesCommitted += batch.samples.length;
+        this.settle(batch.dones.length);
+        for (let i = 0; i < batch.dones.length; i++) batch.dones[i](null, batch.tokens[i]);
+      },
+      (err: unknown) => {
+        this.settle(batch.dones.length);
+        const e = err ?? new Error('buffer refused the samples');
+        for (let i = 0; i < batch.dones.length; i++) batch.dones[i](e, batch.tokens[i]);
+      },
+    );
+  }
+
+  /** True while fewer than max_pending_messages messages wait for their commit. */
+  hasRoom(): boolean {
+    return this.pendingCount < this.opts.maxPending;
+  }
+
+  /** Resolves when there is room for one more message (back-pressure for the transports). */
+  waitForRoom(): Promise<void> {
+    if (this.hasRoom()) return Promise.resolve();
+    return new Promise((resolve) => this.roomWaiters.push(resolve));
+  }
+
+  get pending(): number {
+    return this.pendingCount;
+  }
+
+  private settle(messages: number): void {
+    this.pendingCount -= messages;
+    this.scheduleFlush();
+    while (this.roomWaiters.length > 0 && this.hasRoom()) this.roomWaiters.shift()?.();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flushCounters());
+  }
+
+  /** Writes the counts gathered since the last flush to SourceStats and the metrics. */
+  flushCounters(): void {
+    this.flushScheduled = false;
+    const m = this.opts.ctx.metrics;
+    for (const [outcome, n] of this.outcomes) m.mqttMessages.inc({ ...this.labels, outcome }, n);
+    this.outcomes.clear();
+    if (this.samplesCommitted > 0) {
+      this.opts.ctx.stats.samplesRead(this.samplesCommitted);
+      this.samplesCommitted = 0;
+    }
+    m.mqttPendingMessages.set(this.labels, this.pendingCount);
+  }
+
+  /**
+   * Arrival time as timestamp, strictly increasing per variable: two messages for one variable in
+   * the same millisecond must not share (variable, timestamp), which the service treats as the same
+   * value (CONTRACT.md, replace on same pair).
+   */
+  private stamp(variable: string, receivedAt: number): number {
+    const last = this.lastStamp.get(variable);
+    const ts = last !== undefined && receivedAt <= last ? last + 1 : receivedAt;
+    this.lastStamp.set(variable, ts);
+    return ts;
+  }
+
+  private count(outcome: 'ok' | 'partial' | 'refused' | 'ignored' | 'unmatched'): void {
+    this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1);
+    this.scheduleFlush();
+  }
+
+  private refuse(sub: CompiledSubscription, topic: string, r: Refusal): void {
+    const reason = r.reason as RefusalReason;
+    this.opts.ctx.stats.refused(reason);
+    this.opts.ctx.metrics.mqttRefusals.inc({ ...this.labels, subscription: sub.config.topic, reason });
+    sub.refused[reason] = (sub.refused[reason] ?? 0) + 1;
+    let key = topic;
+    if (!this.topicRefusals.has(key) && this.topicRefusals.size >= MAX_TOPICS_IN_STATUS) key = OTHER_TOPICS;
+    const perTopic = this.topicRefusals.get(key) ?? {};
+    perTopic[reason] = (perTopic[reason] ?? 0) + 1;
+    this.topicRefusals.set(key, perTopic);
+    this.throttle.warn(`${reason}|${topic}`, { source: this.opts.sourceName, topic, subscription: sub.config.topic, reason, detail: r.detail }, `MQTT value refused: ${reason.replace(/_/g, ' ')}`);
+  }
+
+  /** Status detail: per subscription counts, refusals per topic, Sparkplug edge nodes. */
+  detail(): Record<string, unknown> {
+    this.flushCounters();
+    return {
+      pending_messages: this.pendingCount,
+      unmatched_messages: this.unmatched,
+      subscriptions: this.subs.map((s) => ({
+        topic: s.config.topic,
+        format: s.config.format,
+        qos: s.config.qos,
+        messages: s.messages,
+        samples: s.samples,
+        refused: { ...s.refused },
+        ...(s.decoder.detail ? s.decoder.detail() : {}),
+      })),
+      refused_by_topic: Object.fromEntries(this.topicRefusals),
+    };
+  }
+}
+
+function makeDecoder(config: MqttSubscriptionConfig, host: SparkplugHost): PayloadDecoder {
+  switch (config.format) {
+    case 'number':
+      return new NumberDecoder(config);
+    case 'json':
+      return new JsonDecoder(config);
+    case 'metrics':
+      return new MetricsDecoder(config);
+    case 'sparkplug':
+      return new SparkplugDecoder(config, host);
+  }
+}

@@ -1,0 +1,219 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Source } from '../../../src/core/source.js';
+import { startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
+import { createMqttSources } from '../../../src/sources/mqtt/index.js';
+import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
+import { connectClient, contexts, delay, endClient, GatedSink, section, startAedes, waitFor, type TestAedes } from './helpers.js';
+
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function broker(port = 0): Promise<TestAedes> {
+  const b = await startAedes(port);
+  cleanup.push(() => b.close());
+  return b;
+}
+
+function buffer(): TestBuffer {
+  const tb = openTestBuffer();
+  cleanup.push(() => tb.destroy());
+  return tb;
+}
+
+async function gateway(sink: GatedSink | TestBuffer['buffer'], connection: Record<string, unknown>) {
+  const ctxs = contexts(sink);
+  const sources = createMqttSources(section({ connections: [{ reconnect: { initial: 100, max: 500 }, ...connection }] }), ctxs.makeContext);
+  for (const s of sources) await s.start();
+  cleanup.push(() => Promise.all(sources.map((s) => s.close())));
+  return { source: sources[0] as Source, metrics: ctxs.metrics, ctx: ctxs.contexts.get(String(connection.name))! };
+}
+
+async function publisher(url: string) {
+  const c = await connectClient(url);
+  cleanup.push(() => endClient(c));
+  return c;
+}
+
+/** Acknowledgements (PUBACK, or PUBCOMP after PUBREC/PUBREL) the broker received from `clientId`. */
+function countAcks(b: TestAedes, clientId: string): { count: () => number } {
+  let n = 0;
+  b.aedes.on('ack', (_packet, client) => {
+    if (client?.id === clientId) n += 1;
+  });
+  return { count: () => n };
+}
+
+const rowsOf = (tb: TestBuffer, variable: string) => tb.rows().filter((r) => r.variable === variable);
+
+describe('MQTT source against an aedes broker', () => {
+  it('reads every payload form, with + and # wildcards', async () => {
+    const b = await broker();
+    const tb = buffer();
+    const { source } = await gateway(tb.buffer, {
+      name: 'forms',
+      url: b.url,
+      client_id: 'gw-forms',
+      subscriptions: [
+        { topic: 'plant/+/temperature', format: 'number', variable_from_topic: { level: 1, variables: { packer1: 'mvr_packer1_temperature', oven1: 'mvr_oven1_temperature' } } },
+        { topic: 'plant/packer1/status', format: 'json', timestamp: { path: 'time', format: 'iso8601' }, values: [{ path: 'rate', variable: 'mvr_packer1_rate' }, { path: 'counters.rejects', variable: 'mvr_packer1_rejects' }] },
+        { topic: 'vendor/#', format: 'metrics', names: { 'Mixer.Speed': 'mvr_mixer1_speed' } },
+      ],
+    });
+    await waitFor(() => source.status().state === 'connected', { what: 'connected' });
+    const pub = await publisher(b.url);
+    await pub.publishAsync('plant/packer1/temperature', '41.5', { qos: 1 });
+    await pub.publishAsync('plant/oven1/temperature', '180', { qos: 0 });
+    await pub.publishAsync('plant/press9/temperature', '1', { qos: 1 }); // not in the table
+    await pub.publishAsync('plant/packer1/status', JSON.stringify({ time: '2026-11-22T08:00:00.000Z', rate: 118.5, counters: { rejects: 3 } }), { qos: 1 });
+    await pub.publishAsync('vendor/a/b/metrics', JSON.stringify({ timestamp: 1_795_000_000_000, metrics: [{ name: 'Mixer.Speed', value: 1450, datatype: 'Int32' }, { name: 'mvr_mixer1_power', value: 7.5, timestamp: 1_795_000_001_000 }] }), { qos: 2 });
+    await waitFor(() => tb.rows().length === 6, { what: '6 rows' });
+    expect(rowsOf(tb, 'mvr_packer1_temperature').map((r) => r.value)).toEqual([41.5]);
+    expect(rowsOf(tb, 'mvr_oven1_temperature').map((r) => r.value)).toEqual([180]);
+    expect(rowsOf(tb, 'mvr_packer1_rate')).toEqual([expect.objectContaining({ value: 118.5, ts: Date.UTC(2026, 10, 22, 8) })]);
+    expect(rowsOf(tb, 'mvr_packer1_rejects').map((r) => r.value)).toEqual([3]);
+    expect(rowsOf(tb, 'mvr_mixer1_speed')).toEqual([expect.objectContaining({ value: 1450, ts: 1_795_000_000_000 })]);
+    expect(rowsOf(tb, 'mvr_mixer1_power')).toEqual([expect.objectContaining({ value: 7.5, ts: 1_795_000_001_000 })]);
+    expect(source.status().samplesRefused).toEqual({ unknown_name: 1 });
+  });
+
+  it('reads Sparkplug B from the simulated oven, requesting a rebirth when it joined after the BIRTH', async () => {
+    const b = await broker();
+    const tb = buffer();
+    // The edge node is up and has published its BIRTH certificates before the gateway connects.
+    const sim = await startMqttSimulator({ url: b.url, intervalMs: 50, qos: 1 });
+    cleanup.push(() => sim.close());
+    await waitFor(() => sim.counts().ddata > 2);
+    const { source, metrics } = await gateway(tb.buffer, {
+      name: 'spb',
+      url: b.url,
+      client_id: 'gw-spb',
+      subscriptions: [
+        { topic: 'spBv1.0/plant/#', format: 'sparkplug', metrics: [{ name: 'Temperature', device: 'oven1', variable: 'mvr_oven1_temperature' }, { name: 'Gas Flow', variable: 'mvr_oven1_gas_flow' }, { name: 'State', variable: 'mvr_oven1_state' }, { name: 'Setpoint', variable: 'mvr_oven1_setpoint' }] },
+        { topic: 'plant/packer1/status', format: 'json', timestamp: { path: 'ts' }, values: [{ path: 'rate', variable: 'mvr_packer1_rate' }] },
+      ],
+    });
+    await waitFor(() => sim.counts().rebirthRequests >= 1, { what: 'rebirth request reached the edge node' });
+    await waitFor(() => rowsOf(tb, 'mvr_oven1_temperature').length >= 5, { what: 'oven temperatures' });
+    await waitFor(() => rowsOf(tb, 'mvr_oven1_gas_flow').length >= 5 && rowsOf(tb, 'mvr_packer1_rate').length >= 5);
+    const temps = rowsOf(tb, 'mvr_oven1_temperature').map((r) => r.value);
+    expect(temps.every((t) => t > 170 && t < 190)).toBe(true);
+    // Data before the rebirth had aliases the gateway could not know: counted, not guessed.
+    expect(source.status().samplesRefused.unknown_alias ?? 0).toBeGreaterThan(0);
+    const events = Object.fromEntries((await metrics.mqttSparkplugEvents.get()).values.map((v) => [v.labels.event, v.value]));
+    expect(events.rebirth_requested).toBeGreaterThanOrEqual(1);
+    expect(events.nbirth).toBeGreaterThanOrEqual(1);
+    const detail = source.status().detail as { subscriptions: Array<{ edge_nodes?: Array<Record<string, unknown>> }> };
+    expect(detail.subscriptions[0].edge_nodes?.[0]).toMatchObject({ group: 'plant', edge_node: 'oven-ctl', online: true, devices: { oven1: 'online' } });
+  });
+
+  it('acknowledges QoS 1 and QoS 2 messages only after the commit', async () => {
+    const b = await broker();
+    const acks = countAcks(b, 'gw-ack');
+    const tb = buffer();
+    const sink = new GatedSink(tb.buffer);
+    const { source } = await gateway(sink, { name: 'ack', url: b.url, client_id: 'gw-ack', subscriptions: [{ topic: 'q/1', format: 'number', qos: 1, variable: 'mvr_q1' }, { topic: 'q/2', format: 'number', qos: 2, variable: 'mvr_q2' }] });
+    await waitFor(() => source.status().state === 'connected');
+    sink.gate = true;
+    const pub = await publisher(b.url);
+    for (let i = 0; i < 5; i++) await pub.publishAsync('q/1', String(i), { qos: 1 });
+    for (let i = 0; i < 3; i++) await pub.publishAsync('q/2', String(40 + i), { qos: 2 });
+    // All eight wait for their commit together: QoS 2 messages are not handled one commit at a time.
+    await waitFor(() => sink.heldSamples === 8, { what: 'eight messages held at the buffer' });
+    await delay(300);
+    expect(acks.count()).toBe(0);
+    expect(tb.rows()).toHaveLength(0);
+    await sink.release();
+    await waitFor(() => acks.count() === 8, { what: 'eight acknowledgements' });
+    expect(rowsOf(tb, 'mvr_q1').map((r) => r.value)).toEqual([0, 1, 2, 3, 4]);
+    expect(rowsOf(tb, 'mvr_q2').map((r) => r.value)).toEqual([40, 41, 42]);
+  });
+
+  it('a refused commit is not acknowledged: the message comes again after the reconnect', async () => {
+    const b = await broker();
+    const tb = buffer();
+    const sink = new GatedSink(tb.buffer);
+    const { source } = await gateway(sink, { name: 'redeliver', url: b.url, client_id: 'gw-redeliver', subscriptions: [{ topic: 'r', format: 'number', qos: 1, variable: 'mvr_r' }] });
+    await waitFor(() => source.status().state === 'connected');
+    sink.gate = true;
+    const pub = await publisher(b.url);
+    for (let i = 0; i < 3; i++) await pub.publishAsync('r', String(i), { qos: 1 });
+    await waitFor(() => sink.heldSamples === 3);
+    sink.failHeld(Object.assign(new Error('disk gone'), { code: 'SQLITE_IOERR' }));
+    await waitFor(() => source.status().lastError?.code === 'BUFFER_REFUSED');
+    await waitFor(() => rowsOf(tb, 'mvr_r').length === 3, { what: 'redelivered after reconnect' });
+    expect(rowsOf(tb, 'mvr_r').map((r) => r.value)).toEqual([0, 1, 2]);
+  });
+
+  it('keeps reading after malformed messages (acknowledged, counted) and bounds pending messages', async () => {
+    const b = await broker();
+    const acks = countAcks(b, 'gw-bad');
+    const tb = buffer();
+    const sink = new GatedSink(tb.buffer);
+    const { source } = await gateway(sink, { name: 'bad', url: b.url, client_id: 'gw-bad', max_pending_messages: 5, max_payload_bytes: 64, subscriptions: [{ topic: 'j', format: 'json', values: [{ path: 'v', variable: 'mvr_j' }] }] });
+    await waitFor(() => source.status().state === 'connected');
+    const pub = await publisher(b.url);
+    await pub.publishAsync('j', '{oops', { qos: 1 });
+    await pub.publishAsync('j', JSON.stringify({ v: 1, pad: 'x'.repeat(100) }), { qos: 1 });
+    await pub.publishAsync('j', JSON.stringify({ v: 'n/a' }), { qos: 1 });
+    await pub.publishAsync('j', JSON.stringify({ v: 2 }), { qos: 1 });
+    await waitFor(() => rowsOf(tb, 'mvr_j').length === 1 && acks.count() === 4);
+    expect(source.status().samplesRefused).toEqual({ malformed: 1, oversize: 1, not_numeric: 1 });
+
+    sink.gate = true;
+    for (let i = 0; i < 30; i++) await pub.publishAsync('j', JSON.stringify({ v: 100 + i }), { qos: 1 });
+    await waitFor(() => sink.heldSamples === 5);
+    await delay(300);
+    const detail = source.status().detail as { pending_messages: number };
+    expect(detail.pending_messages).toBe(5); // back-pressure: mqtt.js stopped reading
+    expect(sink.heldSamples).toBe(5);
+    await sink.release();
+    await waitFor(() => rowsOf(tb, 'mvr_j').length === 31, { what: 'all 30 after release' });
+    expect(rowsOf(tb, 'mvr_j').slice(1).map((r) => r.value)).toEqual(Array.from({ length: 30 }, (_, i) => 100 + i));
+  });
+
+  it('keeps the persistent session: messages published while the gateway is stopped arrive when it comes back', async () => {
+    const b = await broker();
+    const tb = buffer();
+    const cfg = { name: 'persist', url: b.url, client_id: 'gw-persist', subscriptions: [{ topic: 'p', format: 'number', qos: 1, variable: 'mvr_p' }] };
+    const first = await gateway(tb.buffer, cfg);
+    await waitFor(() => first.source.status().state === 'connected');
+    await first.source.close();
+    const pub = await publisher(b.url);
+    for (let i = 0; i < 10; i++) await pub.publishAsync('p', String(i), { qos: 1 });
+    const second = await gateway(tb.buffer, cfg);
+    await waitFor(() => rowsOf(tb, 'mvr_p').length === 10, { what: 'queued messages' });
+    expect(rowsOf(tb, 'mvr_p').map((r) => r.value)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect((second.source.status().detail as { session_present: boolean }).session_present).toBe(true);
+  });
+
+  it('reconnects after the broker restarts and subscribes again', async () => {
+    let b = await startAedes();
+    const port = b.port;
+    const tb = buffer();
+    const { source } = await gateway(tb.buffer, { name: 'restart', url: b.url, client_id: 'gw-restart', subscriptions: [{ topic: 'x', format: 'number', variable: 'mvr_x' }] });
+    await waitFor(() => source.status().state === 'connected');
+    await b.close();
+    await waitFor(() => source.status().state !== 'connected', { what: 'noticed the broker is gone' });
+    await delay(300);
+    b = await broker(port);
+    await waitFor(() => source.status().state === 'connected', { what: 'reconnected', timeoutMs: 20_000 });
+    const pub = await publisher(b.url);
+    await pub.publishAsync('x', '7', { qos: 1 });
+    await waitFor(() => rowsOf(tb, 'mvr_x').length === 1);
+    expect((source.status().detail as { connects: number }).connects).toBe(2);
+  });
+
+  it('reports an unreachable broker in status and keeps trying', async () => {
+    const tb = buffer();
+    const b = await startAedes();
+    const port = b.port;
+    await b.close(); // nothing listens there now
+    const { source } = await gateway(tb.buffer, { name: 'down', url: `mqtt://127.0.0.1:${port}`, client_id: 'gw-down', subscriptions: [{ topic: 'x', format: 'number', variable: 'mvr_x' }] });
+    await waitFor(() => source.status().lastError?.code === 'MQTT_UNREACHABLE', { what: 'error in status' });
+    expect(source.status().state).not.toBe('connected');
+    await broker(port);
+    await waitFor(() => source.status().state === 'connected', { what: 'connected once the broker is up', timeoutMs: 20_000 });
+  });
+});
