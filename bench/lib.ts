@@ -59,3 +59,87 @@ export const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10
 export function verdict(ok: boolean, text: string): string {
   return `${ok ? 'PASS' : 'FAIL'}  ${text}`;
 }
+
+// ---------------------------------------------------------------- processes for end-to-end benches
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { stringify } from 'yaml';
+
+export const ROOT = join(import.meta.dirname, '..');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface Proc {
+  child: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Runs `edge-gateway <args>` from the sources in a child process; resolves once `readyText` is printed. */
+export async function startCli(args: string[], readyText: RegExp, env: Record<string, string> = {}): Promise<Proc> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d;
+      if (readyText.test(out)) {
+        child.stdout!.off('data', onData);
+        child.stdout!.resume();
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (d) => process.stderr.write(d));
+    child.once('exit', (code) => reject(new Error(`edge-gateway ${args[0]} exited (${code}) before it was ready:\n${out.slice(-2000)}`)));
+  });
+  child.removeAllListeners('exit');
+  const exit = new Promise<void>((r) => child.once('exit', () => r()));
+  return {
+    child,
+    stop: async (signal: NodeJS.Signals = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exit;
+    },
+  };
+}
+
+/** The emulator in its own process, so its memory and CPU are not the gateway's. */
+export async function startEmulatorProcess(opts: { port: number; rateLimit?: number; fixture?: unknown; jobDelayMs?: number; dir: string }): Promise<Proc & { base: string }> {
+  const args = ['emulator', '--port', String(opts.port), '--rate-limit', String(opts.rateLimit ?? 1500), '--job-delay', String(opts.jobDelayMs ?? 200)];
+  if (opts.fixture) {
+    const file = join(opts.dir, 'fixture.json');
+    writeFileSync(file, JSON.stringify(opts.fixture));
+    args.push('--fixture', file);
+  }
+  const p = await startCli(args, /tracking\/v1/);
+  return { ...p, base: `http://127.0.0.1:${opts.port}` };
+}
+
+/** A gateway in its own process with a config written from `config`. */
+export async function startGatewayProcess(config: Record<string, unknown>, dir: string): Promise<Proc> {
+  const file = join(dir, 'gateway.yaml');
+  writeFileSync(file, stringify(config));
+  return startCli(['run', '--config', file], /gateway started/);
+}
+
+export async function getJson<T>(url: string): Promise<T> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  return (await res.json()) as T;
+}
+
+export async function postJson(url: string, body: unknown): Promise<void> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+}
