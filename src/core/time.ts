@@ -41,31 +41,3 @@ export function parseIsoWithOffset(text: string, requireMillis = false): number 
   return ms;
 }
 
-const DAY_MS = 86_400_000;
-
-/**
- * A faster `toIsoUtc` for long runs of timestamps (import files): the date part is cached per day
- * and the time of day is formatted with integer arithmetic, with no Date object per call. Output is
- * identical to `Date.prototype.toISOString()` for years 0000-9999.
- */
-export function createIsoFormatter(): (epochMs: number) => string {
-  let cachedDay = Number.NaN;
-  let prefix = '';
-  const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);
-  const pad3 = (n: number) => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
-  return (ms: number) => {
-    const day = Math.floor(ms / DAY_MS);
-    if (day !== cachedDay) {
-      cachedDay = day;
-      prefix = new Date(day * DAY_MS).toISOString().slice(0, 11); // "2026-11-22T"
-    }
-    let rest = ms - day * DAY_MS;
-    const h = Math.floor(rest / 3_600_000);
-    rest -= h * 3_600_000;
-    const m = Math.floor(rest / 60_000);
-    rest -= m * 60_000;
-    const sec = Math.floor(rest / 1000);
-    const milli = rest - sec * 1000;
-    return `${prefix}${pad2(h)}:${pad2(m)}:${pad2(sec)}.${pad3(milli)}Z`;
-  };
-}

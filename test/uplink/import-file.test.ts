@@ -2,7 +2,7 @@ import { readFileSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createIsoFormatter, toIsoUtc } from '../../src/core/time.js';
+import { toIsoUtc } from '../../src/core/time.js';
 import { buildImportFile, type RawRow } from '../../src/uplink/import-file.js';
 
 const names = ['mvr_a', 'mvr_b', 'mvr_ünïcode', 'mvr_"quoted"'];
@@ -26,6 +26,8 @@ describe('import file builder', () => {
     expect(r).toEqual({ itemCount: 100, lastSeq: 109, bytes: statSync(path).size });
     expect(doc.items[0]).toEqual({ timestamp: '2026-11-22T23:59:59.990Z', machine_data_point_config_id: 'mvr_a', value: 0 });
     expect(doc.items[2]).toEqual({ timestamp: toIsoUtc(T0 + 14), machine_data_point_config_id: 'mvr_ünïcode', value: 2.5 }); // crosses midnight
+    // Every timestamp is exactly what Date.toISOString gives (the builder writes digits itself).
+    doc.items.forEach((item, i) => expect(item.timestamp).toBe(new Date(T0 + i * 7).toISOString()));
     expect(doc.items[3].machine_data_point_config_id).toBe('mvr_"quoted"');
     expect(doc.items[3].value).toBe(-0.5);
   });
@@ -43,17 +45,20 @@ describe('import file builder', () => {
     expect(r.lastSeq).toBe(10 + r.itemCount - 1);
   });
 
+  it('writes timestamps identical to Date.toISOString across days, years and before 1970', async () => {
+    const stamps = [0, -1, 1, 86_399_999, 86_400_000, Date.parse('2024-02-29T12:34:56.789Z'), Date.parse('1969-12-31T23:59:59.999Z'), Date.parse('2099-12-31T23:59:59.999Z')];
+    for (let i = 0; i < 5_000; i++) stamps.push(Math.floor((i * 7_919_993_337) % 4e12) - 1e11);
+    const raw: RawRow[] = stamps.map((ts, i) => [i + 1, 0, ts, i]);
+    const path = join(mkdtempSync(join(tmpdir(), 'gw-file-')), 'f.json');
+    await buildImportFile(source(raw, 1_000), path, 10_000_000, 'machine_variable_id');
+    const doc = JSON.parse(readFileSync(path, 'utf8')) as { items: Array<{ timestamp: string }> };
+    doc.items.forEach((item, i) => expect(item.timestamp).toBe(new Date(stamps[i]).toISOString()));
+  });
+
   it('writes an empty list when there are no rows', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'gw-file-')), 'f.json');
     const r = await buildImportFile(source([]), path, 1_000, 'machine_variable_id');
     expect(readFileSync(path, 'utf8')).toBe('{"items":[]}');
     expect(r).toEqual({ itemCount: 0, lastSeq: null, bytes: 12 });
-  });
-
-  it('the cached ISO formatter equals Date.toISOString, across days, years and before 1970', () => {
-    const iso = createIsoFormatter();
-    const stamps = [0, -1, 1, 86_399_999, 86_400_000, Date.parse('2024-02-29T12:34:56.789Z'), Date.parse('1969-12-31T23:59:59.999Z'), Date.parse('2099-12-31T23:59:59.999Z')];
-    for (let i = 0; i < 20_000; i++) stamps.push(Math.floor((i * 7_919_993_337) % 4e12) - 1e11);
-    for (const ms of stamps) expect(iso(ms)).toBe(new Date(ms).toISOString());
   });
 });
