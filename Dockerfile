@@ -23,7 +23,9 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY config ./config
-ENV NODE_ENV=production GATEWAY_CONFIG=/etc/edge-gateway/gateway.yaml
+# A small young generation keeps RSS low (bench/memory.ts): about 40 MB less at start-up and
+# during import-file uploads, for a little more frequent scavenging.
+ENV NODE_ENV=production GATEWAY_CONFIG=/etc/edge-gateway/gateway.yaml NODE_OPTIONS=--max-semi-space-size=2
 USER gateway
 VOLUME ["/var/lib/edge-gateway"]
 EXPOSE 8080

@@ -65,7 +65,7 @@ export function verdict(ok: boolean, text: string): string {
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 
 export const ROOT = join(import.meta.dirname, '..');
@@ -86,9 +86,16 @@ export interface Proc {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Runs `edge-gateway <args>` from the sources in a child process; resolves once `readyText` is printed. */
+/**
+ * Runs `edge-gateway <args>` in a child process; resolves once `readyText` is printed. Uses the
+ * compiled dist/cli.js when it exists (what users run; the tsx loader would add its own thread and
+ * memory to the figures), else the TypeScript sources through tsx.
+ */
 export async function startCli(args: string[], readyText: RegExp, env: Record<string, string> = {}): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const useDist = existsSync(join(ROOT, 'dist', 'cli.js')) && process.env.BENCH_FROM_SOURCES !== '1';
+  const argv = useDist ? [join(ROOT, 'dist', 'cli.js'), ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args];
+  // Launched as the container image launches it (NODE_OPTIONS there: a small young generation).
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-semi-space-size=2`.trim(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (d: Buffer) => {

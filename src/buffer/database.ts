@@ -56,7 +56,9 @@ function openAndCheck(path: string, options: OpenOptions): Database {
     // Truncate the WAL back to this size after a checkpoint so it cannot grow without bound.
     db.pragma(`journal_size_limit = ${options.walLimitBytes ?? 64 * 1024 * 1024}`);
     db.pragma('temp_store = MEMORY');
-    db.pragma('cache_size = -16000'); // 16 MB page cache: enough for the hot tail, bounded RSS.
+    // 8 MB page cache: the hot pages are the newest (ingest, live claims) and sequential old ones
+    // (import files); more cache only adds RSS (bench/memory.ts).
+    db.pragma('cache_size = -8000');
     if (options.integrityCheck !== false) {
       const rows = db.pragma('integrity_check') as Array<{ integrity_check: string }>;
       const problems = rows.map((r) => r.integrity_check).filter((s) => s !== 'ok');

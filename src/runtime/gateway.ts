@@ -10,7 +10,7 @@ import { createLogger } from '../core/logger.js';
 import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
 import { TappedSink } from '../core/sample.js';
-import { startAnnotations, type AnnotationsRuntime } from '../annotations/index.js';
+import type { AnnotationsRuntime } from '../annotations/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
@@ -23,6 +23,11 @@ import { ImportLedger } from '../buffer/import-ledger.js';
 import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
 import type { GatewayStatus } from './status.js';
+
+function memoryNow() {
+  const m = process.memoryUsage();
+  return { rss_bytes: m.rss, heap_used_bytes: m.heapUsed, external_bytes: m.external };
+}
 
 export interface StartOptions {
   logger?: Logger;
@@ -146,7 +151,14 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const eta = b.rows > 0 && drain > 0 ? b.rows / drain : null;
     metrics.backlogEtaSeconds.set(eta ?? -1);
     return {
-      gateway: { name: config.gateway.name, version: VERSION, started_at: new Date(startedAt).toISOString(), uptime_s: Math.round((now - startedAt) / 1000), pid: process.pid },
+      gateway: {
+        name: config.gateway.name,
+        version: VERSION,
+        started_at: new Date(startedAt).toISOString(),
+        uptime_s: Math.round((now - startedAt) / 1000),
+        pid: process.pid,
+        memory: memoryNow(),
+      },
       sources: sources.map((src) => src.status()),
       buffer: {
         samples: b.rows,
@@ -212,8 +224,12 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
     }
-    annotations = await startAnnotations({ config, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
-    if (annotations) sink.addTap(annotations);
+    if (config.annotations) {
+      // Loaded only when configured: it brings the HMI page and an MQTT client with it.
+      const { startAnnotations } = await import('../annotations/index.js');
+      annotations = await startAnnotations({ config, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
+      if (annotations) sink.addTap(annotations);
+    }
     for (const src of sources) {
       try {
         await src.start();

@@ -5,7 +5,7 @@ import type { BackfillStats } from '../uplink/backfill.js';
 
 /** Everything `/status`, `edge-gateway status` and the status line show. Secrets never appear here. */
 export interface GatewayStatus {
-  gateway: { name: string; version: string; started_at: string; uptime_s: number; pid: number };
+  gateway: { name: string; version: string; started_at: string; uptime_s: number; pid: number; memory: { rss_bytes: number; heap_used_bytes: number; external_bytes: number } };
   sources: SourceStatus[];
   buffer: {
     samples: number;

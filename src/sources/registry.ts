@@ -12,7 +12,7 @@ type MakeContext = (name: string, kind: SourceKind) => SourceContext;
  */
 export async function buildSources(config: GatewayConfig, makeContext: MakeContext): Promise<Source[]> {
   const sources: Source[] = [...createGeneratorSources(config.generator, makeContext)];
-  if (config.opcua) sources.push(...(await import('./opcua/index.js')).createOpcuaSources(config.opcua, makeContext));
+  if (config.opcua && config.opcua.servers.length > 0) sources.push(...(await import('./opcua/index.js')).createOpcuaSources(config.opcua, makeContext));
   if (config.modbus) sources.push(...(await import('./modbus/index.js')).createModbusSources(config.modbus, makeContext));
   if (config.mqtt) sources.push(...(await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext));
   const seen = new Map<string, SourceKind>();
