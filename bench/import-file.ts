@@ -58,7 +58,7 @@ try {
   }
   const range = { from: 1, to: Number.MAX_SAFE_INTEGER };
   // Warm-up on a small file.
-  await buildImportFile({ chunks: buffer.readRangeRaw(range), variableName: (id) => buffer.variableName(id) }, join(dir, 'warm.json'), 5_000_000, 'machine_variable_id');
+  await buildImportFile(buffer.importReader(range, 'machine_variable_id'), join(dir, 'warm.json'), 5_000_000);
   await baseline(buffer.readRange(range), join(dir, 'warm-b.json'), 5_000_000);
   global.gc?.();
 
@@ -70,7 +70,7 @@ try {
   let peak = before;
   const sampler = setInterval(() => (peak = Math.max(peak, rssOf())), 20);
   t = performance.now();
-  const built = await buildImportFile({ chunks: buffer.readRangeRaw(range), variableName: (id) => buffer.variableName(id) }, join(dir, 'gw.json'), FILE_BYTES, 'machine_variable_id');
+  const built = await buildImportFile(buffer.importReader(range, 'machine_variable_id'), join(dir, 'gw.json'), FILE_BYTES);
   const seconds = (performance.now() - t) / 1000;
   clearInterval(sampler);
   peak = Math.max(peak, rssOf());

@@ -95,7 +95,7 @@ export async function startCli(args: string[], readyText: RegExp, env: Record<st
   const useDist = existsSync(join(ROOT, 'dist', 'cli.js')) && process.env.BENCH_FROM_SOURCES !== '1';
   const argv = useDist ? [join(ROOT, 'dist', 'cli.js'), ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args];
   // Launched as the container image launches it (NODE_OPTIONS there: a small young generation).
-  const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-semi-space-size=2`.trim(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: `--max-semi-space-size=2 ${process.env.NODE_OPTIONS ?? ''}`.trim(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const onData = (d: Buffer) => {

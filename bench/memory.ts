@@ -58,6 +58,12 @@ try {
     root,
   );
   const offline = rssSampler(gw.child.pid!, 200);
+  const detail = process.env.BENCH_VERBOSE
+    ? setInterval(async () => {
+        const s = await getJson<{ gateway: { memory: Record<string, number> }; backfill: { jobs: Array<{ state: string }> } }>(`http://127.0.0.1:${httpPort}/status`).catch(() => null);
+        if (s) process.stdout.write(`  rss ${mb(s.gateway.memory.rss_bytes)} heap ${mb(s.gateway.memory.heap_used_bytes)} external ${mb(s.gateway.memory.external_bytes)} jobs ${s.backfill.jobs.map((j) => j.state).join(',')}\n`);
+      }, 2_000)
+    : null;
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const off = offline.stop();
   const offlinePeak = off.peak;
@@ -69,6 +75,7 @@ try {
   const online = rssSampler(gw.child.pid!, 200);
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const on = online.stop();
+  if (detail) clearInterval(detail);
   const onlinePeak = on.peak;
   if (process.env.BENCH_VERBOSE) process.stdout.write(`online RSS every 5 s (MB): ${series(on.samples)}\n`);
   const status = await getJson<{ buffer: { samples: number }; backfill: { delivered_total: number; jobs_in_flight: number }; uplink: { sync: { delivered_total: number } } }>(`http://127.0.0.1:${httpPort}/status`);

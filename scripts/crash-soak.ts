@@ -13,6 +13,7 @@ const cycles = Number(args.find((a) => /^\d+$/.test(a)) ?? 200);
 const seedIndex = args.indexOf('--seed');
 const seed = seedIndex >= 0 ? Number(args[seedIndex + 1]) : Date.now() % 100_000;
 const dir = mkdtempSync(join(tmpdir(), 'gw-crash-soak-'));
+// The work directory (buffer, config, one log per run) is kept for inspection.
 process.stdout.write(`crash soak: ${cycles} cycles, seed ${seed}, work dir ${dir}\n`);
 const report = await runCrashHarness({ cycles, dir, seed, useDist: args.includes('--dist'), log: (l) => process.stdout.write(`${l}\n`) });
 process.stdout.write(`\n${formatReport(report)}\n`);

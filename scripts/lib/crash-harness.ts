@@ -12,7 +12,7 @@
  * tick 0..K of every run stored upstream: anything missing is a lost sample.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -120,6 +120,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   const spawnGateway = (): { child: ChildProcess; events: NodeJS.EventEmitter; ready: Promise<void> } => {
     const args = o.useDist ? [join(ROOT, 'dist', 'cli.js'), 'run', '--config', cfgPath] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), 'run', '--config', cfgPath];
     const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Every run's log is kept in the work directory, for diagnosing a reported loss.
+    const logFile = createWriteStream(join(o.dir, `gateway-run-${runs.length + 1}.log`));
+    child.stdout!.pipe(logFile);
     children.add(child);
     child.once('exit', () => children.delete(child));
     const lines = createInterface({ input: child.stdout! });
@@ -148,7 +151,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
       const check = db.pragma('integrity_check', { simple: true });
       if (check === 'ok') integrity.ok++;
       else integrity.failed.push(String(check));
-      const v = db.prepare('SELECT max(value) FROM samples WHERE ts >= ? AND ts <= ?').pluck(true).get(run.startedAt, run.endedAt + 1_000) as number | null;
+      const v = db.prepare('SELECT max(value) FROM samples WHERE ts >= ? AND ts <= ?').pluck(true).get(run.startedAt, run.endedAt) as number | null;
       return v ?? -1;
     } finally {
       db.close();
@@ -160,7 +163,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     for (const v of variables) {
       for (const x of emu.values(v)) {
         const ts = Date.parse(x.timestamp);
-        if (ts >= run.startedAt && ts <= run.endedAt + 1_000 && x.value > max) max = x.value;
+        if (ts >= run.startedAt && ts <= run.endedAt && x.value > max) max = x.value;
       }
     }
     return max;
@@ -243,11 +246,18 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     const remaining = new BetterSqlite3(dbPath, { readonly: true });
     const stillBuffered = remaining.prepare('SELECT v.name AS variable, s.ts, s.value FROM samples s JOIN variables v ON v.id = s.var').all() as Array<{ variable: string; ts: number; value: number }>;
     remaining.close();
+    // A run's samples are those stamped from its start until the next run's start: the previous
+    // child is dead (SIGKILL awaited) before the next is spawned, and the generator never stamps
+    // a sample later than its own wall clock, so the windows cannot overlap.
+    const runOf = (ts: number): number => {
+      for (let r = runs.length - 1; r >= 0; r--) if (ts >= runs[r].startedAt) return ts <= runs[r].endedAt ? r : -1;
+      return -1;
+    };
     for (const v of variables) {
       const seen = runs.map(() => new Set<number>());
       for (const x of emu.values(v)) {
         const ts = Date.parse(x.timestamp);
-        const r = runs.findIndex((run) => ts >= run.startedAt && ts <= run.endedAt + 1_000);
+        const r = runOf(ts);
         if (r < 0) {
           unexpected++;
           continue;
@@ -258,7 +268,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
       }
       // The last run was stopped gracefully: what it still holds is committed and will go out next start.
       for (const x of stillBuffered.filter((b) => b.variable === v)) {
-        const r = runs.findIndex((run) => x.ts >= run.startedAt && x.ts <= run.endedAt + 1_000);
+        const r = runOf(x.ts);
         if (r >= 0) seen[r].add(x.value);
       }
       runs.forEach((run, r) => {

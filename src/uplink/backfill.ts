@@ -78,6 +78,8 @@ export class BackfillManager {
   private failedTotal = 0;
   private backlogAtStart = 0;
   private readonly unsubscribe: () => void;
+  /** One file is built at a time: building is CPU-bound, and two at once only doubles the memory. */
+  private buildLock: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: BackfillOptions) {
     this.delivered = new RateMeter(() => o.clock.monotonic(), 60);
@@ -207,7 +209,11 @@ export class BackfillManager {
           file = this.filePath(entry);
           const started = this.o.clock.monotonic();
           this.o.logger.debug({ event: 'import_build_started', ledger_id: entry.id, range: entry.range }, 'building import file');
-          const built = await buildImportFile({ chunks: this.o.buffer.readRangeRaw(entry.range), variableName: (id) => this.o.buffer.variableName(id) }, file, this.o.config.max_file_bytes, this.o.itemIdField, signal);
+          const previous = this.buildLock;
+          let unlock!: () => void;
+          this.buildLock = new Promise<void>((r) => (unlock = r));
+          await previous;
+          const built = await buildImportFile(this.o.buffer.importReader(entry.range, this.o.itemIdField), file, this.o.config.max_file_bytes, signal).finally(unlock);
           if (built.itemCount === 0 || built.lastSeq === null) {
             this.endReservation(entry);
             return;

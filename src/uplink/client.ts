@@ -1,6 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { createReadStream, statSync } from 'node:fs';
-import { basename } from 'node:path';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -12,6 +9,7 @@ import type { ServiceConfig } from './config.js';
 import { ApiKeyAuth, ClientCredentialsAuth, TokenError, type CredentialProvider } from './auth.js';
 import type { Priority, RequestBudget } from './budget.js';
 import { parseRetryAfter, type Outcome } from './retry-policy.js';
+import { uploadMultipartFile } from './multipart-upload.js';
 
 /** The organisation header (§5.6; the vendor's header renamed as in CONTRACT.md). */
 export const ORGANISATION_HEADER = 'Service-Organisation-Id';
@@ -105,8 +103,8 @@ interface SendOptions {
   path: string;
   priority: Priority;
   json?: string;
-  /** A streamed body (built again for each attempt, since a stream can be read once). */
-  stream?: () => { body: AsyncIterable<Buffer>; contentType: string; length: number };
+  /** A file to send as multipart part `file`. */
+  file?: string;
   timeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -156,7 +154,7 @@ export class TrackingClient {
       method: 'POST',
       path: '/machine-data/import-jobs',
       priority: 'upload',
-      stream: () => multipartFile(filePath),
+      file: filePath,
       timeoutMs,
       signal,
     });
@@ -256,56 +254,57 @@ export class TrackingClient {
       accept: 'application/json',
       'user-agent': USER_AGENT,
     };
-    let body: Dispatcher.DispatchOptions['body'];
-    if (s.json !== undefined) {
-      headers['content-type'] = 'application/json';
-      body = s.json;
-    } else if (s.stream) {
-      const st = s.stream();
-      headers['content-type'] = st.contentType;
-      headers['content-length'] = String(st.length);
-      body = st.body as Dispatcher.DispatchOptions['body'];
-    }
     const timeout = s.timeoutMs ?? this.o.service.request_timeout;
     const sentAt = this.o.clock.monotonic();
+    let status: number;
+    let resHeaders: Record<string, string | string[] | undefined>;
+    let text: string;
     try {
-      const res = await request(`${this.base}${s.path}`, {
-        method: s.method,
-        headers,
-        body,
-        dispatcher: this.dispatcher,
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
-        signal: s.signal,
-      });
-      const text = await readLimited(res.body, MAX_RESPONSE_BYTES);
-      const status = res.statusCode;
-      const requestId = headerValue(res.headers[REQUEST_ID_HEADER]);
-      this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: String(status) });
-      this.o.metrics.uplinkRequestSeconds.observe({ endpoint: s.endpoint }, (this.o.clock.monotonic() - sentAt) / 1000);
-      let parsed: unknown;
-      if (text.length > 0) {
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = undefined;
-        }
-      }
-      const ok = status >= 200 && status < 300;
-      const result: ApiResult & { credential?: string } = { status, ok, body: parsed, requestId, durationMs: elapsed(), credential };
-      if (ok) {
-        this.o.metrics.uplinkLastSuccess.set(this.o.clock.now() / 1000);
+      if (s.file !== undefined) {
+        const r = await uploadMultipartFile(`${this.base}${s.path}`, headers, s.file, timeout, s.signal);
+        ({ status, text } = r);
+        resHeaders = r.headers;
       } else {
-        result.error = parseErrorEnvelope(parsed, text, status);
-        result.retryAfterMs = parseRetryAfter(res.headers['retry-after']);
-        if (!result.requestId) result.requestId = (parsed as { error?: { request_id?: string } } | undefined)?.error?.request_id;
+        if (s.json !== undefined) headers['content-type'] = 'application/json';
+        const res = await request(`${this.base}${s.path}`, {
+          method: s.method,
+          headers,
+          body: s.json,
+          dispatcher: this.dispatcher,
+          headersTimeout: timeout,
+          bodyTimeout: timeout,
+          signal: s.signal,
+        });
+        text = await readLimited(res.body, MAX_RESPONSE_BYTES);
+        status = res.statusCode;
+        resHeaders = res.headers;
       }
-      return result;
     } catch (err) {
       const code = networkCode(err);
       this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: code });
       return { status: 0, ok: false, body: undefined, networkError: { code, message: describeError(err) }, durationMs: elapsed(), credential };
     }
+    const requestId = headerValue(resHeaders[REQUEST_ID_HEADER]);
+    this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: String(status) });
+    this.o.metrics.uplinkRequestSeconds.observe({ endpoint: s.endpoint }, (this.o.clock.monotonic() - sentAt) / 1000);
+    let parsed: unknown;
+    if (text.length > 0) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    const ok = status >= 200 && status < 300;
+    const result: ApiResult & { credential?: string } = { status, ok, body: parsed, requestId, durationMs: elapsed(), credential };
+    if (ok) {
+      this.o.metrics.uplinkLastSuccess.set(this.o.clock.now() / 1000);
+    } else {
+      result.error = parseErrorEnvelope(parsed, text, status);
+      result.retryAfterMs = parseRetryAfter(resHeaders['retry-after']);
+      if (!result.requestId) result.requestId = (parsed as { error?: { request_id?: string } } | undefined)?.error?.request_id;
+    }
+    return result;
   }
 
   private logFailure(endpoint: Endpoint, r: ApiResult): void {
@@ -316,25 +315,6 @@ export class TrackingClient {
       `tracking service call failed: ${describeResult(r)}`,
     );
   }
-}
-
-/**
- * `multipart/form-data` with one part `file` (CONTRACT.md, import jobs), streamed from disk in
- * 256 kB pieces with an exact Content-Length. (undici's FormData buffers a large part: about 70 MB
- * more RSS for a 128 MB file, measured; this keeps the upload within a few hundred kB.)
- */
-export function multipartFile(filePath: string): { body: AsyncIterable<Buffer>; contentType: string; length: number } {
-  const boundary = `edge-gateway-${randomUUID()}`;
-  const name = basename(filePath).replace(/["\r\n]/g, '_');
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\nContent-Type: application/json\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const size = statSync(filePath).size;
-  async function* parts(): AsyncGenerator<Buffer> {
-    yield head;
-    for await (const chunk of createReadStream(filePath, { highWaterMark: 256 * 1024 })) yield chunk as Buffer;
-    yield tail;
-  }
-  return { body: parts(), contentType: `multipart/form-data; boundary=${boundary}`, length: head.length + size + tail.length };
 }
 
 function headerValue(v: string | string[] | undefined): string | undefined {

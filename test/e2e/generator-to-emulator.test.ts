@@ -54,6 +54,9 @@ describe('end to end: generator → buffer → emulator', () => {
     const { committed, stored, emu } = await runScenario(async (emu) => {
       emu.setFaults({ error_rate: 0.2, status: 500 });
       await delay(3_000);
+      // On a loaded machine the first seconds can go to the token exchange and its backoff; the
+      // outage starts only once batches have really met injected 500s.
+      await waitFor(() => (emu.stats().requests['POST /machine-data/batch']?.['500'] ?? 0) > 0, { timeoutMs: 30_000, what: 'a batch answered 500' });
       emu.setFaults({ outage_seconds: 10 });
       await delay(11_000);
       await delay(3_000);
