@@ -87,7 +87,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
 
     // --- process ---
-    configReloads: new Counter({ name: 'gateway_config_reloads_total', help: 'Configuration reloads, by outcome (applied, refused)', labelNames: ['outcome'], registers: r }),
+    configReloads: new Counter({ name: 'gateway_config_reloads_total', help: 'Configuration reloads (SIGHUP or a change of the file), by outcome (applied, unchanged, refused)', labelNames: ['outcome'], registers: r }),
     startTime: new Gauge({ name: 'gateway_start_time_seconds', help: 'Wall-clock time the gateway started', registers: r }),
   };
   return m;

@@ -77,12 +77,19 @@ export class LocalHttpServer {
     this.requireToken = !isLoopback(o.host) || o.apiToken !== undefined;
   }
 
-  /** Adds a route; `pattern` segments starting with `:` are parameters (`/api/annotations/:id`). */
+  /**
+   * Adds a route; `pattern` segments starting with `:` are parameters (`/api/annotations/:id`).
+   * A route with the same method and pattern replaces the earlier one: a component rebuilt by a
+   * configuration reload registers its routes again.
+   */
   route(method: string, pattern: string, handler: Handler, options: { name?: string; write?: boolean } = {}): void {
     const m = method.toUpperCase();
+    const parts = pattern.split('/').filter(Boolean);
+    const existing = this.routes.findIndex((r) => r.method === m && r.parts.join('/') === parts.join('/'));
+    if (existing >= 0) this.routes.splice(existing, 1);
     this.routes.push({
       method: m,
-      parts: pattern.split('/').filter(Boolean),
+      parts,
       handler,
       name: options.name ?? `${m} ${pattern}`,
       write: options.write ?? !['GET', 'HEAD', 'OPTIONS'].includes(m),

@@ -5,7 +5,7 @@ import { openBufferDatabase } from '../buffer/database.js';
 import { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { systemClock, type Clock } from '../core/clock.js';
-import { describeError } from '../core/errors.js';
+import { ConfigError, describeError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
@@ -14,7 +14,8 @@ import type { AnnotationsRuntime } from '../annotations/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
-import { buildSources } from '../sources/registry.js';
+import { assertUniqueNames, buildSourceSection, buildSources } from '../sources/registry.js';
+import { appliedConfig, planReload, type ReloadPlan } from './reload-plan.js';
 import { RequestBudget } from '../uplink/budget.js';
 import { TrackingClient } from '../uplink/client.js';
 import { SyncSender } from '../uplink/sync-sender.js';
@@ -22,7 +23,7 @@ import { BackfillManager } from '../uplink/backfill.js';
 import { ImportLedger } from '../buffer/import-ledger.js';
 import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
-import type { GatewayStatus } from './status.js';
+import type { ConfigStatus, GatewayStatus } from './status.js';
 
 function memoryNow() {
   const m = process.memoryUsage();
@@ -33,9 +34,17 @@ export interface StartOptions {
   logger?: Logger;
   clock?: Clock;
   metrics?: Metrics;
+  /** The file the configuration came from (shown in /status; reloads read it again). */
+  configPath?: string | null;
+}
+
+export interface ReloadResult extends ReloadPlan {
+  /** Source names stopped and started again. */
+  restartedSources: string[];
 }
 
 export interface GatewayHandle {
+  /** The configuration in effect (after reloads: the reloadable parts of the newest file). */
   readonly config: GatewayConfig;
   readonly logger: Logger;
   readonly metrics: Metrics;
@@ -52,6 +61,14 @@ export interface GatewayHandle {
   /** Base URL of the local HTTP server, or null when disabled. */
   readonly httpUrl: string | null;
   status(): GatewayStatus;
+  /**
+   * Applies a new, already validated configuration without a restart (see reload-plan.ts for what
+   * is reloaded in place). Buffered samples are untouched: only sources and annotations are rebuilt.
+   * Throws ConfigError, leaving everything as it was, when the new sources cannot be built.
+   */
+  reload(next: GatewayConfig): Promise<ReloadResult>;
+  /** Records a reload refused before it reached the gateway (the new file does not validate). */
+  reloadRefused(problems: string[]): void;
   /** Graceful stop: sources closed, pending samples committed, requests finished or abandoned. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -123,9 +140,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     mkdirSync(dir, { recursive: true });
     return { sink, logger: logger.child({ source: name, kind }), stats: new SourceStats(name, kind, metrics, clock), metrics, clock, dataDir: dir };
   };
-  let sources: Source[];
+  // Replaced in place by reloads, so `handle.sources` always lists the running ones.
+  const sources: Source[] = [];
+  let current = config;
   try {
-    sources = await buildSources(config, makeContext);
+    sources.push(...(await buildSources(config, makeContext)));
   } catch (err) {
     await buffer.close();
     await client.close();
@@ -136,7 +155,14 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
 
   let http: LocalHttpServer | null = null;
   let annotations: AnnotationsRuntime | null = null;
+  let untapAnnotations: (() => void) | null = null;
   let closed = false;
+  const configStatus: ConfigStatus = { path: options.configPath ?? null, loaded_at: new Date(startedAt).toISOString(), reloads_applied: 0, reloads_refused: 0, last_reload: null };
+  const reloadRefused = (problems: string[], plan?: ReloadPlan): void => {
+    configStatus.reloads_refused += 1;
+    configStatus.last_reload = { at: new Date(clock.now()).toISOString(), outcome: 'refused', changed: plan?.changed ?? [], restart_required: plan?.restartRequired ?? [], problems };
+    metrics.configReloads.inc({ outcome: 'refused' });
+  };
   const status = (): GatewayStatus => {
     const b = buffer.stats();
     const s = sync.stats();
@@ -190,7 +216,72 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       set_aside: { samples: setAside },
       backlog_eta_s: eta,
       ...(annotations ? { annotations: annotations.status() } : {}),
+      config: structuredClone(configStatus),
     };
+  };
+
+  async function startAnnotationsFor(cfg: GatewayConfig): Promise<void> {
+    if (!cfg.annotations) return;
+    // Loaded only when configured: it brings the HMI page and an MQTT client with it.
+    const { startAnnotations } = await import('../annotations/index.js');
+    annotations = await startAnnotations({ config: cfg, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
+    if (annotations) untapAnnotations = sink.addTap(annotations);
+  }
+
+  async function startSources(list: readonly Source[]): Promise<void> {
+    for (const src of list) {
+      try {
+        await src.start();
+      } catch (err) {
+        // A source that cannot start (bad config discovered at start) must not stop the others.
+        logger.error({ source: src.name, kind: src.kind, err: describeError(err) }, 'source failed to start');
+      }
+    }
+  }
+
+  // Reloads run one at a time; close() waits for the one under way.
+  let reloading: Promise<unknown> = Promise.resolve();
+  const reload = (next: GatewayConfig): Promise<ReloadResult> => {
+    const run = reloading.then(async (): Promise<ReloadResult> => {
+      if (closed) throw new Error('the gateway is stopping');
+      const plan = planReload(current, next);
+      const target = appliedConfig(current, next);
+      // Build first (no I/O): a section that cannot be built refuses the whole reload and nothing
+      // running is touched.
+      const rebuilt: Source[] = [];
+      try {
+        for (const section of plan.sourceSections) rebuilt.push(...(await buildSourceSection(section, target, makeContext)));
+        assertUniqueNames([...sources.filter((s) => !plan.sourceSections.includes(s.kind)), ...rebuilt]);
+      } catch (err) {
+        reloadRefused(err instanceof ConfigError ? err.problems : [describeError(err)], plan);
+        throw err;
+      }
+      const stopped = sources.filter((s) => plan.sourceSections.includes(s.kind));
+      // Closing a source commits what it already handed over (its appends resolve on commit), so
+      // no sample is lost between the old and the new source.
+      await Promise.allSettled(stopped.map((s) => s.close()));
+      for (const s of stopped) sources.splice(sources.indexOf(s), 1);
+      sources.push(...rebuilt);
+      if (plan.annotations) {
+        untapAnnotations?.();
+        untapAnnotations = null;
+        await annotations?.close();
+        annotations = null;
+        await startAnnotationsFor(target);
+      }
+      current = target;
+      await startSources(rebuilt);
+      const outcome = plan.changed.length === 0 ? 'unchanged' : 'applied';
+      if (outcome === 'applied') {
+        configStatus.reloads_applied += 1;
+        configStatus.loaded_at = new Date(clock.now()).toISOString();
+      }
+      configStatus.last_reload = { at: new Date(clock.now()).toISOString(), outcome, changed: plan.changed, restart_required: plan.restartRequired };
+      metrics.configReloads.inc({ outcome });
+      return { ...plan, restartedSources: [...new Set([...stopped, ...rebuilt].map((s) => s.name))] };
+    });
+    reloading = run.catch(() => undefined);
+    return run;
   };
 
   const close = async (): Promise<void> => {
@@ -199,6 +290,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     // Sources first, so nothing new arrives; then commit what is pending; then the uplink.
     await Promise.allSettled(sources.map((s) => s.close()));
     await buffer.flush();
+    await reloading.catch(() => undefined);
     await annotations?.close();
     await Promise.all([sync.stop(3_000), backfill.stop()]);
     budget.close();
@@ -224,20 +316,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
     }
-    if (config.annotations) {
-      // Loaded only when configured: it brings the HMI page and an MQTT client with it.
-      const { startAnnotations } = await import('../annotations/index.js');
-      annotations = await startAnnotations({ config, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
-      if (annotations) sink.addTap(annotations);
-    }
-    for (const src of sources) {
-      try {
-        await src.start();
-      } catch (err) {
-        // A source that cannot start (bad config discovered at start) must not stop the others.
-        logger.error({ source: src.name, kind: src.kind, err: describeError(err) }, 'source failed to start');
-      }
-    }
+    await startAnnotationsFor(config);
+    await startSources(sources);
     await http?.listen();
   } catch (err) {
     await close();
@@ -249,5 +329,27 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     'gateway started',
   );
 
-  return { config, logger, metrics, buffer, sources, client, health, budget, sync, backfill, http, annotations, httpUrl: http?.url ?? null, status, close };
+  return {
+    get config() {
+      return current;
+    },
+    logger,
+    metrics,
+    buffer,
+    sources,
+    client,
+    health,
+    budget,
+    sync,
+    backfill,
+    http,
+    get annotations() {
+      return annotations;
+    },
+    httpUrl: http?.url ?? null,
+    status,
+    reload,
+    reloadRefused: (problems: string[]) => reloadRefused(problems),
+    close,
+  };
 }

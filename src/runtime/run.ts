@@ -1,7 +1,10 @@
+import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
+import { loadConfigFile } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { describeError } from '../core/errors.js';
-import { startGateway, type GatewayHandle } from './gateway.js';
+import { ConfigError, describeError } from '../core/errors.js';
+import { watchFile } from './config-watch.js';
+import { startGateway, type GatewayHandle, type ReloadResult } from './gateway.js';
 import { statusLine } from './status.js';
 
 /** Longest a graceful stop may take before the process exits anyway (issue: exit within 10 s). */
@@ -12,36 +15,106 @@ export interface RunningGateway {
   /** Resolves when the gateway has stopped (signal or `stop()`). */
   done: Promise<void>;
   stop(): Promise<void>;
+  /** Reads the config file again and applies it (what SIGHUP and a change of the file do). Null without a file. */
+  reload(): Promise<ReloadResult | null>;
+}
+
+export interface RunOptions {
+  logger?: Logger;
+  /** The file `config` came from: SIGHUP or a change of this file reloads it (issue: hot reload). */
+  configPath?: string | null;
+  /** Watch the file for changes (default true when configPath is given); SIGHUP works either way. */
+  watchConfig?: boolean;
+  extraClose?: () => Promise<void>;
+  onStatus?: (line: string) => void;
 }
 
 /**
  * Runs a gateway in this process until SIGINT/SIGTERM: prints a status line every
- * `gateway.status_interval` and stops gracefully on a signal. `extraClose` runs after the gateway
- * stopped (the demo closes its emulator and simulators there).
+ * `gateway.status_interval`, reloads the configuration on SIGHUP or when its file changes, and
+ * stops gracefully on a signal. `extraClose` runs after the gateway stopped (the demo closes its
+ * emulator and simulators there).
  */
-export async function runUntilSignal(
-  config: GatewayConfig,
-  options: { logger?: Logger; extraClose?: () => Promise<void>; onStatus?: (line: string) => void } = {},
-): Promise<RunningGateway> {
-  const handle = await startGateway(config, { logger: options.logger });
+export async function runUntilSignal(config: GatewayConfig, options: RunOptions = {}): Promise<RunningGateway> {
+  const configPath = options.configPath ?? null;
+  const handle = await startGateway(config, { logger: options.logger, configPath });
+  const log = handle.logger;
   const print =
     options.onStatus ??
     ((line: string) => {
       if (process.stdout.isTTY) process.stdout.write(`[${new Date().toLocaleTimeString('en-GB')}] ${line}\n`);
-      else handle.logger.info({ status: line }, 'status');
+      else log.info({ status: line }, 'status');
     });
-  const interval = config.gateway.status_interval;
-  const timer = interval > 0 ? setInterval(() => print(statusLine(handle.status())), interval) : null;
-  timer?.unref();
+  let timer: NodeJS.Timeout | null = null;
+  const startStatusTimer = () => {
+    if (timer) clearInterval(timer);
+    const interval = handle.config.gateway.status_interval;
+    timer = interval > 0 ? setInterval(() => print(statusLine(handle.status())), interval) : null;
+    timer?.unref();
+  };
+  startStatusTimer();
 
+  // --- hot reload -----------------------------------------------------------------------------
+  let lastText = configPath ? safeRead(configPath) : null;
+  const reload = async (trigger: string): Promise<ReloadResult | null> => {
+    if (!configPath) {
+      log.warn({ trigger }, 'configuration reload requested, but this gateway was not started from a file');
+      return null;
+    }
+    let next: GatewayConfig;
+    try {
+      const loaded = loadConfigFile(configPath);
+      next = loaded.config;
+      for (const w of loaded.warnings) log.warn({ config: configPath }, w);
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [describeError(err)];
+      handle.reloadRefused(problems);
+      log.error({ trigger, config: configPath, problems }, 'new configuration refused; the running configuration is kept');
+      return null;
+    }
+    try {
+      const result = await handle.reload(next);
+      lastText = safeRead(configPath);
+      if (result.changed.length === 0) {
+        log.info({ trigger, config: configPath }, 'configuration reloaded: nothing changed');
+      } else {
+        log.info({ trigger, config: configPath, changed: result.changed, restarted_sources: result.restartedSources }, 'configuration reloaded');
+      }
+      if (result.restartRequired.length > 0) {
+        log.warn({ settings: result.restartRequired }, `these changed settings take effect at the next restart: ${result.restartRequired.join(', ')}`);
+      }
+      if (result.statusInterval) startStatusTimer();
+      return result;
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [describeError(err)];
+      log.error({ trigger, config: configPath, problems }, 'new configuration refused; the running configuration is kept');
+      return null;
+    }
+  };
+  const onHangup = () => void reload('SIGHUP');
+  process.on('SIGHUP', onHangup);
+  const unwatch =
+    configPath && options.watchConfig !== false
+      ? watchFile(configPath, () => {
+          // Editors touch files without changing them, and a rename fires twice: reload on new content only.
+          const text = safeRead(configPath);
+          if (text === null || text === lastText) return;
+          lastText = text;
+          void reload('file changed');
+        })
+      : () => undefined;
+
+  // --- graceful stop --------------------------------------------------------------------------
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => {
     if (stopping) return stopping;
     if (timer) clearInterval(timer);
+    unwatch();
+    process.off('SIGHUP', onHangup);
     const force = setTimeout(() => {
-      handle.logger.error('graceful stop took too long; exiting');
+      log.error('graceful stop took too long; exiting');
       process.exit(1);
     }, SHUTDOWN_DEADLINE_MS);
     force.unref();
@@ -50,7 +123,7 @@ export async function runUntilSignal(
         await handle.close();
         await options.extraClose?.();
       } catch (err) {
-        handle.logger.error({ err: describeError(err) }, 'error while stopping');
+        log.error({ err: describeError(err) }, 'error while stopping');
       } finally {
         clearTimeout(force);
         process.off('SIGINT', onSignal);
@@ -61,10 +134,18 @@ export async function runUntilSignal(
     return stopping;
   };
   const onSignal = (signal: NodeJS.Signals) => {
-    handle.logger.info({ signal }, 'stopping');
+    log.info({ signal }, 'stopping');
     void stop();
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  return { handle, done, stop };
+  return { handle, done, stop, reload: () => reload('request') };
+}
+
+function safeRead(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
 }

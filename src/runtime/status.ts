@@ -39,6 +39,21 @@ export interface GatewayStatus {
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
   annotations?: Record<string, unknown>;
+  /** The configuration file and its hot reloads (SIGHUP or a change of the file). */
+  config: ConfigStatus;
+  /**
+   * Samples per second each source read over the last 30 s, by source name. Optional: a gateway
+   * that does not measure them leaves it out, and `edge-gateway status` measures from two readings.
+   */
+  source_rates?: Record<string, number>;
+}
+
+export interface ConfigStatus {
+  path: string | null;
+  loaded_at: string;
+  reloads_applied: number;
+  reloads_refused: number;
+  last_reload: { at: string; outcome: 'applied' | 'unchanged' | 'refused'; changed: string[]; restart_required: string[]; problems?: string[] } | null;
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');

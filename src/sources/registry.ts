@@ -5,16 +5,37 @@ import { createGeneratorSources } from './generator/index.js';
 
 type MakeContext = (name: string, kind: SourceKind) => SourceContext;
 
+/** The top-level config sections that hold sources; each can be rebuilt on its own at a hot reload. */
+export const SOURCE_SECTIONS = ['generator', 'opcua', 'modbus', 'mqtt'] as const;
+export type SourceSection = (typeof SOURCE_SECTIONS)[number];
+
 /**
- * Builds every configured source (no I/O). A protocol's module is loaded only when its section is
- * present, so a gateway without OPC UA does not pay for loading node-opcua at every start.
- * Source names must be unique across protocols because they label metrics and status entries.
+ * Builds the sources of one config section (no I/O). A protocol's module is loaded only when its
+ * section is present, so a gateway without OPC UA does not pay for loading node-opcua at every start.
  */
+export async function buildSourceSection(section: SourceSection, config: GatewayConfig, makeContext: MakeContext): Promise<Source[]> {
+  switch (section) {
+    case 'generator':
+      return createGeneratorSources(config.generator, makeContext);
+    case 'opcua':
+      return config.opcua && config.opcua.servers.length > 0 ? (await import('./opcua/index.js')).createOpcuaSources(config.opcua, makeContext) : [];
+    case 'modbus':
+      return config.modbus ? (await import('./modbus/index.js')).createModbusSources(config.modbus, makeContext) : [];
+    case 'mqtt':
+      return config.mqtt ? (await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext) : [];
+  }
+}
+
+/** Builds every configured source (no I/O). */
 export async function buildSources(config: GatewayConfig, makeContext: MakeContext): Promise<Source[]> {
-  const sources: Source[] = [...createGeneratorSources(config.generator, makeContext)];
-  if (config.opcua && config.opcua.servers.length > 0) sources.push(...(await import('./opcua/index.js')).createOpcuaSources(config.opcua, makeContext));
-  if (config.modbus) sources.push(...(await import('./modbus/index.js')).createModbusSources(config.modbus, makeContext));
-  if (config.mqtt) sources.push(...(await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext));
+  const sources: Source[] = [];
+  for (const section of SOURCE_SECTIONS) sources.push(...(await buildSourceSection(section, config, makeContext)));
+  assertUniqueNames(sources);
+  return sources;
+}
+
+/** Source names must be unique across protocols because they label metrics and status entries. */
+export function assertUniqueNames(sources: readonly Source[]): void {
   const seen = new Map<string, SourceKind>();
   const problems: string[] = [];
   for (const s of sources) {
@@ -23,5 +44,4 @@ export async function buildSources(config: GatewayConfig, makeContext: MakeConte
     seen.set(s.name, s.kind);
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return sources;
 }
