@@ -2,7 +2,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { describeError } from '../core/errors.js';
+import { describeError, errorCode, GatewayError } from '../core/errors.js';
 import { migrate } from './migrations.js';
 
 export interface OpenOptions {
@@ -37,6 +37,11 @@ export function openBufferDatabase(file: string, options: OpenOptions): OpenedDa
   try {
     db = openAndCheck(path, options);
   } catch (err) {
+    if (!isDamage(err)) {
+      // A healthy file that cannot be used right now (locked by another process, no permission, a
+      // newer schema) must never be moved aside: stop and say why.
+      throw new GatewayError(errorCode(err, 'BUFFER_OPEN_FAILED'), `buffer.path: ${path} cannot be opened: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
     const reason = describeError(err);
     const movedTo = moveAside(path);
     recovered = { movedTo, reason };
@@ -62,7 +67,7 @@ function openAndCheck(path: string, options: OpenOptions): Database {
     if (options.integrityCheck !== false) {
       const rows = db.pragma('integrity_check') as Array<{ integrity_check: string }>;
       const problems = rows.map((r) => r.integrity_check).filter((s) => s !== 'ok');
-      if (problems.length > 0) throw new Error(`integrity_check failed: ${problems.slice(0, 3).join('; ')}`);
+      if (problems.length > 0) throw new IntegrityError(`integrity_check failed: ${problems.slice(0, 3).join('; ')}`);
     }
     migrate(db);
     return db;
@@ -75,6 +80,15 @@ function openAndCheck(path: string, options: OpenOptions): Database {
     throw err;
   }
 }
+
+/** Errors that mean the file's content is broken (as opposed to the file being busy or unreadable). */
+function isDamage(err: unknown): boolean {
+  if (err instanceof IntegrityError) return true;
+  const code = (err as { code?: unknown }).code;
+  return code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT_'));
+}
+
+class IntegrityError extends Error {}
 
 /** Renames `path` (and `-wal`, `-shm`) to `path.damaged-<timestamp>`; returns the new main path. */
 function moveAside(path: string): string {

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { GatewayError } from '../core/errors.js';
 
 /**
  * Schema of the buffer file, as ordered migrations keyed by `PRAGMA user_version`. A migration is
@@ -116,6 +117,14 @@ export function migrationsFor(extra: Array<{ version: number; up: string }> = []
 
 export function migrate(db: Database, extra: Array<{ version: number; up: string }> = []): void {
   const current = db.pragma('user_version', { simple: true }) as number;
+  const known = Math.max(...migrationsFor(extra).map((m) => m.version));
+  if (current > known) {
+    // A downgrade: this version cannot know what the newer one stores, and guessing could lose rows.
+    throw new GatewayError(
+      'BUFFER_SCHEMA_NEWER',
+      `the buffer file was written by a newer edge-gateway (buffer schema ${current}; this version knows up to ${known}). Run the newer version, which still delivers what the file holds; downgrading needs a fresh buffer.path`,
+    );
+  }
   for (const m of migrationsFor(extra)) {
     if (m.version <= current) continue;
     db.transaction(() => {
