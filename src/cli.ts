@@ -16,7 +16,7 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   run: { summary: 'run the gateway with a config file', run: async (argv) => (await import('./commands/run.js')).runCommand(argv) },
-  check: { summary: 'validate a config file and print a summary (no connections)', run: async (argv) => (await import('./commands/check.js')).checkCommand(argv) },
+  check: { summary: 'validate a config file; --online also checks credentials and mapped variables', run: async (argv) => (await import('./commands/check.js')).checkCommand(argv) },
   status: { summary: 'show the status of a running gateway', run: async (argv) => (await import('./commands/status.js')).statusCommand(argv) },
   backup: { summary: 'write a consistent copy of the buffer file while the gateway runs', run: async (argv) => (await import('./commands/backup.js')).backupCommand(argv) },
   demo: { summary: 'run emulator + simulated plant + gateway (what `npm start` does)', run: async (argv) => (await import('./commands/demo.js')).demoCommand(argv) },

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import { WakeSignal } from '../core/signal.js';
 import { annotationResponseSchema, describeResult, outcomeOf, type TrackingClient } from '../uplink/client.js';
@@ -46,7 +47,12 @@ export class OutboxSender {
   refusedTotal = 0;
   lastRefusal: { external_id: string; message: string; at: number } | null = null;
 
-  constructor(private readonly o: SenderOptions) {}
+  /** A repeating failure is logged once a minute (with a count). */
+  private readonly throttle: LogThrottle;
+
+  constructor(private readonly o: SenderOptions) {
+    this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
+  }
 
   start(): void {
     if (!this.loopDone) this.loopDone = this.loop();
@@ -90,7 +96,7 @@ export class OutboxSender {
         }
       } catch (err) {
         if (this.stopping) break;
-        this.o.logger.error({ err: describeError(err) }, 'annotation sender error; the outbox is kept and retried');
+        this.throttle.error('loop', { err: describeError(err) }, 'annotation sender error; the outbox is kept and retried');
         await this.wake.wait(1_000);
       }
     }

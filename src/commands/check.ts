@@ -7,17 +7,30 @@ import { SourceStats, type SourceKind } from '../core/source.js';
 import { buildSources } from '../sources/registry.js';
 import { parseFlags, UsageError } from './flags.js';
 
-const HELP = `Usage: edge-gateway check --config FILE
+const HELP = `Usage: edge-gateway check --config FILE [--online]
 
 Validates the configuration and prints a summary, without connecting to anything. Every problem is
-named by its setting and value. Exit code 0 when valid, 2 when not.
+named by its setting and value.
+
+With --online it then connects to the tracking service: obtains a token with the configured
+credentials, reads every page of GET /machines and GET /machine-variables, and prints a table of
+the machine variables the configuration maps (ok, or missing with the settings that use them) and
+the organisation's variables nothing maps (unmapped). It sends no data.
 
 Options:
   -c, --config FILE   configuration file (YAML or JSON); default $GATEWAY_CONFIG
-  -h, --help          show this help`;
+      --online        also check credentials and the mapped machine variables against the service
+  -h, --help          show this help
+
+Exit codes:
+  0  valid (and with --online: credentials accepted, every mapped machine variable exists)
+  1  --online: the tracking service or token endpoint could not be reached, or kept failing
+  2  the configuration is not valid, or a wrong option
+  3  --online: some mapped machine variables do not exist in the organisation
+  4  --online: the credentials or the organisation were refused (401, 403)`;
 
 export async function checkCommand(argv: string[]): Promise<number> {
-  const parsed = parseFlags(argv, { config: { type: 'string', short: 'c' } }, HELP);
+  const parsed = parseFlags(argv, { config: { type: 'string', short: 'c' }, online: { type: 'boolean' } }, HELP);
   if (!parsed) return 0;
   const file = parsed.values.config ?? process.env.GATEWAY_CONFIG;
   if (!file) throw new UsageError(`--config FILE is required (or set GATEWAY_CONFIG)\n\n${HELP}`);
@@ -34,7 +47,39 @@ export async function checkCommand(argv: string[]): Promise<number> {
   }));
   process.stdout.write(`${loaded.path}: configuration is valid\n\n${summary(loaded.config, sources.map((s) => `${s.kind}:${s.name}`))}`);
   for (const w of loaded.warnings) process.stdout.write(`warning: ${w}\n`);
-  return 0;
+  if (!parsed.values.online) return 0;
+  return checkOnline(loaded.config);
+}
+
+/** `--online`: credentials and the catalog of the organisation (catalog-check.ts). Returns the exit code. */
+async function checkOnline(config: GatewayConfig): Promise<number> {
+  // Loaded only here: a plain check stays free of the HTTP client.
+  const { RequestBudget } = await import('../uplink/budget.js');
+  const { TrackingClient } = await import('../uplink/client.js');
+  const { CatalogCheckError, CATALOG_EXIT, compareCatalog, fetchCatalog, renderCatalogReport, verifyCredentials } = await import('./catalog-check.js');
+  const { mappedVariables } = await import('../config/mapped-variables.js');
+  const metrics = createMetrics();
+  const budget = new RequestBudget(config.uplink.requests_per_minute, systemClock, metrics);
+  const client = new TrackingClient({ service: config.service, budget, metrics, logger: silentLogger(), clock: systemClock, connections: 2 });
+  const write = (text: string) => process.stdout.write(text);
+  try {
+    write(`\nonline check of organisation ${config.service.organisation_id} at ${config.service.base_url}\n`);
+    const credentials = await verifyCredentials(client, config.service);
+    write(`  credentials   ${credentials}\n`);
+    const catalog = await fetchCatalog(client, config.service);
+    const pages = (n: number) => `${n} page${n === 1 ? '' : 's'}`;
+    write(`  organisation  ${catalog.machines.size.toLocaleString('en-US')} machines (${pages(catalog.pages.machines)}), ${catalog.variables.length.toLocaleString('en-US')} machine variables (${pages(catalog.pages.machine_variables)})\n\n`);
+    const comparison = compareCatalog(mappedVariables(config), catalog);
+    write(renderCatalogReport(comparison));
+    return comparison.counts.missing > 0 ? CATALOG_EXIT.missing : CATALOG_EXIT.ok;
+  } catch (err) {
+    if (!(err instanceof CatalogCheckError)) throw err;
+    process.stderr.write(`edge-gateway check: ${err.message}\n`);
+    return err.exitCode;
+  } finally {
+    budget.close();
+    await client.close();
+  }
 }
 
 export function summary(c: GatewayConfig, sources: string[]): string {

@@ -31,26 +31,33 @@ export function showValue(v: unknown): string {
   return String(v);
 }
 
+/** Setting names that hold secrets (their values never appear in an error message). */
+const SECRET_SETTINGS = new Set(['client_secret', 'api_key', 'secondary_api_key', 'password', 'api_token', 'token', 'private_key', 'passphrase']);
+
 function formatIssue(issue: z.core.$ZodIssue, prefix: ReadonlyArray<PropertyKey>, root?: z.ZodType): string[] {
   const path = [...prefix, ...issue.path];
   const where = formatPath(path);
+  // Under a secret setting the value is never shown: it may be the secret itself, pasted where the
+  // variable name belongs or written so that YAML reads it as a number.
+  const secret = path.some((p) => typeof p === 'string' && SECRET_SETTINGS.has(p));
+  const show = (v: unknown): string => (secret ? '(value not shown)' : showValue(v));
   const input = (issue as { input?: unknown }).input;
   switch (issue.code) {
     case 'too_big': {
       const limit = formatLimit(issue.maximum);
       if (issue.origin === 'array' || issue.origin === 'set') return [`${where}: ${countOf(input)} entries is more than the maximum of ${limit}`];
-      if (issue.origin === 'string') return [`${where}: ${showValue(input)} is longer than ${limit} characters`];
-      return [`${where}: ${showValue(input)} is above the maximum of ${limit}`];
+      if (issue.origin === 'string') return [`${where}: ${show(input)} is longer than ${limit} characters`];
+      return [`${where}: ${show(input)} is above the maximum of ${limit}`];
     }
     case 'too_small': {
       const limit = formatLimit(issue.minimum);
       if (issue.origin === 'array' || issue.origin === 'set') return [`${where}: needs at least ${limit} entr${Number(issue.minimum) === 1 ? 'y' : 'ies'}`];
-      if (issue.origin === 'string') return Number(issue.minimum) === 1 ? [`${where}: must not be empty`] : [`${where}: ${showValue(input)} is shorter than ${limit} characters`];
-      return [`${where}: ${showValue(input)} is below the minimum of ${limit}`];
+      if (issue.origin === 'string') return Number(issue.minimum) === 1 ? [`${where}: must not be empty`] : [`${where}: ${show(input)} is shorter than ${limit} characters`];
+      return [`${where}: ${show(input)} is below the minimum of ${limit}`];
     }
     case 'invalid_type': {
       if (input === undefined) return [`${where}: required setting is missing`];
-      return [`${where}: ${showValue(input)} is not ${article(issue.expected)}`];
+      return [`${where}: ${show(input)} is not ${article(issue.expected)}`];
     }
     case 'unrecognized_keys': {
       const allowed = root ? allowedKeysAt(root, path) : [];
@@ -58,15 +65,15 @@ function formatIssue(issue: z.core.$ZodIssue, prefix: ReadonlyArray<PropertyKey>
     }
     case 'invalid_value': {
       const options = issue.values.map((v) => String(v));
-      return [`${where}: ${showValue(input)} is not one of ${options.join(', ')}${closest(String(input), options)}`];
+      return [`${where}: ${show(input)} is not one of ${options.join(', ')}${closest(String(input), options)}`];
     }
     case 'invalid_format': {
       if (issue.format === 'regex') {
         const custom = issue.message && !issue.message.startsWith('Invalid string') ? issue.message : `does not match ${(issue as { pattern?: string }).pattern}`;
-        return [`${where}: ${showValue(input)} ${custom}`];
+        return [`${where}: ${show(input)} ${custom}`];
       }
-      if (issue.format === 'url') return [`${where}: ${showValue(input)} is not a valid URL${issue.message && issue.message !== 'Invalid URL' ? ` (${issue.message})` : ''}`];
-      return [`${where}: ${showValue(input)} is not a valid ${issue.format}`];
+      if (issue.format === 'url') return [`${where}: ${show(input)} is not a valid URL${issue.message && issue.message !== 'Invalid URL' ? ` (${issue.message})` : ''}`];
+      return [`${where}: ${show(input)} is not a valid ${issue.format}`];
     }
     case 'invalid_union': {
       const u = issue as z.core.$ZodIssueInvalidUnion & { discriminator?: string; options?: unknown[]; note?: string };
@@ -74,15 +81,15 @@ function formatIssue(issue: z.core.$ZodIssue, prefix: ReadonlyArray<PropertyKey>
         const got = input && typeof input === 'object' ? (input as Record<string, unknown>)[u.discriminator ?? ''] : undefined;
         const options = (u.options ?? []).map(String);
         if (got === undefined) return [`${where}: required setting is missing (one of ${options.join(', ')})`];
-        return [`${where}: ${showValue(got)} is not one of ${options.join(', ')}${closest(String(got), options)}`];
+        return [`${where}: ${show(got)} is not one of ${options.join(', ')}${closest(String(got), options)}`];
       }
       // Pick the alternative that got furthest (fewest issues, deepest path) and report its issues.
       const best = [...u.errors].sort((a, b) => score(a) - score(b))[0];
       if (best && best.length > 0) return formatIssues(best, path, root);
-      return [`${where}: ${showValue(input)} is not valid here`];
+      return [`${where}: ${show(input)} is not valid here`];
     }
     case 'not_multiple_of':
-      return [`${where}: ${showValue(input)} is not a multiple of ${String(issue.divisor)}`];
+      return [`${where}: ${show(input)} is not a multiple of ${String(issue.divisor)}`];
     case 'custom':
     default:
       return [`${where}: ${issue.message}`];

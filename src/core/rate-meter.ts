@@ -5,6 +5,7 @@
 export class RateMeter {
   private readonly buckets: Float64Array;
   private head = 0;
+  private readonly startedAt: number;
   private headSecond: number;
 
   constructor(
@@ -12,7 +13,8 @@ export class RateMeter {
     private readonly windowSeconds = 30,
   ) {
     this.buckets = new Float64Array(windowSeconds);
-    this.headSecond = Math.floor(now() / 1000);
+    this.startedAt = now();
+    this.headSecond = Math.floor(this.startedAt / 1000);
   }
 
   add(n: number): void {
@@ -25,7 +27,9 @@ export class RateMeter {
     this.advance();
     let sum = 0;
     for (const b of this.buckets) sum += b;
-    return sum / this.windowSeconds;
+    // A young meter divides by the time it has existed (at least 1 s), not by the whole window.
+    const seconds = Math.min(this.windowSeconds, Math.max(1, (this.now() - this.startedAt) / 1000));
+    return sum / seconds;
   }
 
   private advance(): void {

@@ -1,3 +1,4 @@
+import { RateMeter } from './rate-meter.js';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import { describeError, errorCode } from './errors.js';
@@ -67,6 +68,7 @@ export class SourceStats {
   private lastSampleAt: number | null = null;
   private lastError: SourceStatus['lastError'] = null;
   private readonly labels: { source: string; kind: SourceKind };
+  private readonly readRate: RateMeter;
 
   constructor(
     readonly name: string,
@@ -76,6 +78,7 @@ export class SourceStats {
   ) {
     this.since = clock.now();
     this.labels = { source: name, kind };
+    this.readRate = new RateMeter(() => clock.monotonic(), 30);
     metrics.sourceConnected.set(this.labels, 0);
     metrics.sourceSamplesRead.inc(this.labels, 0);
   }
@@ -90,8 +93,14 @@ export class SourceStats {
   samplesRead(n: number): void {
     if (n <= 0) return;
     this.read += n;
+    this.readRate.add(n);
     this.lastSampleAt = this.clock.now();
     this.metrics.sourceSamplesRead.inc(this.labels, n);
+  }
+
+  /** Samples per second read over the last 30 s. */
+  readPerSecond(): number {
+    return this.readRate.perSecond();
   }
 
   refused(reason: RefusalReason, n = 1): void {
@@ -102,7 +111,7 @@ export class SourceStats {
 
   error(err: unknown, code?: string): void {
     const c = code ?? errorCode(err, 'SOURCE_ERROR');
-    this.lastError = { code: c, message: describeError(err), at: this.clock.now() };
+    this.lastError = { code: c, message: err instanceof Error ? err.message : String(err), at: this.clock.now() };
     this.metrics.sourceErrors.inc({ ...this.labels, code: c });
   }
 

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { timingSafeEqual } from 'node:crypto';
 import type { Metrics } from '../core/metrics.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Secret } from '../config/secrets.js';
 import { isLoopback } from '../config/load.js';
 
@@ -73,7 +74,11 @@ export class LocalHttpServer {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private readonly requireToken: boolean;
 
+  /** A failing route is logged once a minute (with a count), not on every request. */
+  private readonly throttle: LogThrottle;
+
   constructor(private readonly o: LocalHttpOptions) {
+    this.throttle = new LogThrottle(o.logger, 60_000);
     this.requireToken = !isLoopback(o.host) || o.apiToken !== undefined;
   }
 
@@ -169,7 +174,7 @@ export class LocalHttpServer {
       this.o.metrics.httpRequests.inc({ route: routeName, status: String(res.statusCode) });
     } catch (err) {
       const e = err instanceof HttpError ? err : new HttpError(500, 'internal_error', describeError(err));
-      if (e.status >= 500) this.o.logger.error({ route: routeName, err: describeError(err) }, 'local API error');
+      if (e.status >= 500) this.throttle.error(routeName, { route: routeName, err: describeError(err) }, 'local API error');
       if (!res.headersSent) send(res, { status: e.status, json: { error: { code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) } } });
       else res.end();
       this.o.metrics.httpRequests.inc({ route: routeName, status: String(e.status) });

@@ -135,10 +135,13 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     clock,
   });
 
+  const sourceStats = new Map<string, SourceStats>();
   const makeContext = (name: string, kind: SourceKind): SourceContext => {
     const dir = join(dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
-    return { sink, logger: logger.child({ source: name, kind }), stats: new SourceStats(name, kind, metrics, clock), metrics, clock, dataDir: dir };
+    const stats = new SourceStats(name, kind, metrics, clock);
+    sourceStats.set(name, stats);
+    return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir };
   };
   // Replaced in place by reloads, so `handle.sources` always lists the running ones.
   const sources: Source[] = [];
@@ -186,6 +189,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         memory: memoryNow(),
       },
       sources: sources.map((src) => src.status()),
+      source_rates: Object.fromEntries(sources.map((src) => [src.name, sourceStats.get(src.name)?.readPerSecond() ?? 0])),
       buffer: {
         samples: b.rows,
         available: b.available,

@@ -5,6 +5,7 @@ import type { ImportLedger, LedgerEntry } from '../buffer/import-ledger.js';
 import type { BufferedRow, SampleBuffer, SeqRange } from '../buffer/sample-buffer.js';
 import { sleep, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { WakeSignal } from '../core/signal.js';
@@ -81,7 +82,10 @@ export class BackfillManager {
   /** One file is built at a time: building is CPU-bound, and two at once only doubles the memory. */
   private buildLock: Promise<void> = Promise.resolve();
 
+  private readonly throttle: LogThrottle;
+
   constructor(private readonly o: BackfillOptions) {
+    this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
     this.delivered = new RateMeter(() => o.clock.monotonic(), 60);
     this.unsubscribe = o.buffer.onChange(() => this.wake.notify());
   }
@@ -153,7 +157,7 @@ export class BackfillManager {
       try {
         this.plan();
       } catch (err) {
-        this.o.logger.error({ err: describeError(err) }, 'import job planning failed; will retry');
+        this.throttle.error('plan', { err: describeError(err) }, 'import job planning failed; will retry');
       }
       await this.wake.wait(1_000);
     }
@@ -183,7 +187,7 @@ export class BackfillManager {
     this.o.metrics.importJobsInFlight.set(this.entries.size);
     const task = this.run(entry)
       .catch((err) => {
-        if (!this.stopping) this.o.logger.error({ ledger_id: entry.id, err: describeError(err) }, 'import job task failed; the range returns to the queue');
+        if (!this.stopping) this.throttle.error('task', { ledger_id: entry.id, err: describeError(err) }, 'import job task failed; the range returns to the queue');
       })
       .finally(() => {
         this.tasks.delete(entry.id);

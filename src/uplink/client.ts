@@ -246,7 +246,7 @@ export class TrackingClient {
           return { status: 429, ok: false, body: undefined, error: { code: 'rate_limit_exceeded', message: err.message }, retryAfterMs: err.retryAfterMs, durationMs: elapsed() };
         }
       }
-      return { status: 0, ok: false, body: undefined, networkError: { code: errorCode(err, 'TOKEN_UNAVAILABLE'), message: describeError(err) }, durationMs: elapsed() };
+      return { status: 0, ok: false, body: undefined, networkError: { code: errorCode(err, 'TOKEN_UNAVAILABLE'), message: err instanceof Error ? err.message : String(err) }, durationMs: elapsed() };
     }
     const headers: Record<string, string> = {
       authorization: `Bearer ${credential}`,
@@ -282,7 +282,7 @@ export class TrackingClient {
     } catch (err) {
       const code = networkCode(err);
       this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: code });
-      return { status: 0, ok: false, body: undefined, networkError: { code, message: describeError(err) }, durationMs: elapsed(), credential };
+      return { status: 0, ok: false, body: undefined, networkError: { code, message: err instanceof Error ? err.message : String(err) }, durationMs: elapsed(), credential };
     }
     const requestId = headerValue(resHeaders[REQUEST_ID_HEADER]);
     this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: String(status) });

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { BufferedRow, SampleBuffer } from '../buffer/sample-buffer.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { WakeSignal } from '../core/signal.js';
@@ -59,7 +60,11 @@ export class SyncSender {
   private readonly unsubscribe: () => void;
   private readonly idle = new WakeSignal();
 
+  /** Repeated warnings (the same refusal on every batch) are logged once a minute with a count. */
+  private readonly throttle: LogThrottle;
+
   constructor(private readonly o: SyncSenderOptions) {
+    this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
     this.delivered = new RateMeter(() => o.clock.monotonic(), 10);
     this.unsubscribe = o.buffer.onChange(() => this.wake.notify());
   }
@@ -134,7 +139,7 @@ export class SyncSender {
         });
       } catch (err) {
         if (this.stopping) break;
-        this.o.logger.error({ err: describeError(err) }, 'sync sender loop error; continuing');
+        this.throttle.error('loop', { err: describeError(err) }, 'sync sender loop error; continuing');
         await this.wake.wait(1_000);
       }
     }
@@ -147,7 +152,7 @@ export class SyncSender {
     try {
       result = await this.deliver(rows, refused);
     } catch (err) {
-      this.o.logger.error({ err: describeError(err) }, 'unexpected error delivering a batch; its samples stay buffered');
+      this.throttle.error('deliver', { err: describeError(err) }, 'unexpected error delivering a batch; its samples stay buffered');
       this.o.buffer.release(rows);
       this.o.buffer.release(refused.map((r) => r.row));
       return;
@@ -168,7 +173,8 @@ export class SyncSender {
     }
     this.setAsideTotal += refused.length;
     this.o.metrics.uplinkSetAsideSamples.inc({ path: 'sync' }, refused.length);
-    this.o.logger.warn(
+    this.throttle.warn(
+      `set_aside:${refused[0].reason}`,
       { count: refused.length, variables: [...new Set(refused.map((r) => r.row.variable))].slice(0, 10), reason: refused[0].reason },
       'the tracking service refused samples; they are set aside (edge-gateway set-aside list)',
     );

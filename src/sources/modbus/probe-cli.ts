@@ -5,7 +5,6 @@ import { describeError } from '../../core/errors.js';
 import { silentLogger } from '../../core/logger.js';
 import { resolveAddress, TABLE_INFO, TABLES, type Table } from './address.js';
 import { ModbusRequestError, toRequestError } from './errors.js';
-import { ModbusLink } from './link.js';
 import { endpointKey, type Endpoint } from './plan.js';
 import { renderProbe } from './probe-format.js';
 
@@ -65,6 +64,8 @@ export async function runModbusProbeCli(argv: string[], io: ProbeIo = defaultIo)
     throw err;
   }
 
+  // Loaded only now: modbus-serial brings the serial port bindings, which --help does not need.
+  const { ModbusLink } = await import('./link.js');
   // One attempt: the first connect failure ends the wait (a probe does not retry).
   const failed = new AbortController();
   const link = new ModbusLink(args.endpoint, {

@@ -1,0 +1,80 @@
+import type { GatewayConfig } from './schema.js';
+import { generatorVariables } from '../sources/generator/config.js';
+
+/**
+ * Every machine variable a configuration refers to, with the setting(s) that name it, so that
+ * `edge-gateway check --online` can say "mvr_x is missing, used by opcua.servers[0].nodes[3].variable".
+ *
+ * Walks every section that maps data or annotations onto machine variables: generator, opcua,
+ * modbus, mqtt (every subscription form) and annotations (machines and detectors). A new source
+ * kind that maps variables must be added here, or its variables go unchecked.
+ */
+export interface MappedVariables {
+  /** Variable id → config paths that use it, in config order. Map order is first use. */
+  variables: Map<string, string[]>;
+  /**
+   * Settings that accept variables not written in the config (a metrics or Sparkplug subscription
+   * stores a metric named `mvr_...` under that id without a mapping entry). Those ids are only
+   * known when data arrives, so the catalog check can only mention them.
+   */
+  openEnded: string[];
+}
+
+/** A record key as a path segment: `.name` when it is a plain word, else `["Packer1.Rate"]`. */
+function keySegment(key: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+export function mappedVariables(config: GatewayConfig): MappedVariables {
+  const variables = new Map<string, string[]>();
+  const openEnded: string[] = [];
+  const use = (id: string, path: string) => {
+    const paths = variables.get(id);
+    if (paths) paths.push(path);
+    else variables.set(id, [path]);
+  };
+
+  config.generator.forEach((g, i) => {
+    if (Array.isArray(g.variables)) g.variables.forEach((id, j) => use(id, `generator[${i}].variables[${j}]`));
+    // A {prefix, count} range is one setting; every id of it points back to that setting.
+    else for (const id of generatorVariables(g)) use(id, `generator[${i}].variables`);
+  });
+
+  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, `opcua.servers[${i}].nodes[${j}].variable`)));
+
+  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, `modbus.devices[${i}].registers[${j}].variable`)));
+
+  config.mqtt?.connections.forEach((c, i) =>
+    c.subscriptions.forEach((s, j) => {
+      const at = `mqtt.connections[${i}].subscriptions[${j}]`;
+      switch (s.format) {
+        case 'number':
+          if (s.variable) use(s.variable, `${at}.variable`);
+          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, `${at}.variable_from_topic.variables${keySegment(key)}`);
+          break;
+        case 'json':
+          s.values.forEach((v, k) => use(v.variable, `${at}.values[${k}].variable`));
+          break;
+        case 'metrics':
+          for (const [name, id] of Object.entries(s.names)) use(id, `${at}.names${keySegment(name)}`);
+          openEnded.push(at);
+          break;
+        case 'sparkplug':
+          s.metrics.forEach((m, k) => use(m.variable, `${at}.metrics[${k}].variable`));
+          openEnded.push(at);
+          break;
+      }
+    }),
+  );
+
+  const a = config.annotations;
+  if (a) {
+    a.machines.forEach((m, i) => m.machine_variables.forEach((id, j) => use(id, `annotations.machines[${i}].machine_variables[${j}]`)));
+    a.detectors.forEach((d, i) => {
+      use(d.variable, `annotations.detectors[${i}].variable`);
+      d.machine_variables?.forEach((id, j) => use(id, `annotations.detectors[${i}].machine_variables[${j}]`));
+    });
+  }
+
+  return { variables, openEnded };
+}
