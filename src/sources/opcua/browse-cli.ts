@@ -1,13 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { MessageSecurityMode, OPCUACertificateManager, type EndpointDescription } from 'node-opcua';
+import type { EndpointDescription } from 'node-opcua';
 import { describeError } from '../../core/errors.js';
-import { browseAddressSpace, renderSnippet, renderTree } from './browse.js';
-import { createClient, userIdentity } from './client-options.js';
 import { effectivePolicy, opcuaServerSchema, SECURITY_MODES, SECURITY_POLICIES } from './config.js';
-import { classifyConnectError } from './errors.js';
-import { installNodeOpcuaLogging } from './node-opcua-logging.js';
 
 export const BROWSE_USAGE = `Usage: edge-gateway browse --endpoint URL [options]
 
@@ -48,7 +44,6 @@ const defaultIo: CliIo = {
 
 /** `edge-gateway browse`: returns the process exit code. */
 export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promise<number> {
-  installNodeOpcuaLogging();
   let values: Record<string, string | boolean | undefined>;
   try {
     values = parseArgs({
@@ -128,8 +123,23 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
   const cfg = parsed.data;
   const pkiDir = resolve(values['pki-dir'] as string);
   mkdirSync(pkiDir, { recursive: true });
-  const cm = new OPCUACertificateManager({ rootFolder: pkiDir, automaticallyAcceptUnknownCertificate: cfg.trust_on_first_use, name: 'PKI' });
+  // node-opcua takes seconds to load: it is loaded only once the arguments are good, so --help and
+  // usage mistakes answer at once.
+  const [{ MessageSecurityMode }, { browseAddressSpace, renderSnippet, renderTree }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }] = await Promise.all([
+    import('node-opcua'),
+    import('./browse.js'),
+    import('./client-options.js'),
+    import('./node-opcua-logging.js'),
+    import('./errors.js'),
+    import('./certificate-validity.js'),
+    import('./own-certificate.js'),
+  ]);
+  installNodeOpcuaLogging();
+  // The same certificate handling as the source: a trusted server certificate whose validity starts
+  // in the future (server clock ahead) is accepted, and the gateway's own is back-dated.
+  const cm = new ClockTolerantCertificateManager({ rootFolder: pkiDir, automaticallyAcceptUnknownCertificate: cfg.trust_on_first_use, name: 'PKI' });
   await cm.initialize();
+  await ensureOwnCertificate(cm, cfg.application_name).catch(() => undefined);
   if (values.verbose) {
     const { setWarningLogger, setErrorLogger } = await import('node-opcua');
     setWarningLogger((...a: unknown[]) => io.stderr(`${a.map(String).join(' ')}\n`));
@@ -146,7 +156,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
       const result = await browseAddressSpace(session, { root: values.root as string, depth, maxNodes, includeStandard: Boolean(values['include-standard']) });
       const out: string[] = [];
       out.push(`Endpoint: ${cfg.endpoint} (connected with ${cfg.security_mode}/${effectivePolicy(cfg)})`);
-      if (endpoints.length > 0) out.push(`Offered:  ${[...new Set(endpoints.map(describeEndpoint))].join(', ')}`);
+      if (endpoints.length > 0) out.push(`Offered:  ${[...new Set(endpoints.map((e) => describeEndpoint(e, MessageSecurityMode[e.securityMode])))].join(', ')}`);
       out.push('Namespaces:');
       result.namespaces.forEach((ns, i) => out.push(`  ${i}  ${ns}`));
       out.push('');
@@ -171,8 +181,8 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
   }
 }
 
-function describeEndpoint(e: EndpointDescription): string {
+function describeEndpoint(e: EndpointDescription, mode: string): string {
   const policy = (e.securityPolicyUri ?? '').split('#')[1] ?? 'None';
-  return `${MessageSecurityMode[e.securityMode]}/${policy}`;
+  return `${mode}/${policy}`;
 }
 

@@ -15,10 +15,17 @@ import { OpcuaErrorCodes } from './errors.js';
  * and transferring or re-creating the subscriptions (reconnection.js, Part 4 §5.13.7). The source's
  * watchdog rebuilds everything when that repair takes longer than the watchdog allows.
  *
- * Clock skew: node-opcua measures the offset between its clock and the server's from each response
- * header and adjusts the request timestamps (ClockAdjustment), and session/subscription lifetimes
- * are relative durations (Part 4 §5.6.2), so a PLC whose clock is off by hours still accepts the
- * session. Sample timestamps follow the configured `timestamp` choice.
+ * Clock skew (test/sources/opcua/clock-skew.test.ts runs the server under a clock ±3 h and +2 d
+ * off): nothing in session creation compares the two clocks. Session, subscription and secure
+ * channel token lifetimes are durations (Part 4 §5.6.2, §5.13.2); the client re-bases a token's
+ * createdAt on its own clock and only warns (NODE-OPCUA-W33, node-opcua-secure-channel
+ * client_secure_channel_layer.js `_open_secure_channel_request`, maxClockSkew 5 min); the server
+ * ignores the request header timestamp (node-opcua-server server_publish_engine.js
+ * `timeout_filter`). node-opcua's `ClockAdjustment` is unrelated: it re-anchors its hrtime-based
+ * clock on the local wall clock every few seconds (node-opcua-date-time `getCurrentClock`).
+ * Where clocks do matter is certificate validity periods, handled by certificate-validity.ts
+ * (server clock ahead) and own-certificate.ts (server clock behind); the source measures and
+ * reports the offset (clock-offset.ts). Sample timestamps follow the configured `timestamp`.
  */
 export function clientOptions(cfg: OpcuaServerConfig, certificateManager: OPCUACertificateManager): OPCUAClientOptions {
   return {

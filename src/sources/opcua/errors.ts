@@ -1,6 +1,8 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, GatewayError } from '../../core/errors.js';
+import { certificateFileValidity, type CertificateValidity } from './certificate-validity.js';
+import { describeOffset, isoSeconds } from './clock-offset.js';
 
 /**
  * Stable error codes of the OPC UA source, and the translation of node-opcua's error texts into
@@ -13,6 +15,10 @@ export const OpcuaErrorCodes = {
   serverCertUntrusted: 'OPCUA_SERVER_CERT_UNTRUSTED',
   /** The server refused the gateway's certificate. */
   clientCertRejected: 'OPCUA_CLIENT_CERT_REJECTED',
+  /** The server refused the gateway's certificate as outside its validity period by the server's clock. */
+  clientCertTimeInvalid: 'OPCUA_CLIENT_CERT_TIME_INVALID',
+  /** The server's certificate (or its issuer's) has expired by the gateway's clock. */
+  serverCertTimeInvalid: 'OPCUA_SERVER_CERT_TIME_INVALID',
   /** Wrong user name/password, or user certificate refused. */
   authFailed: 'OPCUA_AUTH_FAILED',
   /** The server offers no endpoint with the configured security mode and policy. */
@@ -42,6 +48,10 @@ export interface ErrorContext {
   pkiDir: string;
   /** Seconds until the next retry, for the "what happens now" part of the message. */
   retryHint?: string;
+  /** Dates of the server certificate the gateway last refused for its validity period. */
+  serverCertificateTimeInvalid?: CertificateValidity | null;
+  /** Server clock minus gateway clock measured at the last successful connect, ms. */
+  clockOffsetMs?: number | null;
 }
 
 const AUTH = /BadUserAccessDenied|BadIdentityTokenRejected|BadIdentityTokenInvalid|BadUserSignatureInvalid/;
@@ -51,6 +61,35 @@ const UNREACHABLE = /ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|E
 export function classifyConnectError(err: unknown, c: ErrorContext): GatewayError {
   const text = describeError(err);
   const retry = c.retryHint ? ` ${c.retryHint}` : '';
+  // Validity-period errors come first: both directions also match the generic patterns below,
+  // and "not trusted" or "trust the gateway certificate" would send the operator the wrong way.
+  const timeInvalid = /Bad(?:CertificateIssuer|Certificate)TimeInvalid/.exec(text)?.[0];
+  if (timeInvalid && /server Certificate verification failed/i.test(text)) {
+    const v = c.serverCertificateTimeInvalid;
+    const dates = v ? ` (valid from ${iso(v.validFrom)} until ${iso(v.validTo)}; gateway clock now ${iso(new Date())})` : '';
+    const what = timeInvalid === 'BadCertificateIssuerTimeInvalid' ? 'the certificate of its issuer (CA) is' : 'its certificate is';
+    return new GatewayError(
+      OpcuaErrorCodes.serverCertTimeInvalid,
+      `${c.path}: the OPC UA server ${c.endpoint} is refused because ${what} outside its validity period by the gateway clock${dates} (${timeInvalid}). Renew the server certificate and trust the new one; if its dates look right, check the gateway's clock.${retry}`,
+      { cause: err, details: v ? { valid_from: v.validFrom.toISOString(), valid_to: v.validTo.toISOString() } : {} },
+    );
+  }
+  if (timeInvalid) {
+    const own = join(c.pkiDir, 'own', 'certs', 'client_certificate.pem');
+    const v = certificateFileValidity(own);
+    const now = Date.now();
+    const measured = typeof c.clockOffsetMs === 'number' ? ` (at the last connect its clock was ${describeOffset(c.clockOffsetMs)} the gateway's)` : '';
+    const advice = !v
+      ? `Check the server's clock (set it by NTP).`
+      : v.validTo.getTime() <= now
+        ? `The gateway certificate "${own}" expired on ${iso(v.validTo)}: delete it (the gateway makes a new one at its next start) and trust the new one on the server.`
+        : `The gateway certificate "${own}" is valid from ${iso(v.validFrom)} until ${iso(v.validTo)}, so the server's clock is outside that range${measured}: set the server's clock (by NTP).`;
+    return new GatewayError(
+      OpcuaErrorCodes.clientCertTimeInvalid,
+      `${c.path}: the OPC UA server ${c.endpoint} refused the gateway certificate as not valid at the server's time (${timeInvalid}). ${advice}${retry}`,
+      { cause: err, details: v ? { certificate_file: own, valid_from: v.validFrom.toISOString(), valid_to: v.validTo.toISOString() } : { certificate_file: own } },
+    );
+  }
   if (/BadCertificateUntrusted|server Certificate verification failed/i.test(text)) {
     const rejected = newestRejectedCertificate(join(c.pkiDir, 'rejected'));
     const trusted = join(c.pkiDir, 'trusted', 'certs');
@@ -87,6 +126,10 @@ export function classifyConnectError(err: unknown, c: ErrorContext): GatewayErro
     return new GatewayError(OpcuaErrorCodes.unreachable, `${c.path}: cannot reach the OPC UA server ${c.endpoint} (${firstLine(text)}).${retry}`, { cause: err });
   }
   return new GatewayError(OpcuaErrorCodes.sessionFailed, `${c.path}: connecting to the OPC UA server ${c.endpoint} failed: ${firstLine(text)}.${retry}`, { cause: err });
+}
+
+function iso(d: Date): string {
+  return isoSeconds(d.getTime());
 }
 
 function statusName(text: string): string | undefined {

@@ -1,17 +1,20 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { OPCUACertificateManager, type ClientSession, type DataValue, type OPCUAClient } from 'node-opcua';
+import type { ClientSession, DataValue, OPCUAClient } from 'node-opcua';
 import { Backoff } from '../../core/backoff.js';
 import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError, GatewayError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
 import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
+import { ClockTolerantCertificateManager } from './certificate-validity.js';
 import { createClient, userIdentity } from './client-options.js';
+import { describeOffset, isLargeOffset, isoSeconds, measureClockOffset, type ClockOffset } from './clock-offset.js';
 import { effectivePolicy, type OpcuaServerConfig } from './config.js';
 import { decodeDataValue, type NodeBinding } from './decode.js';
 import { classifyConnectError, OpcuaErrorCodes, type ErrorContext } from './errors.js';
 import { attachNodeOpcuaLogger } from './node-opcua-logging.js';
 import { parseNodeId } from './node-id.js';
+import { ensureOwnCertificate } from './own-certificate.js';
 import { PollingReader } from './polling-reader.js';
 import { SampleQueue } from './sample-queue.js';
 import { startSubscription, type SubscriptionReader } from './subscription-reader.js';
@@ -63,7 +66,9 @@ export class OpcuaSource implements Source {
   private readonly queue: SampleQueue;
   private readonly backoff: Backoff;
   private readonly abort = new AbortController();
-  private certificateManager: OPCUACertificateManager | null = null;
+  private certificateManager: ClockTolerantCertificateManager | null = null;
+  /** Server clock minus gateway clock at the last connect; kept across reconnects for error messages. */
+  private clockOffset: ClockOffset | null = null;
   private link: Link | null = null;
   private linkSeq = 0;
   private loop: Promise<void> | null = null;
@@ -136,6 +141,7 @@ export class OpcuaSource implements Source {
       watchdog_timeout_ms: this.watchdogTimeoutMs || null,
       watchdog_silent_ms: this.link?.watchdog ? Math.round(this.link.watchdog.silentFor()) : null,
       connected_since: this.connectedAt,
+      server_clock_offset_ms: this.clockOffset?.offsetMs ?? null,
       recoveries: { ...this.recoveries },
       next_retry_ms: this.nextRetryMs,
       pending_samples: this.queue.size,
@@ -225,18 +231,26 @@ export class OpcuaSource implements Source {
       securityMode: this.cfg.security_mode,
       securityPolicy: effectivePolicy(this.cfg),
       pkiDir: this.pkiDir,
+      serverCertificateTimeInvalid: this.certificateManager?.lastTimeInvalid() ?? null,
+      clockOffsetMs: this.clockOffset?.offsetMs ?? null,
       ...(retryHint ? { retryHint } : {}),
     };
   }
 
-  private async certificates(): Promise<OPCUACertificateManager> {
+  private async certificates(): Promise<ClockTolerantCertificateManager> {
     if (this.certificateManager) return this.certificateManager;
     mkdirSync(this.pkiDir, { recursive: true });
-    // The application instance certificate is created by node-opcua on the first connect, under
-    // <pki>/own (file mutex, so several sources sharing the folder are safe). Unknown server
-    // certificates land in <pki>/rejected unless trust_on_first_use is set.
-    const cm = new OPCUACertificateManager({ rootFolder: this.pkiDir, automaticallyAcceptUnknownCertificate: this.cfg.trust_on_first_use, name: 'PKI' });
+    // Unknown server certificates land in <pki>/rejected unless trust_on_first_use is set; a
+    // trusted one whose validity starts in the future (server clock ahead) is accepted and logged.
+    const cm = new ClockTolerantCertificateManager({ rootFolder: this.pkiDir, automaticallyAcceptUnknownCertificate: this.cfg.trust_on_first_use, name: 'PKI' });
     await cm.initialize();
+    // The application instance certificate, under <pki>/own, back-dated so that a server whose
+    // clock is behind accepts it. Should this fail, node-opcua creates its default one at connect.
+    try {
+      await ensureOwnCertificate(cm, this.cfg.application_name);
+    } catch (err) {
+      this.ctx.logger.warn({ err: describeError(err), pki_dir: this.pkiDir }, 'could not create the back-dated gateway certificate; node-opcua creates its default one');
+    }
     this.certificateManager = cm;
     return cm;
   }
@@ -273,6 +287,8 @@ export class OpcuaSource implements Source {
     });
 
     link.namespaceArray = await session.readNamespaceArray();
+    await this.checkClock(link, cm, true);
+    if (!current()) return;
     const plan = await planNodes(session, this.cfg, link.namespaceArray);
     if (!current()) return;
 
@@ -340,6 +356,7 @@ export class OpcuaSource implements Source {
       const p = parseNodeId(n.node_id);
       return !('problem' in p) && 'uri' in p.namespace;
     });
+    if (link.session) await this.checkClock(link, this.certificateManager, false);
     if (!usesNsu || !link.session) return;
     try {
       const now = await link.session.readNamespaceArray();
@@ -348,6 +365,38 @@ export class OpcuaSource implements Source {
       }
     } catch {
       // The watchdog covers a session that does not answer.
+    }
+  }
+
+  /**
+   * Measures the server's clock against the gateway's and says so, once per connect, when they
+   * differ by more than CLOCK_OFFSET_WARN_MS or when a trusted server certificate was accepted
+   * before its validity began. After node-opcua repaired a connection (`fresh` false) only a
+   * changed offset is reported again, so a flapping link does not repeat the same line.
+   */
+  private async checkClock(link: Link, cm: ClockTolerantCertificateManager | null, fresh: boolean): Promise<void> {
+    const early = cm?.takeAcceptedEarly() ?? null;
+    const previous = this.clockOffset;
+    const offset = link.session ? await measureClockOffset(link.session, this.ctx.clock) : null;
+    if (offset) this.clockOffset = offset;
+    const endpoint = this.cfg.endpoint;
+    if (offset && isLargeOffset(offset) && (fresh || !previous || Math.abs(offset.offsetMs - previous.offsetMs) > 10_000)) {
+      const stamped = this.cfg.nodes.filter((n) => (n.timestamp ?? this.cfg.timestamp) !== 'gateway').length;
+      const effect =
+        stamped > 0
+          ? `${stamped} of ${this.cfg.nodes.length} node(s) use timestamp "source" or "server", so their values carry the server's clock: set the server's clock (NTP), or set ${this.path}.timestamp: gateway`
+          : 'all nodes use timestamp "gateway", so values carry the gateway clock and are not affected';
+      this.ctx.logger.warn(
+        { code: 'OPCUA_CLOCK_OFFSET', endpoint, server_clock_offset_ms: offset.offsetMs, server_time: new Date(offset.serverTime).toISOString(), gateway_time: new Date(offset.gatewayTime).toISOString() },
+        `${this.path}: the clock of the OPC UA server ${endpoint} is ${describeOffset(offset.offsetMs)} the gateway clock (server ${isoSeconds(offset.serverTime)}, gateway ${isoSeconds(offset.gatewayTime)}); ${effect}`,
+      );
+    }
+    if (early) {
+      const clockNote = offset ? `the server clock is ${describeOffset(offset.offsetMs)} the gateway's` : 'the server clock is probably ahead of the gateway\'s';
+      this.ctx.logger.warn(
+        { code: 'OPCUA_SERVER_CERT_NOT_YET_VALID', endpoint, certificate_subject: early.subject, valid_from: early.validFrom.toISOString() },
+        `${this.path}: the certificate of the OPC UA server ${endpoint} is valid only from ${isoSeconds(early.validFrom.getTime())} by the gateway clock (${clockNote}); accepted because it is trusted (Part 6 E.6 allows suppressing this check); the warning stops once that time has passed. Check the server's clock`,
+      );
     }
   }
 

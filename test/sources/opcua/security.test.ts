@@ -91,7 +91,7 @@ describe('OPC UA security', () => {
     const h = start({ security_mode: 'SignAndEncrypt', user: { type: 'username', username: 'gateway', password: 'not-the-password' } });
     const err = await waitFor(() => h.source.status().lastError, { what: 'auth error' });
     expect(err.code).toBe('OPCUA_AUTH_FAILED');
-    expect(err.message).toMatch(/^OPCUA_AUTH_FAILED: opcua\.servers\[0\]\.user: the OPC UA server opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 refused the user identity \(BadUserAccessDenied\): check the user name and password/);
+    expect(err.message).toMatch(/^opcua\.servers\[0\]\.user: the OPC UA server opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 refused the user identity \(BadUserAccessDenied\): check the user name and password/);
     expect(h.source.status().state).not.toBe('connected');
     expect(h.sink.samples).toHaveLength(0);
     const everything = JSON.stringify(h.source.status()) + h.log.text();

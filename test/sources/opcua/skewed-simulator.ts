@@ -1,0 +1,77 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import type { OpcuaSimulatorOptions, SimVariableName } from '../../../src/sim/opcua-server.js';
+import { ROOT } from '../../helpers/cli.js';
+
+export interface SkewedSimulator {
+  endpointUrl: string;
+  port: number;
+  nodeIds: Record<SimVariableName, string>;
+  /** The server certificate, made by node-opcua under the skewed clock (its notBefore is skewed too). */
+  certificateFile: string;
+  /** What the child's clock minus ours read at start-up (≈ the offset asked for). */
+  measuredOffsetMs: number;
+  /** Everything the child printed, for failure messages. */
+  output(): string;
+  close(): Promise<void>;
+}
+
+const HERE = join(ROOT, 'test', 'sources', 'opcua');
+
+/**
+ * Starts src/sim/opcua-server.ts in a child process whose wall clock is `offsetMs` off ours (see
+ * skewed-clock.mjs): a PLC with a wrong clock, while this process plays the gateway with the right
+ * one. Options must be JSON (no callbacks).
+ */
+export function startSkewedSimulator(offsetMs: number, options: OpcuaSimulatorOptions = {}): Promise<SkewedSimulator> {
+  const child = spawn(process.execPath, ['--import', join(HERE, 'skewed-clock.mjs'), '--import', 'tsx', join(HERE, 'skewed-simulator-main.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, SKEWED_CLOCK_OFFSET_MS: String(offsetMs), SKEWED_SIM_OPTIONS: JSON.stringify(options) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const output = () => out;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`the skewed simulator did not start within 90 s:\n${out}`)), 90_000);
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(err);
+    };
+    child.on('error', fail);
+    child.on('exit', (code) => fail(new Error(`the skewed simulator exited (${code}) before it was ready:\n${out}`)));
+    child.stderr!.on('data', (d) => (out += d));
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /^SKEWED_SIM_READY (.+)$/m.exec(out);
+      if (!m) return;
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      child.stdout!.removeAllListeners('data');
+      child.stdout!.on('data', (more) => (out += more));
+      const ready = JSON.parse(m[1]) as Omit<SkewedSimulator, 'measuredOffsetMs' | 'output' | 'close'> & { clockNow: number };
+      resolve({
+        endpointUrl: ready.endpointUrl,
+        port: ready.port,
+        nodeIds: ready.nodeIds,
+        certificateFile: ready.certificateFile,
+        measuredOffsetMs: ready.clockNow - Date.now(),
+        output,
+        close: () => stopChild(child),
+      });
+    });
+  });
+}
+
+/** Closes the child's stdin (its signal to shut the server down), SIGKILL after 10 s. */
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.stdin!.end();
+  });
+}
