@@ -1,59 +1,160 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfigFile } from '../config/load.js';
+import { parse as parseYaml } from 'yaml';
+import { loadConfigFile, validateConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
 import { DEMO_CLIENT_SECRET } from '../emulator/demo-fixture.js';
 import { startEmulator } from '../emulator/index.js';
 import { runUntilSignal } from '../runtime/run.js';
-import { parseFlags } from './flags.js';
+import { firstBusyPort, plantWiring, startPlant, withDemoPorts, DEMO_PORT_ORDER, type RawDemoSections } from '../sim/plant.js';
+import { createDemoLogger, createDemoView, demoBanner, DEFAULT_TIMINGS, plantEventText, startDemoStory, type DemoStory, type StoryTimings } from './demo-story.js';
+import { parseFlags, UsageError } from './flags.js';
 
 const DEFAULT_CONFIG = fileURLToPath(new URL('../../config/demo.yaml', import.meta.url));
 
-const HELP = `Usage: edge-gateway demo [--config FILE]
+const HELP = `Usage: edge-gateway demo [--config FILE] [--ports-from N] [--data-dir DIR]
 
-Starts the built-in tracking-service emulator, the simulated plant and the gateway together, with
-no outside services, and prints a status line every few seconds. Ctrl-C stops everything.
+Runs a whole plant on this machine, with no outside services: a simulated plant (Press 1 on an
+OPC UA server, Mixer 1 on a Modbus TCP device, Packer 1 publishing JSON and Oven 1, a Sparkplug B
+edge node, over MQTT), the built-in emulator of the tracking service, and the gateway reading the
+plant and delivering to the emulator. The operator status is shown every few seconds.
+
+About 40 s after the start Press 1 stops for 20 s: the gateway's downtime detector posts a range
+annotation for it. About a minute after the start the tracking service is unreachable for 15 s:
+the gateway keeps buffering and catches up. Ctrl-C stops everything.
 
 Options:
-  -c, --config FILE   demo configuration (default: config/demo.yaml of this package)
+  -c, --config FILE   demo configuration (default: config/demo.yaml of this package); its
+                      addresses also say where the simulated plant listens
+      --ports-from N  listen on N (${DEMO_PORT_ORDER[0]}), N+1 (${DEMO_PORT_ORDER[1]}), N+2 (${DEMO_PORT_ORDER[2]}), N+3 (${DEMO_PORT_ORDER[3]}) and
+                      N+4 (${DEMO_PORT_ORDER[4]}) instead of the configured ports, e.g. beside another demo
+      --data-dir DIR  keep the buffer and the gateway's files in DIR (default: gateway.data_dir)
   -h, --help          show this help`;
 
+/** Duration flags: `15s`, `500ms`, `2m`; a bare number is seconds. */
+function durationFlag(name: string, value: string | undefined, fallback: number, opts: { positive?: boolean } = {}): number {
+  if (value === undefined) return fallback;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (!m) throw new UsageError(`--${name}: "${value}" is not a duration (examples: 15s, 500ms, 2m)`);
+  const ms = Math.round(Number(m[1]) * { ms: 1, s: 1_000, m: 60_000 }[(m[2] ?? 's') as 's']);
+  if (opts.positive && ms <= 0) throw new UsageError(`--${name}: "${value}" must be longer than 0`);
+  return ms;
+}
+
+function portsFromFlag(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1024 || n > 65_531) throw new UsageError(`--ports-from: "${value}" is not a port number from 1024 to 65531`);
+  return n;
+}
+
+/** The demo configuration, moved to other ports or another data folder when asked. */
+function loadDemoConfig(file: string, portsFrom: number | undefined, dataDir: string | undefined): GatewayConfig {
+  // Validated as written first, so a mistake in the file is reported against the file.
+  const { config } = loadConfigFile(file);
+  if (portsFrom === undefined && dataDir === undefined) return config;
+  let raw = parseYaml(readFileSync(file, 'utf8')) as RawDemoSections & { gateway?: object; buffer?: object };
+  if (portsFrom !== undefined) raw = withDemoPorts(raw, portsFrom);
+  if (dataDir !== undefined) raw = { ...raw, gateway: { ...raw.gateway, data_dir: dataDir }, buffer: { ...raw.buffer, path: join(dataDir, 'buffer.db') } };
+  return validateConfig(raw).config;
+}
+
 export async function demoCommand(argv: string[]): Promise<number> {
-  const parsed = parseFlags(argv, { config: { type: 'string', short: 'c' } }, HELP);
+  const parsed = parseFlags(
+    argv,
+    {
+      config: { type: 'string', short: 'c' },
+      'ports-from': { type: 'string' },
+      'data-dir': { type: 'string' },
+      // Not in the help: the story's timings, so a test can run it in seconds.
+      'downtime-after': { type: 'string' },
+      downtime: { type: 'string' },
+      'outage-after': { type: 'string' },
+      outage: { type: 'string' },
+    },
+    HELP,
+  );
   if (!parsed) return 0;
+  const v = parsed.values;
+  const timings: StoryTimings = {
+    downtimeAfterMs: durationFlag('downtime-after', v['downtime-after'], DEFAULT_TIMINGS.downtimeAfterMs),
+    downtimeMs: durationFlag('downtime', v.downtime, DEFAULT_TIMINGS.downtimeMs, { positive: true }),
+    outageAfterMs: durationFlag('outage-after', v['outage-after'], DEFAULT_TIMINGS.outageAfterMs),
+    outageMs: durationFlag('outage', v.outage, DEFAULT_TIMINGS.outageMs, { positive: true }),
+  };
+  const portsFrom = portsFromFlag(v['ports-from']);
+
   // The emulator's lab credential; a real deployment gets its secret from the environment.
   process.env.GATEWAY_CLIENT_SECRET ??= DEMO_CLIENT_SECRET;
-  const loaded = loadConfigFile(parsed.values.config ?? DEFAULT_CONFIG);
-  const config = loaded.config;
+  const config = loadDemoConfig(v.config ?? DEFAULT_CONFIG, portsFrom, v['data-dir']);
   const base = new URL(config.service.base_url);
-  let emulator;
-  try {
-    emulator = await startEmulator({ host: base.hostname, port: Number(base.port || 80) });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      process.stderr.write(`edge-gateway demo: port ${base.port} is in use (is another demo running?). Stop it, or copy config/demo.yaml and change service.base_url and auth_url.\n`);
-      return 1;
-    }
-    throw err;
+  const wiring = plantWiring(config);
+
+  const busy = await firstBusyPort([
+    { port: Number(base.port || 80), what: 'the tracking-service emulator (service.base_url)' },
+    ...(config.http.enabled ? [{ port: config.http.port, what: "the gateway's HTTP server (http.port)" }] : []),
+    ...(wiring.opcua ? [{ port: wiring.opcua.port, what: 'the OPC UA server of Press 1 (opcua.servers[].endpoint)' }] : []),
+    ...(wiring.modbus ? [{ port: wiring.modbus.port, what: 'the Modbus device Mixer 1 (modbus.devices[].port)' }] : []),
+    ...(config.mqtt?.broker?.enabled ? [{ port: config.mqtt.broker.port, what: "the gateway's MQTT broker (mqtt.broker.port)" }] : []),
+  ]);
+  if (busy) {
+    process.stderr.write(
+      `edge-gateway demo: port ${busy.port}, for ${busy.what}, is in use (is another demo running?). ` +
+        `Stop the program that uses it, or run the demo on other ports: edge-gateway demo --ports-from 18780\n`,
+    );
+    return 1;
   }
-  const closers: Array<() => Promise<void>> = [];
-  const running = await runUntilSignal(config, {
-    extraClose: async () => {
-      for (const c of closers.reverse()) await c().catch(() => undefined);
-      await emulator.close();
-    },
+
+  const dataDir = config.gateway.data_dir;
+  mkdirSync(dataDir, { recursive: true });
+  const logFile = join(dataDir, 'demo.log');
+  const view = createDemoView();
+  view.setBanner(['Edge gateway demo: starting the tracking-service emulator, the simulated plant and the gateway ...']);
+  const logger = createDemoLogger(config, view, logFile);
+
+  const emulator = await startEmulator({ host: base.hostname, port: Number(base.port || 80) });
+  const startedPlant = await startPlant({
+    wiring,
+    press: { stopAfterMs: timings.downtimeAfterMs, stopForMs: timings.downtimeMs },
+    dataDir: join(dataDir, 'plant'),
+    onEvent: (e) => view.event(plantEventText(e), e.at),
+    logger: logger.child({ component: 'plant' }),
+  }).catch(async (err: unknown) => {
+    await emulator.close();
+    throw err;
   });
-  const http = running.handle.httpUrl;
-  process.stdout.write(
-    [
-      '',
-      'Edge gateway demo',
-      `  tracking-service emulator  ${emulator.baseUrl}   (inspect: ${emulator.baseUrl.replace(/\/tracking\/v1$/, '')}/_emulator/stats)`,
-      http ? `  gateway status             ${http}/status   (metrics: ${http}/metrics)` : '',
-      '  Ctrl-C stops everything.',
-      '',
-    ]
-      .filter(Boolean)
-      .join('\n') + '\n',
-  );
+
+  let story: DemoStory | null = null;
+  const stopPlantAndEmulator = async () => {
+    story?.stop();
+    await startedPlant.close();
+    await emulator.close();
+  };
+  const running = await runUntilSignal(config, { logger, onStatus: () => story?.showStatus(), extraClose: stopPlantAndEmulator }).catch(async (err: unknown) => {
+    await stopPlantAndEmulator();
+    throw err;
+  });
+  try {
+    await startedPlant.startPublisher();
+  } catch (err) {
+    view.event(`the MQTT publisher of Packer 1 and Oven 1 did not start: ${(err as Error).message}`);
+  }
+
+  const banner = demoBanner({ plant: startedPlant.describe(), serviceUrl: emulator.baseUrl, gatewayUrl: running.handle.httpUrl, logFile: process.stdout.isTTY ? logFile : null });
+  view.setBanner(banner.lines, banner.essential);
+  story = startDemoStory({ view, emulator, gateway: running.handle, timings, plantStartedAt: startedPlant.startedAt });
+  story.showStatus();
+
+  const onStopping = () => {
+    story?.stop();
+    view.final('stopping: the gateway commits what it read and closes its connections, then the plant and the emulator stop ...');
+  };
+  process.once('SIGINT', onStopping);
+  process.once('SIGTERM', onStopping);
   await running.done;
+  process.off('SIGINT', onStopping);
+  process.off('SIGTERM', onStopping);
+  view.final('demo stopped.');
   return 0;
 }

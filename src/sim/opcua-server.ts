@@ -59,6 +59,8 @@ export interface OpcuaSimulatorOptions {
    * fault 70 s: both stops last more than 60 s so the demo's downtime detector sees them.
    */
   stateSchedule?: MachineStateStep[];
+  /** Called when the schedule changes the machine state (the demo prints the plant's stops). */
+  onStateChange?: (state: number, previous: number) => void;
   /** Extra Double variables `Bulk.V<i>` (i from 1) whose value changes at every read (sampling); for the benchmark. */
   bulkVariables?: number;
   /** Log server start/stop lines to stderr (default false). */
@@ -286,9 +288,11 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
       stepIndex = (stepIndex + 1) % schedule.length;
     }
     if (schedule[stepIndex].state !== state) {
+      const previous = state;
       state = schedule[stepIndex].state;
       set(vars.state, DataType.Int32, state);
       set(vars.running, DataType.Boolean, state === 1);
+      opts.onStateChange?.(state, previous);
     }
     const running = state === 1;
     const wobble = Math.sin(tick / 20);

@@ -1,0 +1,218 @@
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { GatewayConfig } from '../config/schema.js';
+import type { ModbusSimulator } from './modbus-device.js';
+import type { MqttSimulator } from './mqtt-publisher.js';
+import type { MachineStateStep, OpcuaSimulator } from './opcua-server.js';
+
+/**
+ * The demo's simulated plant, started in the demo's process:
+ *
+ * - Press 1: an OPC UA server (opcua-server.ts) whose machine state follows a script: running,
+ *   one stop of `stopForMs` after `stopAfterMs`, running again; the stop repeats every
+ *   `repeatEveryMs` so a demo left running keeps producing downtimes;
+ * - Mixer 1: a Modbus TCP device (modbus-device.ts);
+ * - Packer 1 (JSON) and Oven 1 (a Sparkplug B edge node): an MQTT publisher (mqtt-publisher.ts)
+ *   that publishes to the broker built into the gateway.
+ *
+ * Where each part listens is read from the gateway configuration that reads it (config/demo.yaml):
+ * the file is the plant's wiring, so the two cannot disagree. A part the configuration does not
+ * read is not started.
+ */
+
+export interface PlantWiring {
+  /** OPC UA server port, from the first `opcua.servers[]` endpoint on this machine. */
+  opcua: { port: number; endpoint: string } | null;
+  /** Modbus TCP port and unit id, from the first TCP `modbus.devices[]` entry on this machine. */
+  modbus: { port: number; unitId: number } | null;
+  /** Where the publisher connects: the gateway's embedded broker (`mqtt.broker`). */
+  mqtt: { url: string; username?: string; password?: string } | null;
+}
+
+const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+
+/** The plant parts `config` reads, and on which ports they must listen. */
+export function plantWiring(config: GatewayConfig): PlantWiring {
+  let opcua: PlantWiring['opcua'] = null;
+  for (const server of config.opcua?.servers ?? []) {
+    const url = new URL(server.endpoint);
+    if (LOCAL_HOSTS.has(url.hostname)) {
+      opcua = { port: Number(url.port || 4840), endpoint: server.endpoint };
+      break;
+    }
+  }
+  const device = config.modbus?.devices.find((d) => d.transport === 'tcp' && d.host !== undefined && LOCAL_HOSTS.has(d.host));
+  const modbus = device ? { port: device.port, unitId: device.unit_id } : null;
+  const broker = config.mqtt?.broker;
+  const mqtt = broker?.enabled
+    ? { url: `mqtt://127.0.0.1:${broker.port}`, ...(broker.username ? { username: broker.username, password: broker.password?.reveal() } : {}) }
+    : null;
+  return { opcua, modbus, mqtt };
+}
+
+/** The ports `--ports-from N` gives each listener: the order is part of the demo's help text. */
+export const DEMO_PORT_ORDER = ['emulator', 'gateway HTTP', 'OPC UA', 'Modbus', 'MQTT'] as const;
+
+/** The parts of a raw (not yet validated) configuration that name the demo's ports. */
+export interface RawDemoSections {
+  service?: { base_url?: string; auth_url?: string };
+  http?: Record<string, unknown>;
+  opcua?: { servers?: Array<{ endpoint?: string }> };
+  modbus?: { devices?: Array<{ transport?: string; port?: number }> };
+  mqtt?: { broker?: { port?: number } };
+}
+
+/**
+ * Rewrites a raw demo configuration (as parsed from YAML, before validation) to listen on
+ * `base`, `base + 1`, ... in DEMO_PORT_ORDER, for a second demo beside the first or a test.
+ */
+export function withDemoPorts<T extends RawDemoSections>(raw: T, base: number): T {
+  const setPort = (url: string, port: number) => {
+    const u = new URL(url);
+    u.port = String(port);
+    // URL keeps a trailing slash on a bare origin; the config forms have none.
+    return url.endsWith('/') ? u.toString() : u.toString().replace(/\/$/, '');
+  };
+  const out = structuredClone(raw);
+  if (out.service?.base_url) out.service.base_url = setPort(out.service.base_url, base);
+  if (out.service?.auth_url) out.service.auth_url = setPort(out.service.auth_url, base);
+  out.http = { ...out.http, port: base + 1 };
+  for (const server of out.opcua?.servers ?? []) if (server.endpoint) server.endpoint = setPort(server.endpoint, base + 2);
+  for (const device of out.modbus?.devices ?? []) if ((device.transport ?? 'tcp') === 'tcp') device.port = base + 3;
+  if (out.mqtt?.broker) out.mqtt.broker.port = base + 4;
+  return out;
+}
+
+/** The first of `ports` another program listens on (on 127.0.0.1), or null when all are free. */
+export async function firstBusyPort<T extends { port: number }>(ports: T[]): Promise<T | null> {
+  for (const p of ports) {
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(p.port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (!free) return p;
+  }
+  return null;
+}
+
+export interface PressScript {
+  /** Press 1 stops this long after the plant started ... */
+  stopAfterMs: number;
+  /** ... for this long ... */
+  stopForMs: number;
+  /** ... and again every this often (default 5 min, at least the stop plus a minute). */
+  repeatEveryMs?: number;
+}
+
+export type PlantEvent = { kind: 'press_stopped'; at: number } | { kind: 'press_running'; at: number; stoppedMs: number };
+
+export interface PlantOptions {
+  wiring: PlantWiring;
+  press: PressScript;
+  /** Folder for the OPC UA server's certificate; kept between runs because key generation is slow. */
+  dataDir: string;
+  onEvent?: (event: PlantEvent) => void;
+  logger?: Logger;
+}
+
+export interface Plant {
+  readonly opcua: OpcuaSimulator | null;
+  readonly modbus: ModbusSimulator | null;
+  mqtt(): MqttSimulator | null;
+  /** When Press 1's script started (epoch ms). */
+  readonly startedAt: number;
+  /** One line per running part, for the demo's banner. */
+  describe(): string[];
+  /** Starts the MQTT publisher; called once the gateway (and so its embedded broker) is up. */
+  startPublisher(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Press 1's schedule: running, the scripted stop, running until the next repetition. */
+export function pressSchedule(script: PressScript): MachineStateStep[] {
+  const repeat = Math.max(script.repeatEveryMs ?? 300_000, script.stopAfterMs + script.stopForMs + 60_000);
+  return [
+    { state: 1, durationMs: script.stopAfterMs },
+    { state: 0, durationMs: script.stopForMs },
+    { state: 1, durationMs: repeat - script.stopAfterMs - script.stopForMs },
+  ];
+}
+
+export async function startPlant(opts: PlantOptions): Promise<Plant> {
+  const { wiring } = opts;
+  const closers: Array<() => Promise<void>> = [];
+  const closeAll = async () => {
+    for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
+  };
+  let stoppedAt: number | null = null;
+  let opcua: OpcuaSimulator | null = null;
+  let modbus: ModbusSimulator | null = null;
+  let mqtt: MqttSimulator | null = null;
+  let startedAt = Date.now();
+  try {
+    if (wiring.opcua) {
+      // Loaded only here (node-opcua takes seconds to load), after the hook that sends node-opcua's
+      // console chatter to the gateway's log at debug.
+      await import('../sources/opcua/node-opcua-logging.js');
+      const { startOpcuaSimulator } = await import('./opcua-server.js');
+      opcua = await startOpcuaSimulator({
+        port: wiring.opcua.port,
+        securityModes: ['None'],
+        pkiDir: join(opts.dataDir, 'opcua-server-pki'),
+        stateSchedule: pressSchedule(opts.press),
+        onStateChange: (state) => {
+          const at = Date.now();
+          if (state !== 1 && stoppedAt === null) {
+            stoppedAt = at;
+            opts.onEvent?.({ kind: 'press_stopped', at });
+          } else if (state === 1 && stoppedAt !== null) {
+            opts.onEvent?.({ kind: 'press_running', at, stoppedMs: at - stoppedAt });
+            stoppedAt = null;
+          }
+        },
+      });
+      // Press 1's script runs from here.
+      startedAt = Date.now();
+      const sim = opcua;
+      closers.push(() => sim.close());
+    }
+    if (wiring.modbus) {
+      const { startModbusSimulator } = await import('./modbus-device.js');
+      const sim = await startModbusSimulator({ port: wiring.modbus.port, unitId: wiring.modbus.unitId });
+      modbus = sim;
+      closers.push(() => sim.close());
+    }
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+
+  return {
+    opcua,
+    modbus,
+    mqtt: () => mqtt,
+    startedAt,
+    describe: () => [
+      ...(wiring.opcua ? [`Press 1    OPC UA server     ${wiring.opcua.endpoint}`] : []),
+      ...(wiring.modbus ? [`Mixer 1    Modbus TCP device 127.0.0.1:${wiring.modbus.port}, unit ${wiring.modbus.unitId}`] : []),
+      ...(wiring.mqtt
+        ? [`Packer 1   MQTT JSON         ${wiring.mqtt.url} (the gateway's broker), topic plant/packer1/status`, `Oven 1     Sparkplug B node  ${wiring.mqtt.url}, group plant, node oven-ctl, device oven1`]
+        : []),
+    ],
+    async startPublisher() {
+      if (!wiring.mqtt || mqtt) return;
+      const { startMqttSimulator } = await import('./mqtt-publisher.js');
+      const sim = await startMqttSimulator({ ...wiring.mqtt, clientId: 'demo-plant', logger: opts.logger });
+      mqtt = sim;
+      closers.push(async () => {
+        // The broker lives in the gateway, which stops first. A client that lost it would wait
+        // forever for the acknowledgements of its last QoS 1 messages, so it ends without waiting.
+        if (!sim.client.connected) sim.client.end(true);
+        await Promise.race([sim.close(), new Promise((r) => setTimeout(r, 2_000).unref())]);
+      });
+    },
+    close: closeAll,
+  };
+}
