@@ -31,7 +31,11 @@ export interface OpenedDatabase {
  */
 export function openBufferDatabase(file: string, options: OpenOptions): OpenedDatabase {
   const path = resolve(file);
-  mkdirSync(dirname(path), { recursive: true });
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+  } catch (err) {
+    throw new GatewayError(errorCode(err, 'BUFFER_OPEN_FAILED'), `buffer.path: the folder ${dirname(path)} cannot be created (${errorCode(err, 'error')}); the gateway's user needs write access there`, { cause: err });
+  }
   let recovered: OpenedDatabase['recovered'] = null;
   let db: Database;
   try {

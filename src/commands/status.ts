@@ -14,7 +14,8 @@ jobs, import jobs in flight, samples set aside, the annotation outbox, and while
 being delivered a progress bar with the time left.
 
 Options:
-  -u, --url URL        base URL of the gateway's HTTP server (default http://127.0.0.1:8080)
+  -u, --url URL        base URL of the gateway's HTTP server (default: from $GATEWAY_CONFIG
+                       when set, else http://127.0.0.1:8080)
   -c, --config FILE    read http.host and http.port from this configuration instead
       --json           print the raw JSON of /status
   -w, --watch SECONDS  refresh every SECONDS until Ctrl-C
@@ -35,7 +36,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, { url: { type: 'string', short: 'u' }, config: { type: 'string', short: 'c' }, json: { type: 'boolean' }, watch: { type: 'string', short: 'w' } }, HELP);
   if (!parsed) return 0;
   let base = parsed.values.url ?? 'http://127.0.0.1:8080';
-  if (parsed.values.config) base = statusUrlFromConfig(parsed.values.config);
+  // Inside the container GATEWAY_CONFIG names the running gateway's file: use its http.port.
+  const configFile = parsed.values.config ?? (parsed.values.url ? undefined : process.env.GATEWAY_CONFIG);
+  if (configFile) base = statusUrlFromConfig(configFile);
   base = base.replace(/\/+$/, '');
   const watch = parsed.values.watch === undefined ? 0 : Number(parsed.values.watch);
   if (!Number.isFinite(watch) || watch < 0) throw new UsageError(`--watch: "${parsed.values.watch}" is not a number of seconds`);

@@ -5,7 +5,7 @@ import { openBufferDatabase } from '../buffer/database.js';
 import { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { systemClock, type Clock } from '../core/clock.js';
-import { ConfigError, describeError } from '../core/errors.js';
+import { ConfigError, describeError, errorCode, GatewayError } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
@@ -86,7 +86,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   metrics.startTime.set(startedAt / 1000);
 
   const dataDir = resolve(config.gateway.data_dir);
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (err) {
+    throw new GatewayError(errorCode(err, 'DATA_DIR_UNUSABLE'), `gateway.data_dir: ${dataDir} cannot be created (${errorCode(err, 'error')}); the gateway's user needs write access there`, { cause: err });
+  }
 
   const opened = openBufferDatabase(config.buffer.path, {
     synchronous: config.buffer.synchronous,
