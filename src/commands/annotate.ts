@@ -90,7 +90,9 @@ export async function annotateCommand(argv: string[], io: CommandIo = processIo)
   const [sub, ...extra] = parsed.positionals;
   if (!sub) throw new UsageError(`say what to do: instant, range, start, stop, cancel or list\n\n${HELP}`);
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}" (quote a text with spaces: --text "...")`);
-  const loaded = v.config ? loadConfigFile(v.config) : null;
+  // Only --direct talks to the service and needs its credentials; otherwise the file gives the
+  // local API's address (and http.api_token when it can be read here).
+  const loaded = v.config ? loadConfigFile(v.config, { requireSecrets: Boolean(v.direct) }) : null;
 
   if (v.direct) {
     if (!loaded) throw new UsageError('--direct needs --config FILE (the service address and credentials)');
@@ -198,7 +200,7 @@ function baseUrl(v: Values, loaded: LoadedConfig | null): string {
 }
 
 function token(v: Values, loaded: LoadedConfig | null): string | undefined {
-  return v.token ?? (process.env.GATEWAY_API_TOKEN || undefined) ?? loaded?.config.http.api_token?.reveal();
+  return v.token ?? (process.env.GATEWAY_API_TOKEN || undefined) ?? (loaded?.config.http.api_token?.reveal() || undefined);
 }
 
 interface Answer {

@@ -25,7 +25,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   const { config, db, to } = parsed.values;
   if (!to) throw new UsageError(`--to PATH is required\n\n${HELP}`);
   if (!config === !db) throw new UsageError(`give either --config FILE or --db PATH\n\n${HELP}`);
-  const source = resolve(db ?? loadConfigFile(config!).config.buffer.path);
+  const source = resolve(db ?? loadConfigFile(config!, { requireSecrets: false }).config.buffer.path);
   const target = resolve(to);
   if (!existsSync(source)) {
     process.stderr.write(`edge-gateway backup: ${db ? '--db' : 'buffer.path'}: ${source} does not exist\n`);

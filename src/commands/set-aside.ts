@@ -94,7 +94,8 @@ async function chooseTarget(config: string | undefined, url: string | undefined,
   if ([config, url, db].filter(Boolean).length !== 1) throw new UsageError('give exactly one of --config FILE, --url URL or --db PATH');
   if (url) return { kind: 'api', base: url.replace(/\/+$/, ''), token };
   if (db) return { kind: 'file', path: db };
-  const { config: c } = loadConfigFile(config!);
+  // Only the local API's address and buffer.path are needed: the gateway's secrets need not be set here.
+  const { config: c } = loadConfigFile(config!, { requireSecrets: false });
   if (c.http.enabled) {
     const host = c.http.host === '0.0.0.0' || c.http.host === '::' ? '127.0.0.1' : c.http.host;
     const base = `http://${host.includes(':') ? `[${host}]` : host}:${c.http.port}`;

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { parseDocument, YAMLParseError } from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
+import { withoutRequiredSecrets } from './secrets.js';
 import { gatewaySchema, type GatewayConfig } from './schema.js';
 
 export interface LoadedConfig {
@@ -13,8 +14,13 @@ export interface LoadedConfig {
   warnings: string[];
 }
 
-/** Reads, parses and validates a YAML (or JSON) config file. Throws `ConfigError` naming every problem. */
-export function loadConfigFile(file: string): LoadedConfig {
+/**
+ * Reads, parses and validates a YAML (or JSON) config file. Throws `ConfigError` naming every problem.
+ * With `requireSecrets: false`, secrets that cannot be resolved (variable not set) are accepted as
+ * empty: for commands that only need paths and ports from the file.
+ */
+export function loadConfigFile(file: string, options: { requireSecrets?: boolean } = {}): LoadedConfig {
+  if (options.requireSecrets === false) return withoutRequiredSecrets(() => loadConfigFile(file));
   const path = resolve(file);
   let text: string;
   try {

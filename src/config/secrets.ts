@@ -72,6 +72,22 @@ function readSecretFile(path: string, origin: string): SecretResolution {
   }
 }
 
+let secretsRequired = true;
+
+/**
+ * Runs `fn` (a config validation) accepting secrets that cannot be resolved here: for commands
+ * that only read paths and ports from the gateway's file (annotate, set-aside, backup) and run in a
+ * shell without the gateway's secrets. Such a secret is empty and says so in its origin.
+ */
+export function withoutRequiredSecrets<T>(fn: () => T): T {
+  secretsRequired = false;
+  try {
+    return fn();
+  } finally {
+    secretsRequired = true;
+  }
+}
+
 /**
  * Schema of a secret setting. The output is a resolved `Secret`; a missing environment variable or
  * unreadable file is a validation issue on the setting's path, so the operator reads
@@ -81,6 +97,7 @@ export function secretSchema(defaultEnv?: string) {
   const base = defaultEnv ? secretRefSchema.default({ env: defaultEnv }) : secretRefSchema;
   return base.transform((ref, ctx) => {
     const r = resolveSecret(ref);
+    if (!r.ok && !secretsRequired) return new Secret('', `unresolved (${r.problem})`);
     if (!r.ok) {
       ctx.issues.push({ code: 'custom', message: r.problem, input: '[secret]' });
       return z.NEVER;

@@ -1,5 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
@@ -34,6 +34,13 @@ describe('edge-gateway backup', () => {
     // A snapshot: whole ticks only (5 variables per commit), contiguous seqs.
     expect(rows.length % 5).toBe(0);
     expect(rows[rows.length - 1][0] - rows[0][0] + 1).toBe(rows.length);
+
+    // --config needs only buffer.path: it works in a shell without the gateway's secret.
+    const cfg = join(gw.dir, 'gw.yaml');
+    writeFileSync(cfg, `service:\n  base_url: http://127.0.0.1:1/tracking/v1\n  auth_url: http://127.0.0.1:1\n  organisation_id: org_demo\n  auth: { mode: client_credentials, client_id: c, client_secret: { env: EDGE_TEST_UNSET_SECRET } }\nbuffer: { path: ${join(gw.dir, 'buffer.db')} }\n`);
+    const viaConfig = await runCli(['backup', '--config', cfg, '--to', join(gw.dir, 'copy2.db')], { env: { EDGE_TEST_UNSET_SECRET: undefined } });
+    expect(viaConfig.err).toBe('');
+    expect(viaConfig.code).toBe(0);
 
     // Refuses to overwrite, names the flag.
     const again = await runCli(['backup', '--db', join(gw.dir, 'buffer.db'), '--to', copy]);
