@@ -277,6 +277,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         annotations = null;
         await startAnnotationsFor(target);
       }
+      if (plan.logLevel) logger.level = target.log.level;
       current = target;
       await startSources(rebuilt);
       const outcome = plan.changed.length === 0 ? 'unchanged' : 'applied';

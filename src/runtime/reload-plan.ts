@@ -8,7 +8,8 @@ import { SOURCE_SECTIONS, type SourceSection } from '../sources/registry.js';
  *
  * Reloaded in place: the source sections (each protocol section is rebuilt on its own, so editing a
  * Modbus register leaves the OPC UA sessions alone), the operator annotations (machines, reasons,
- * detectors, MQTT trigger) and `gateway.status_interval`.
+ * detectors, MQTT trigger), `gateway.status_interval` and `log.level` (pino children created without
+ * options read the level through their prototype, so setting it on the root reaches them all).
  *
  * Everything else is wired into long-lived objects (the buffer file, the HTTP listener, the
  * service connection and its request budget, the logger) and takes effect at the next restart;
@@ -21,11 +22,12 @@ export interface ReloadPlan {
   sourceSections: SourceSection[];
   annotations: boolean;
   statusInterval: boolean;
+  logLevel: boolean;
   /** Changed paths that are not applied until the process restarts. */
   restartRequired: string[];
 }
 
-const HOT_PATHS = new Set<string>([...SOURCE_SECTIONS, 'annotations', 'gateway.status_interval']);
+const HOT_PATHS = new Set<string>([...SOURCE_SECTIONS, 'annotations', 'gateway.status_interval', 'log.level']);
 
 export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadPlan {
   const changed = changedPaths(current, next);
@@ -36,6 +38,7 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     sourceSections,
     annotations: changed.some((p) => topOf(p) === 'annotations'),
     statusInterval: changed.includes('gateway.status_interval'),
+    logLevel: changed.includes('log.level'),
     restartRequired: changed.filter((p) => !HOT_PATHS.has(p) && !HOT_PATHS.has(topOf(p))),
   };
 }
@@ -53,5 +56,6 @@ export function appliedConfig(current: GatewayConfig, next: GatewayConfig): Gate
     mqtt: next.mqtt,
     annotations: next.annotations,
     gateway: { ...current.gateway, status_interval: next.gateway.status_interval },
+    log: { ...current.log, level: next.log.level },
   };
 }
