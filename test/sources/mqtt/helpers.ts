@@ -318,3 +318,91 @@ export function makeCertificates(): Certificates {
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
+
+// ------------------------------------------------------------------ wire recorder
+
+/** One MQTT control packet seen on the wire: its type (3 PUBLISH, 4 PUBACK, 5 PUBREC ...), QoS and packet id. */
+export interface WirePacket {
+  type: number;
+  qos: number;
+  id: number | null;
+}
+
+/**
+ * A TCP proxy in front of a broker that keeps every byte in both directions, so a test can check
+ * what the gateway actually sent (which acknowledgements, in which order) rather than what the
+ * broker made of it.
+ */
+export interface WireRecorder {
+  url: string;
+  /** Packets the client sent to the broker. */
+  sent(): WirePacket[];
+  /** Packets the broker sent to the client. */
+  received(): WirePacket[];
+  close(): Promise<void>;
+}
+
+export async function startWireRecorder(brokerPort: number): Promise<WireRecorder> {
+  const up: Buffer[] = [];
+  const down: Buffer[] = [];
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const broker = createConnection(brokerPort, '127.0.0.1');
+    for (const s of [client, broker]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        client.destroy();
+        broker.destroy();
+      });
+    }
+    client.on('data', (d) => {
+      up.push(Buffer.from(d));
+      broker.write(d);
+    });
+    broker.on('data', (d) => {
+      down.push(Buffer.from(d));
+      client.write(d);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    sent: () => parseMqttPackets(Buffer.concat(up)),
+    received: () => parseMqttPackets(Buffer.concat(down)),
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** Splits a byte stream into MQTT control packets (fixed header, remaining length, §2.2). */
+export function parseMqttPackets(bytes: Buffer): WirePacket[] {
+  const packets: WirePacket[] = [];
+  let at = 0;
+  while (at < bytes.length) {
+    const type = bytes[at] >> 4;
+    const flags = bytes[at] & 0x0f;
+    let length = 0;
+    let shift = 0;
+    let i = at + 1;
+    for (;;) {
+      if (i >= bytes.length) return packets; // a partial packet at the end
+      const b = bytes[i++];
+      length += (b & 0x7f) << shift;
+      shift += 7;
+      if ((b & 0x80) === 0) break;
+    }
+    if (i + length > bytes.length) return packets;
+    const body = bytes.subarray(i, i + length);
+    const qos = type === 3 ? (flags >> 1) & 3 : 0;
+    let id: number | null = null;
+    if (type === 3 && qos > 0) id = body.readUInt16BE(2 + body.readUInt16BE(0));
+    else if (type >= 4 && type <= 7) id = body.readUInt16BE(0);
+    packets.push({ type, qos, id });
+    at = i + length;
+  }
+  return packets;
+}

@@ -4,7 +4,7 @@ import type { Source } from '../../../src/core/source.js';
 import { startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
 import { createMqttSources } from '../../../src/sources/mqtt/index.js';
 import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
-import { captureLogger, connectClient, contexts, delay, endClient, GatedSink, makeCertificates, mosquittoAvailable, removeDir, section, startMosquitto, waitFor, type Certificates, type Mosquitto } from './helpers.js';
+import { captureLogger, connectClient, contexts, delay, endClient, GatedSink, makeCertificates, mosquittoAvailable, removeDir, section, startMosquitto, startWireRecorder, waitFor, type Certificates, type Mosquitto } from './helpers.js';
 
 const HAVE_MOSQUITTO = mosquittoAvailable();
 
@@ -134,6 +134,31 @@ describe.skipIf(!HAVE_MOSQUITTO)('MQTT source against mosquitto', () => {
     await waitFor(() => rowsOf(tb, 'mvr_v5').length === 20, { what: 'all 20 queued messages' });
     expect(rowsOf(tb, 'mvr_v5').map((r) => r.value)).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect((second.source.status().detail as { session_present: boolean }).session_present).toBe(true);
+  });
+
+  it('MQTT 5: acknowledgements of a commit leave in arrival order and mosquitto takes them (PUBACK without reason code)', async () => {
+    const wire = await startWireRecorder(mq.port);
+    cleanup.push(() => wire.close());
+    // No buffer behind the gate: the release commits every message at once, so all acknowledgements
+    // leave in one run, where PUBACKs and PUBRECs could be reordered.
+    const sink = new GatedSink();
+    const { source } = await gateway(sink, { name: 'v5-wire', url: wire.url, client_id: 'gw-v5-wire', protocol_version: 5, username: 'gw', password: GW_PASSWORD, subscriptions: [{ topic: 'v5w/1', format: 'number', qos: 1, variable: 'mvr_v5w1' }, { topic: 'v5w/2', format: 'number', qos: 2, variable: 'mvr_v5w2' }] });
+    await waitFor(() => source.status().state === 'connected');
+    sink.gate = true;
+    const pub = await connectClient(mq.url, { username: 'plc', password: 'plc-pw' });
+    cleanup.push(() => endClient(pub));
+    const qosOrder = [1, 2, 1, 1, 2, 1];
+    for (const [i, qos] of qosOrder.entries()) await pub.publishAsync(`v5w/${qos}`, String(i), { qos: qos as 1 | 2 });
+    await waitFor(() => sink.heldSamples === qosOrder.length, { what: 'every message held at the buffer' });
+    await sink.release();
+    await waitFor(() => wire.sent().filter((p) => p.type === 4 || p.type === 5).length === qosOrder.length, { what: 'every acknowledgement sent' });
+    const delivered = wire.received().filter((p) => p.type === 3 && p.qos > 0);
+    expect(wire.sent().filter((p) => p.type === 4 || p.type === 5)).toEqual(delivered.map((p) => ({ type: p.qos === 1 ? 4 : 5, qos: 0, id: p.id })));
+    // A PUBACK mosquitto could not parse would end the connection; one more message proves it still flows.
+    await pub.publishAsync('v5w/1', '99', { qos: 1 });
+    await waitFor(() => sink.appended.some((x) => x.value === 99), { what: 'a message after the acknowledgements' });
+    expect((source.status().detail as { connects: number }).connects).toBe(1);
+    expect(sink.appended.map((x) => `${x.variable}=${x.value}`)).toEqual(['mvr_v5w1=0', 'mvr_v5w2=1', 'mvr_v5w1=2', 'mvr_v5w1=3', 'mvr_v5w2=4', 'mvr_v5w1=5', 'mvr_v5w1=99']);
   });
 
   it('reconnects after mosquitto restarts and subscribes again (the session died with the broker)', async () => {

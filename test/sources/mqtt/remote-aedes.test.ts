@@ -3,7 +3,7 @@ import type { Source } from '../../../src/core/source.js';
 import { startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
 import { createMqttSources } from '../../../src/sources/mqtt/index.js';
 import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
-import { connectClient, contexts, delay, endClient, GatedSink, section, startAedes, waitFor, type TestAedes } from './helpers.js';
+import { connectClient, contexts, delay, endClient, GatedSink, section, startAedes, startWireRecorder, waitFor, type TestAedes } from './helpers.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -128,6 +128,32 @@ describe('MQTT source against an aedes broker', () => {
     await waitFor(() => acks.count() === 8, { what: 'eight acknowledgements' });
     expect(rowsOf(tb, 'mvr_q1').map((r) => r.value)).toEqual([0, 1, 2, 3, 4]);
     expect(rowsOf(tb, 'mvr_q2').map((r) => r.value)).toEqual([40, 41, 42]);
+  });
+
+  it('sends the acknowledgements of a commit in arrival order, PUBACKs and PUBRECs interleaved, and the broker takes them', async () => {
+    const b = await broker();
+    const wire = await startWireRecorder(b.port);
+    cleanup.push(() => wire.close());
+    const acks = countAcks(b, 'gw-wire');
+    // No buffer behind the gate: the release commits every message at once, so all acknowledgements
+    // leave in one run, where PUBACKs and PUBRECs could be reordered.
+    const sink = new GatedSink();
+    const { source } = await gateway(sink, { name: 'wire', url: wire.url, client_id: 'gw-wire', subscriptions: [{ topic: 'w/1', format: 'number', qos: 1, variable: 'mvr_w1' }, { topic: 'w/2', format: 'number', qos: 2, variable: 'mvr_w2' }] });
+    await waitFor(() => source.status().state === 'connected');
+    sink.gate = true;
+    const pub = await publisher(b.url);
+    const qosOrder = [1, 1, 2, 1, 2, 2, 1, 1, 1, 2, 1];
+    for (const [i, qos] of qosOrder.entries()) await pub.publishAsync(`w/${qos}`, String(i), { qos: qos as 1 | 2 });
+    await waitFor(() => sink.heldSamples === qosOrder.length, { what: 'every message held at the buffer' });
+    expect(wire.sent().filter((p) => p.type === 4 || p.type === 5)).toEqual([]);
+    await sink.release();
+    await waitFor(() => acks.count() === qosOrder.length, { what: 'every acknowledgement taken by the broker' });
+    const delivered = wire.received().filter((p) => p.type === 3 && p.qos > 0);
+    expect(delivered.map((p) => p.qos)).toEqual(qosOrder);
+    // PUBACK (4) for QoS 1 and PUBREC (5) for QoS 2, with the packet ids, in the order the PUBLISH packets came.
+    expect(wire.sent().filter((p) => p.type === 4 || p.type === 5)).toEqual(delivered.map((p) => ({ type: p.qos === 1 ? 4 : 5, qos: 0, id: p.id })));
+    expect((source.status().detail as { connects: number }).connects).toBe(1);
+    expect(sink.appended.map((x) => x.value)).toEqual(qosOrder.map((_, i) => i));
   });
 
   it('a refused commit is not acknowledged: the message comes again after the reconnect', async () => {

@@ -25,7 +25,7 @@ export class NumberDecoder implements PayloadDecoder {
     }
     if (!variable) return { samples: [], refusals: [{ reason: 'unknown_name', detail: 'no variable configured' }] };
     if (msg.payload.length === 0) return { samples: [], refusals: [{ reason: 'malformed', detail: 'empty payload' }] };
-    const v = coerceText(msg.payload.toString('utf8'));
+    const v = coerceText(msg.payload.toString());
     if (!v.ok) return { samples: [], refusals: [{ reason: v.reason, detail: v.detail }] };
     const value = scaled(v.value, this.cfg.scale, this.cfg.offset);
     if (!Number.isFinite(value)) return { samples: [], refusals: [{ reason: 'not_finite', detail: `${v.value} scaled is not finite` }] };
