@@ -19,6 +19,8 @@
  *      service's replace-on-same-(variable, timestamp) rule makes harmless (CONTRACT.md).
  *  I5  The sync path claims the newest rows first (live data stays fresh); import jobs take the
  *      oldest rows (backfill). They meet only when the backlog is nearly gone.
+ *  I6  One gateway process per file: I4's in-memory claims hold only within one process, so the
+ *      gateway takes `owner-lock.ts`'s lock before it opens the file.
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { statSync } from 'node:fs';

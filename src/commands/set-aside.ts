@@ -2,7 +2,9 @@ import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { request } from 'undici';
 import { loadConfigFile } from '../config/load.js';
+import { bufferOwnedByRunningGateway } from '../buffer/owner-lock.js';
 import { SetAsideStore, type SetAsideFilter, type SetAsideRow, type SetAsideSummary } from '../buffer/set-aside.js';
+import { GatewayError } from '../core/errors.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway set-aside list|requeue|drop [options]
@@ -17,7 +19,7 @@ works on the buffer file directly.
 Options:
   -c, --config FILE   the gateway's configuration (finds its HTTP port and buffer file)
       --url URL       a running gateway's base URL instead (http://127.0.0.1:8080)
-      --db PATH       a buffer file instead (the gateway must not be running)
+      --db PATH       a buffer file instead (requeue and drop are refused while a gateway runs on it)
       --variable ID   only samples of this machine variable
       --id N          only this set-aside entry (repeatable)
       --all           every set-aside sample (requeue and drop need --all, --variable or --id)
@@ -73,6 +75,13 @@ export async function setAsideCommand(argv: string[]): Promise<number> {
     return 0;
   }
   if (!existsSync(target.path)) throw new UsageError(`buffer file ${target.path} does not exist`);
+  // Requeue and drop change rows the running gateway tracks in memory; listing only reads.
+  if (action !== 'list' && bufferOwnedByRunningGateway(target.path)) {
+    throw new GatewayError(
+      'BUFFER_IN_USE',
+      `a gateway is running on ${target.path}; ${action} through it instead (--url http://HOST:PORT, or --config with http.enabled), or stop it first`,
+    );
+  }
   const db = new Database(target.path, { timeout: 5_000 });
   try {
     const store = new SetAsideStore(db);

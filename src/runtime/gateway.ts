@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { openBufferDatabase } from '../buffer/database.js';
+import { acquireBufferOwner, recordBufferOwner } from '../buffer/owner-lock.js';
 import { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -92,11 +93,21 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     throw new GatewayError(errorCode(err, 'DATA_DIR_UNUSABLE'), `gateway.data_dir: ${dataDir} cannot be created (${errorCode(err, 'error')}); the gateway's user needs write access there`, { cause: err });
   }
 
-  const opened = openBufferDatabase(config.buffer.path, {
-    synchronous: config.buffer.synchronous,
-    logger,
-    onRecovered: () => metrics.bufferRecoveredDatabases.inc(),
-  });
+  // Taken before the file is opened, so a second gateway neither migrates nor moves aside a
+  // buffer another one is using.
+  const owner = acquireBufferOwner(config.buffer.path);
+  let opened: ReturnType<typeof openBufferDatabase>;
+  try {
+    opened = openBufferDatabase(config.buffer.path, {
+      synchronous: config.buffer.synchronous,
+      logger,
+      onRecovered: () => metrics.bufferRecoveredDatabases.inc(),
+    });
+    recordBufferOwner(opened.db);
+  } catch (err) {
+    owner.release();
+    throw err;
+  }
   const buffer = new SampleBuffer(opened.db, {
     commitIntervalMs: config.buffer.commit_interval,
     maxBytes: config.buffer.max_bytes,
@@ -155,6 +166,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   } catch (err) {
     await buffer.close();
     await client.close();
+    owner.release();
     throw err;
   }
 
@@ -305,7 +317,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     budget.close();
     await http?.close();
     await client.close();
-    await buffer.close();
+    try {
+      await buffer.close();
+    } finally {
+      owner.release();
+    }
     logger.info('gateway stopped');
   };
 
