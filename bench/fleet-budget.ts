@@ -217,6 +217,7 @@ try {
 
   // ---- baselines: today's fixed budgets
   const baselines: Array<{ label: string; w: Window }> = [];
+  let baselineIdle: Window | null = null;
   for (const [label, perMinute] of [
     [`A fixed ${LIMIT / N}/min each`, LIMIT / N],
     [`B fixed ${LIMIT}/min each`, LIMIT],
@@ -227,6 +228,14 @@ try {
     watchList.push(...gws);
     await sleep(WARMUP);
     baselines.push({ label, w: await measure(emu.base, gws, SECONDS) });
+    if (perMinute === LIMIT / N) {
+      // The same fixed split with gw4 idle: what it leaves unused stays unused.
+      await stopAll([gws[3]]);
+      gws[3] = await startGw(3, { emuBase: emu.base, perMinute, sharing: false, idle: true, run: 'base-idle' });
+      watchList.push(gws[3]);
+      await sleep(WARMUP);
+      baselineIdle = await measure(emu.base, gws, SECONDS);
+    }
     await stopAll(gws);
   }
 
@@ -284,6 +293,7 @@ try {
   process.stdout.write(
     `${table([
       ...baselines.map((b) => row(`baseline ${b.label}`, b.w, names, fairLimit)),
+      ...(baselineIdle ? [row(`baseline A, 3 busy + gw4 idle`, baselineIdle, names, null)] : []),
       row('fleet: 3 gateways', three, names.slice(0, 3), FLEET_BUDGET / 3),
       row('fleet: 4 gateways (after the join)', four, names, fair4),
       row('fleet: 3 busy + gw4 idle', idle, names, null),
@@ -295,6 +305,7 @@ try {
   const base = baselines[0].w;
   process.stdout.write(`ratio fleet / baseline A (aggregate) = ${(four.aggregate / base.aggregate).toFixed(3)}; fleet 429s ${four.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
   process.stdout.write(`join: gw4 reached 75 % of its fair share after ${joinS === null ? 'never (120 s)' : `${joinS.toFixed(1)} s`}; give-back after SIGKILL: ${giveBackS === null ? 'never (120 s)' : `${giveBackS.toFixed(1)} s`}\n`);
+  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy three) = ${(names.slice(0, 3).reduce((n, k) => n + idle.perGateway[k], 0) / names.slice(0, 3).reduce((n, k) => n + baselineIdle!.perGateway[k], 0)).toFixed(3)}\n`);
   process.stdout.write(`idle: gw4 used ${Math.round(idle.perGateway.gw4)}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
   process.stdout.write(
     [

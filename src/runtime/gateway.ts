@@ -142,7 +142,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     client,
     health,
     config: config.uplink.backfill,
-    requestsPerMinute: config.uplink.requests_per_minute,
+    // The current pace: with a fleet share, the backlog that warrants import jobs shrinks with it.
+    requestsPerMinute: () => budget.ratePerMinute,
     batchSize: config.uplink.batch_size,
     itemIdField: config.service.item_id_field,
     dir: join(dataDir, 'import'),
