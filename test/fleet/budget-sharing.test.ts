@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderStatus } from '../../src/commands/status.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
@@ -47,6 +48,8 @@ describe('budget sharing between gateways behind one address', () => {
   it('converges on a fair share each, within the limit, without sustained 429s; a stopped one gives its share back', async () => {
     // Every gateway sees all three and paces at about a third.
     await waitFor(() => gws.every((g) => g.handle.status().fleet?.budget_sharing?.members.length === 3 && Math.abs(g.handle.budget.ratePerMinute - BUDGET / 3) < 5), { timeoutMs: 20_000, what: 'three members each at a third of the budget' });
+    // `edge-gateway status` says so.
+    expect(renderStatus(gws[0].handle.status(), {})).toMatch(/fleet {3}share 9\d of 280\/min for group nat-a \(3 gateways\)/);
     // Let the first seconds (the joiners' starts) leave the window, then measure 20 s.
     await new Promise((r) => setTimeout(r, 3_000));
     const a = emu.stats();
