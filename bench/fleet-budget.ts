@@ -273,8 +273,10 @@ try {
   let giveBackS: number | null = null;
   while (now() - tKill < 120) {
     await sleep(1);
-    const sum = first3.reduce((n, g) => n + watch.perMinute(g.name, 5), 0);
-    if (now() - tKill > 5 && sum >= 0.9 * FLEET_BUDGET) {
+    // Rates over samples taken after the kill only (a window of up to 5 s, at least 2 s).
+    const w = Math.min(5, now() - tKill - 1);
+    const sum = first3.reduce((n, g) => n + watch.perMinute(g.name, w), 0);
+    if (w >= 2 && sum >= 0.9 * FLEET_BUDGET) {
       giveBackS = now() - tKill;
       break;
     }
