@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { runCli } from '../helpers/cli.js';
 import { validateConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { testConfigInput } from '../helpers/gateway.js';
@@ -31,4 +36,20 @@ describe('fleet settings', () => {
     expect(p.join('\n')).toMatch(/uplink\.budget_sharing\.group/);
     expect(problems({ fleet: { mqtt: { url: 'mqtt://user:pw@broker:1883' } } }).join('\n')).toMatch(/fleet\.mqtt\.url: must not contain a user name or password/);
   });
+
+  it('`check` shows the fleet settings without the password', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-fleet-check-'));
+    try {
+      const file = join(dir, 'gw.yaml');
+      const raw = testConfigInput(emu, dir, { gateway: { name: 'line-7' }, uplink: { budget_sharing: { mode: 'fleet', group: 'nat-b' } }, fleet: { mqtt: { url: 'mqtt://broker:1883', username: 'gw', password: { env: 'TEST_FLEET_PW' } } } });
+      writeFileSync(file, stringify(raw));
+      const r = await runCli(['check', '--config', file], { env: { TEST_FLEET_PW: 'sekrit-fleet-pw' } });
+      expect(r.code).toBe(0);
+      expect(r.out).toMatch(/budget share +fleet: 1400 requests\/min for every gateway of group nat-b together/);
+      expect(r.out).toMatch(/fleet +status to mqtt:\/\/broker:1883 under edge-gateway\/fleet\/line-7\/ every 10 s \(user gw\)/);
+      expect(r.out + r.err).not.toContain('sekrit-fleet-pw');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
