@@ -40,7 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(gws.map((g) => g.destroy()));
-  await broker?.close();
+  await broker?.close().catch(() => undefined);
   await emu?.close();
 });
 
@@ -72,4 +72,17 @@ describe('budget sharing between gateways behind one address', () => {
     await gws[2].close();
     await waitFor(() => gws.slice(0, 2).every((g) => g.handle.status().fleet?.budget_sharing?.members.length === 2 && Math.abs(g.handle.budget.ratePerMinute - BUDGET / 2) < 5), { timeoutMs: 15_000, what: 'two members each at half the budget' });
   }, 90_000);
+
+  it('keeps the shares as they were while the broker is unreachable (nobody can refresh a lease)', async () => {
+    const live = gws.slice(0, 2);
+    await broker.close();
+    await waitFor(() => live.every((g) => g.handle.status().fleet?.broker.connected === false), { timeoutMs: 10_000, what: 'broker link down' });
+    // Longer than a lease (5 s): the peer is not dropped, the share does not double.
+    await new Promise((r) => setTimeout(r, 7_000));
+    for (const g of live) {
+      expect(g.handle.status().fleet?.budget_sharing?.members.length).toBe(2);
+      expect(Math.abs(g.handle.budget.ratePerMinute - BUDGET / 2)).toBeLessThan(5);
+      expect(g.handle.status().fleet?.budget_sharing?.broker_connected).toBe(false);
+    }
+  }, 30_000);
 });
