@@ -67,5 +67,5 @@ function lastError(s: GatewayStatus): string | null {
 
 /** The last will: set at connect time, published by the broker when the connection dies. */
 export function offlineWill(gateway: string, connectedAt: number): FleetStatusDoc {
-  return { v: 1, gateway, state: 'offline', at: new Date(connectedAt).toISOString(), reason: 'connection to the plant broker lost without a goodbye (last will): crashed, killed, powered off or cut off' };
+  return { v: 1, gateway, state: 'offline', at: new Date(connectedAt).toISOString(), reason: 'gone without a goodbye (last will): crashed, killed, powered off or cut off' };
 }

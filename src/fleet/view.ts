@@ -31,6 +31,8 @@ export interface FleetRow {
   version: string | null;
   /** ISO time of the newest online status (what the figures are from), or null when never seen online. */
   last_status_at: string | null;
+  /** Age of the newest online status by its own time stamp (null when never seen online). */
+  last_status_age_s: number | null;
   /** Seconds since this viewer last heard from it. */
   heard_ago_s: number;
 }
@@ -107,6 +109,7 @@ export class FleetView {
         last_error: figures?.last_error ?? null,
         version: figures?.version ?? null,
         last_status_at: figures?.at ?? null,
+        last_status_age_s: ageOf(figures?.at, now),
         heard_ago_s: Math.max(0, Math.round((now - e.heardAt) / 1000)),
       });
     }
@@ -114,6 +117,12 @@ export class FleetView {
     const rank: Record<FleetState, number> = { offline: 0, stale: 1, stopped: 2, online: 3 };
     return out.sort((a, b) => rank[a.state] - rank[b.state] || a.gateway.localeCompare(b.gateway));
   }
+}
+
+/** Seconds since an ISO time (the gateway's clock; skew between machines shows here, never below 0). */
+function ageOf(iso: string | undefined, now: number): number | null {
+  const t = iso === undefined ? NaN : Date.parse(iso);
+  return Number.isFinite(t) ? Math.max(0, Math.round((now - t) / 1000)) : null;
 }
 
 function newer(a: FleetStatusDoc | null, b: FleetStatusDoc): FleetStatusDoc {
@@ -152,7 +161,8 @@ export function renderFleetTable(rows: FleetRow[]): string {
     'BUFFER LEFT': bytes(r.capacity_left_bytes),
     'SHARE/MIN': int(r.share_per_minute),
     VERSION: r.version ?? '-',
-    'LAST HEARD': `${dur(r.heard_ago_s)} ago`,
+    // For an online gateway: how fresh the figures are; for an offline one: since when it is gone.
+    'LAST STATUS': r.last_status_age_s === null ? '-' : `${dur(r.last_status_age_s)} ago`,
     'LAST ERROR / REASON': (r.reason ?? r.last_error ?? '').replace(/\s+/g, ' ').slice(0, 80),
   }));
   const cols = Object.keys(cells[0]) as Array<keyof (typeof cells)[number]>;

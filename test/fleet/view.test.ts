@@ -21,6 +21,10 @@ describe('FleetView (the table model of `edge-gateway fleet` and the console)', 
     v.ingest('p/b/status', JSON.stringify({ v: 1, gateway: 'b', state: 'offline', at: 'x', reason: 'gone' }), 0);
     v.ingest('p/b/last', doc('b', { backlog: 9 }), 0);
     expect(v.rows(0)[0]).toMatchObject({ state: 'offline', backlog: 9 });
+    // How long it has been gone, by its last status's own time stamp.
+    const later = Date.parse('2026-11-23T10:05:00.000Z');
+    expect(v.rows(later)[0].last_status_age_s).toBe(300);
+    expect(renderFleetTable(v.rows(later))).toMatch(/5m ago\s+gone$/m);
   });
 
   it('ignores what it cannot read and sorts trouble first', () => {
