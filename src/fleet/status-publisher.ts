@@ -42,6 +42,8 @@ export class StatusPublisher {
   }
 
   private publish(): boolean {
+    // Nothing is built while the broker is away (a queued status would be stale on arrival).
+    if (!this.o.link.connected) return false;
     try {
       const doc = fleetStatusFrom(this.o.status(), this.o.sharing(), this.o.intervalMs, this.o.clock.now());
       this.last = doc;
