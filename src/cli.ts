@@ -19,6 +19,7 @@ const COMMANDS: Record<string, Command> = {
   check: { summary: 'validate a config file; --online also checks credentials and mapped variables', run: async (argv) => (await import('./commands/check.js')).checkCommand(argv) },
   status: { summary: 'show the status of a running gateway', run: async (argv) => (await import('./commands/status.js')).statusCommand(argv) },
   backup: { summary: 'write a consistent copy of the buffer file while the gateway runs', run: async (argv) => (await import('./commands/backup.js')).backupCommand(argv) },
+  fleet: { summary: 'live table of every gateway publishing its status on the plant broker', run: async (argv) => (await import('./commands/fleet.js')).fleetCommand(argv) },
   demo: { summary: 'run emulator + simulated plant + gateway (what `npm start` does)', run: async (argv) => (await import('./commands/demo.js')).demoCommand(argv) },
   emulator: { summary: 'run the tracking-service emulator', run: async (argv) => (await import('./emulator/index.js')).runEmulatorCli(argv) },
 };

@@ -45,6 +45,9 @@ export function parseConfigText(text: string, origin = 'config'): Omit<LoadedCon
 export function validateConfig(raw: unknown): Omit<LoadedConfig, 'path'> {
   const result = gatewaySchema.safeParse(raw, { reportInput: true });
   if (!result.success) throw new ConfigError(formatIssues(result.error.issues, [], gatewaySchema));
+  if (result.data.uplink.budget_sharing.mode === 'fleet' && !result.data.fleet?.mqtt) {
+    throw new ConfigError(['uplink.budget_sharing.mode: "fleet" needs the plant broker: set fleet.mqtt.url (the gateways exchange their demand there)']);
+  }
   return { config: result.data, warnings: warningsFor(result.data) };
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { annotationsSectionSchema } from '../annotations/config.js';
 import { bufferSchema } from '../buffer/config.js';
+import { fleetSchema } from '../fleet/config.js';
 import { httpSchema } from '../http/config.js';
 import { generatorSectionSchema } from '../sources/generator/config.js';
 import { modbusSectionSchema } from '../sources/modbus/config.js';
@@ -40,6 +41,7 @@ export const gatewaySchema = z
     modbus: modbusSectionSchema,
     mqtt: mqttSectionSchema,
     annotations: annotationsSectionSchema,
+    fleet: fleetSchema.optional(),
   })
   .meta({ description: 'Edge gateway configuration' });
 

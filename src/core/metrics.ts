@@ -86,6 +86,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
 
+    // --- fleet (several gateways behind one address, the plant broker) ---
+    uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),
+    fleetBudgetMembers: new Gauge({ name: 'gateway_fleet_budget_members', help: 'Gateways sharing the address budget as this gateway sees them (itself included)', registers: r }),
+    fleetBrokerConnected: new Gauge({ name: 'gateway_fleet_broker_connected', help: '1 when the connection to the plant broker (fleet.mqtt) is up, else 0', registers: r }),
+    fleetStatusPublished: new Counter({ name: 'gateway_fleet_status_published_total', help: 'Status messages published to the plant broker', registers: r }),
+
     // --- process ---
     configReloads: new Counter({ name: 'gateway_config_reloads_total', help: 'Configuration reloads (SIGHUP or a change of the file), by outcome (applied, unchanged, refused)', labelNames: ['outcome'], registers: r }),
     startTime: new Gauge({ name: 'gateway_start_time_seconds', help: 'Wall-clock time the gateway started', registers: r }),

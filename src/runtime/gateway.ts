@@ -12,6 +12,7 @@ import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
 import { TappedSink } from '../core/sample.js';
 import type { AnnotationsRuntime } from '../annotations/index.js';
+import type { FleetRuntime } from '../fleet/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
@@ -141,7 +142,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     client,
     health,
     config: config.uplink.backfill,
-    requestsPerMinute: config.uplink.requests_per_minute,
+    // The current pace: with a fleet share, the backlog that warrants import jobs shrinks with it.
+    requestsPerMinute: () => budget.ratePerMinute,
     batchSize: config.uplink.batch_size,
     itemIdField: config.service.item_id_field,
     dir: join(dataDir, 'import'),
@@ -174,6 +176,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
 
   let http: LocalHttpServer | null = null;
   let annotations: AnnotationsRuntime | null = null;
+  let fleet: FleetRuntime | null = null;
   let untapAnnotations: (() => void) | null = null;
   let closed = false;
   const configStatus: ConfigStatus = { path: options.configPath ?? null, loaded_at: new Date(startedAt).toISOString(), reloads_applied: 0, reloads_refused: 0, last_reload: null };
@@ -236,6 +239,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       set_aside: { samples: setAside },
       backlog_eta_s: eta,
       ...(annotations ? { annotations: annotations.status() } : {}),
+      ...(fleet ? { fleet: { broker: fleet.broker(), budget_sharing: fleet.sharing() } } : {}),
       config: structuredClone(configStatus),
     };
   };
@@ -314,6 +318,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     await reloading.catch(() => undefined);
     await annotations?.close();
     await Promise.all([sync.stop(3_000), backfill.stop()]);
+    // Gives the budget share back to the other gateways and says "stopped" on the plant broker.
+    await fleet?.stop();
     budget.close();
     await http?.close();
     await client.close();
@@ -326,6 +332,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   };
 
   try {
+    if (config.fleet?.mqtt) {
+      // Loaded only when configured (an MQTT client to the plant broker).
+      const { startFleet } = await import('../fleet/index.js');
+      fleet = startFleet({ config, budget, status, logger: logger.child({ component: 'fleet' }), metrics, clock });
+    }
     sync.start();
     backfill.start();
     if (config.http.enabled) {

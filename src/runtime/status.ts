@@ -2,6 +2,7 @@ import type { BufferStats } from '../buffer/sample-buffer.js';
 import type { SourceStatus } from '../core/source.js';
 import type { UplinkCondition } from '../uplink/uplink-health.js';
 import type { BackfillStats } from '../uplink/backfill.js';
+import type { SharingStatus } from '../uplink/budget-sharing.js';
 
 /** Everything `/status`, `edge-gateway status` and the status line show. Secrets never appear here. */
 export interface GatewayStatus {
@@ -39,6 +40,8 @@ export interface GatewayStatus {
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
   annotations?: Record<string, unknown>;
+  /** The plant broker link and the shared request budget (fleet.mqtt, uplink.budget_sharing). */
+  fleet?: { broker: { url: string; connected: boolean; client_id: string; prefix: string }; budget_sharing: SharingStatus | null };
   /** The configuration file and its hot reloads (SIGHUP or a change of the file). */
   config: ConfigStatus;
   /**

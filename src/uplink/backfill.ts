@@ -21,7 +21,8 @@ export interface BackfillOptions {
   client: TrackingClient;
   health: UplinkHealth;
   config: BackfillConfig;
-  requestsPerMinute: number;
+  /** The budget's pacing rate; a function when it moves (a fleet share, budget-sharing.ts). */
+  requestsPerMinute: number | (() => number);
   batchSize: number;
   itemIdField: string;
   /** Directory for import files (created; leftovers removed at start). */
@@ -92,7 +93,8 @@ export class BackfillManager {
 
   /** Samples per second the sync path can send at the budget. */
   get syncCapacityPerSecond(): number {
-    return (this.o.requestsPerMinute / 60) * this.o.batchSize * SYNC_SHARE;
+    const perMinute = typeof this.o.requestsPerMinute === 'function' ? this.o.requestsPerMinute() : this.o.requestsPerMinute;
+    return (perMinute / 60) * this.o.batchSize * SYNC_SHARE;
   }
 
   /** Backlog (samples) above which import jobs are used. */

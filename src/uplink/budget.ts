@@ -30,8 +30,14 @@ interface Waiter {
  * Time comes from the monotonic clock.
  */
 export class RequestBudget {
-  private readonly ratePerMs: number;
-  private readonly capacity: number;
+  private ratePerMs: number;
+  private capacity: number;
+  /** Pacing rate in force (requests/min): `perMinute` unless a fleet share lowered it (setRate). */
+  private pacePerMinute: number;
+  /** Total ms during which at least one call waited (a sign that the budget, not the work, limits). */
+  private waitedMs = 0;
+  private waitingSince: number | null = null;
+  private rateLimitedListener: (() => void) | null = null;
   private tokens: number;
   private lastRefill: number;
   /** Monotonic times of recent grants, as a ring of `perMinute` entries (the sliding window). */
@@ -50,11 +56,55 @@ export class RequestBudget {
     if (!(perMinute > 0)) throw new RangeError(`requests per minute must be positive, got ${perMinute}`);
     this.ratePerMs = perMinute / 60_000;
     this.capacity = Math.max(1, Math.floor(perMinute / 60));
+    this.pacePerMinute = perMinute;
     this.tokens = this.capacity;
     this.lastRefill = clock.monotonic();
     // A window of more than 200k entries would cost memory for budgets no real service grants.
     this.window = perMinute <= 200_000 ? new Float64Array(perMinute) : null;
     metrics?.uplinkBudgetPerMinute.set(perMinute);
+  }
+
+  /** The pacing rate in force, requests per minute (≤ `perMinute`). */
+  get ratePerMinute(): number {
+    return this.pacePerMinute;
+  }
+
+  /**
+   * Changes the pacing rate (a fleet share, src/uplink/budget-sharing.ts). The sliding window keeps
+   * `perMinute` as the hard ceiling; only the token bucket follows the new rate, so a share that
+   * shrinks slows this gateway at once without stalling it until its past minute ages out (the
+   * service's window frees slots at the old aggregate rate, so the fleet as a whole stays within it).
+   */
+  setRate(perMinute: number): void {
+    const next = Math.min(this.perMinute, Math.max(1, perMinute));
+    if (next === this.pacePerMinute) return;
+    const now = this.clock.monotonic();
+    this.refill(now);
+    this.pacePerMinute = next;
+    this.ratePerMs = next / 60_000;
+    this.capacity = Math.max(1, Math.floor(next / 60));
+    this.tokens = Math.min(this.tokens, this.capacity);
+    // A waiter scheduled for the old rate is re-planned.
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.pump();
+    }
+  }
+
+  /** Ms during which calls waited for the budget, in total (its growth rate tells saturation). */
+  waitedTotalMs(): number {
+    return this.waitedMs + (this.waitingSince === null ? 0 : this.clock.monotonic() - this.waitingSince);
+  }
+
+  /** Called by the client when the service answered 429 (the fleet share reacts, AIMD). */
+  onRateLimited(listener: (() => void) | null): void {
+    this.rateLimitedListener = listener;
+  }
+
+  /** The client reports a 429 here. */
+  rateLimited(): void {
+    this.rateLimitedListener?.();
   }
 
   /** Resolves when this call may go. Rejects if `signal` aborts first. */
@@ -68,11 +118,16 @@ export class RequestBudget {
           const q = this.queues.get(priority)!;
           const i = q.indexOf(waiter);
           if (i >= 0) q.splice(i, 1);
+          if (this.noneWaiting() && this.waitingSince !== null) {
+            this.waitedMs += this.clock.monotonic() - this.waitingSince;
+            this.waitingSince = null;
+          }
           reject(signal.reason ?? new Error('aborted'));
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       this.queues.get(priority)!.push(waiter);
+      if (this.waitingSince === null) this.waitingSince = this.clock.monotonic();
       this.pump();
     });
   }
@@ -163,7 +218,13 @@ export class RequestBudget {
     if (this.timer) return;
     for (;;) {
       const next = this.nextWaiter();
-      if (!next) return;
+      if (!next) {
+        if (this.waitingSince !== null) {
+          this.waitedMs += this.clock.monotonic() - this.waitingSince;
+          this.waitingSince = null;
+        }
+        return;
+      }
       const now = this.clock.monotonic();
       const delay = this.delayUntilGrant(now);
       if (delay > 0) {

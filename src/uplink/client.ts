@@ -243,6 +243,7 @@ export class TrackingClient {
           return { status: 401, ok: false, body: undefined, error: { code: 'token_rejected', message: err.message }, afterTokenRenewal: true, durationMs: elapsed() };
         }
         if (err.status === 429) {
+          this.o.budget.rateLimited();
           return { status: 429, ok: false, body: undefined, error: { code: 'rate_limit_exceeded', message: err.message }, retryAfterMs: err.retryAfterMs, durationMs: elapsed() };
         }
       }
@@ -296,6 +297,7 @@ export class TrackingClient {
       }
     }
     const ok = status >= 200 && status < 300;
+    if (status === 429) this.o.budget.rateLimited();
     const result: ApiResult & { credential?: string } = { status, ok, body: parsed, requestId, durationMs: elapsed(), credential };
     if (ok) {
       this.o.metrics.uplinkLastSuccess.set(this.o.clock.now() / 1000);

@@ -75,6 +75,22 @@ export const backfillSchema = z
   })
   .meta({ description: 'Backfill of old backlog through import jobs' });
 
+export const budgetSharingSchema = z
+  .strictObject({
+    mode: z
+      .enum(['off', 'fleet'])
+      .default('off')
+      .meta({ description: 'off: requests_per_minute is this gateway\'s own budget. fleet: requests_per_minute is the budget of the whole address (every gateway behind the same NAT/IP), shared fairly among the gateways of the same group through the plant broker (needs fleet.mqtt)' }),
+    group: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,60}$/, { error: 'must be 1-60 letters, digits, ".", "_" or "-"' })
+      .default('default')
+      .meta({ description: 'Gateways that share one address (and so one rate limit) use the same group; give each public address its own', examples: ['plant-a-nat'] }),
+    announce_interval: durationMs({ min: 500, max: 60_000 }).default(2_000).meta({ description: 'How often this gateway announces its demand', examples: ['2s'] }),
+    lease: durationMs({ min: 2_000, max: 600_000 }).default(15_000).meta({ description: 'An announcement not refreshed within this time is dropped and its share goes to the others', examples: ['15s'] }),
+  })
+  .meta({ description: 'Sharing the per-address request budget (§8) among the gateways behind one address' });
+
 export const uplinkSchema = z
   .strictObject({
     requests_per_minute: z
@@ -83,14 +99,16 @@ export const uplinkSchema = z
       .min(1)
       .max(1_000_000)
       .default(1_400)
-      .meta({ description: `Request budget for every call to the service together, token calls and polls included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8); keep headroom for other clients behind the same IP`, examples: [1400] }),
+      .meta({ description: `Request budget for every call to the service together, token calls and polls included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8); keep headroom for other clients behind the same IP. With budget_sharing.mode fleet: the budget of the whole address, divided among the gateways behind it`, examples: [1400] }),
     batch_size: z.number().int().min(1).max(MAX_BATCH_ITEMS).default(MAX_BATCH_ITEMS).meta({ description: 'Samples per synchronous batch request (§8: at most 200)', examples: [200] }),
     flush_interval: durationMs({ min: 0, max: 60_000 }).default(1_000).meta({ description: 'How long a partial batch may wait for more samples before it is sent', examples: ['1s'] }),
     max_in_flight: z.number().int().min(1).max(32).default(4).meta({ description: 'Batch requests outstanding at the same time (raise it on slow links)' }),
     backfill: backfillSchema.prefault({}),
+    budget_sharing: budgetSharingSchema.prefault({}),
   })
   .meta({ description: 'Delivery to the tracking service' });
 
 export type ServiceConfig = z.output<typeof serviceSchema>;
 export type UplinkConfig = z.output<typeof uplinkSchema>;
+export type BudgetSharingConfig = z.output<typeof budgetSharingSchema>;
 export type BackfillConfig = z.output<typeof backfillSchema>;

@@ -67,4 +67,36 @@ describe('RequestBudget', () => {
     budget.close(new Error('closing'));
     await expect(closed).rejects.toThrow('closing');
   });
+
+  it('follows a new pacing rate at once (a fleet share), keeping priorities', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    try {
+      const clock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
+      const budget = new RequestBudget(600, clock); // ceiling 10/s
+      budget.setRate(60); // share: 1/s
+      expect(budget.ratePerMinute).toBe(60);
+      const grants: number[] = [];
+      for (let i = 0; i < 100; i++) budget.acquire('data').then(() => grants.push(performance.now()), () => undefined);
+      await vi.advanceTimersByTimeAsync(10_000);
+      // About 1/s (plus the one-token burst), not the ceiling's 10/s.
+      expect(grants.length).toBeGreaterThanOrEqual(9);
+      expect(grants.length).toBeLessThanOrEqual(12);
+      // Calls waited the whole time: the budget, not the work, was the limit.
+      expect(budget.waitedTotalMs()).toBeGreaterThan(9_000);
+      let annotationAt = -1;
+      budget.acquire('annotation').then(() => (annotationAt = performance.now()), () => undefined);
+      budget.setRate(6_000); // above the ceiling: clamped to 600/min
+      expect(budget.ratePerMinute).toBe(600);
+      const before = grants.length;
+      await vi.advanceTimersByTimeAsync(2_000);
+      // The annotation went ahead of the data calls queued before it.
+      expect(annotationAt).toBeGreaterThanOrEqual(0);
+      expect(annotationAt).toBeLessThanOrEqual(grants[before]);
+      // The rest of the queue at about 10/s.
+      expect(grants.length - before).toBeGreaterThanOrEqual(15);
+      budget.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

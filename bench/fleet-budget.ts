@@ -1,0 +1,328 @@
+/**
+ * Benchmark (issue 17): four gateways behind one address share the service's per-IP limit.
+ *
+ * One emulator limits 1,500 requests/min per IP; every gateway runs in its own process from
+ * 127.0.0.1 with a prefilled backlog (import jobs off, so every request is a 200-item batch), and
+ * the fleet exchanges its demand through a real mosquitto. Three runs, measured at the emulator
+ * (aggregate, 429s) and at each gateway's /metrics (its own requests):
+ *
+ *   baseline A  today's fixed budgets, the limit split by four (375/min each)
+ *   baseline B  today's fixed budgets, the limit given to each (1,500/min each)
+ *   fleet       uplink.budget_sharing.mode: fleet, requests_per_minute 1,400 for the address:
+ *               3 gateways start; a 4th joins (time until it has 75 % of its fair share); 60 s steady
+ *               with 4; the 4th is killed with SIGKILL (time until the other three use 90 % of the
+ *               address budget); the 4th comes back idle (a small live source) and the busy three
+ *               are measured again.
+ *
+ *   nice -n 5 npx tsx bench/fleet-budget.ts
+ *   BENCH_SECONDS=30 nice -n 5 npx tsx bench/fleet-budget.ts    # shorter measuring windows
+ *
+ * Targets: aggregate >= 90 % of the limit, 429s <= 2 % of requests, every gateway within +-25 % of the
+ * fair share; join and give-back within 60 s; an idle gateway's share used by the others.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { freePort, getJson, NOISY_MACHINE_NOTE, postJson, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
+import { prefillBuffer } from './prefill.js';
+
+const LIMIT = 1_500;
+const FLEET_BUDGET = Number(process.env.BENCH_FLEET_BUDGET ?? 1_400);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
+const N = 4;
+const VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
+/** Enough backlog that no gateway runs dry in any phase (at most ~6 min at the whole limit). */
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 700_000);
+const MOSQUITTO = '/usr/sbin/mosquitto';
+
+type Stats = { requests: Record<string, Record<string, number>> };
+const emuCount = (s: Stats, status?: string) =>
+  Object.entries(s.requests).reduce((n, [route, by]) => n + (route.startsWith('GET /_') || route.startsWith('POST /_') ? 0 : status ? by[status] ?? 0 : Object.values(by).reduce((a, b) => a + b, 0)), 0);
+
+const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
+const now = () => performance.now() / 1000;
+
+interface Gw {
+  name: string;
+  proc: Proc;
+  port: number;
+}
+
+/** Requests this gateway sent, from its /metrics: total and 429s. */
+async function requestsOf(gw: Gw): Promise<{ total: number; r429: number }> {
+  const res = await fetch(`http://127.0.0.1:${gw.port}/metrics`);
+  const text = await res.text();
+  let total = 0;
+  let r429 = 0;
+  for (const line of text.split('\n')) {
+    const m = /^gateway_uplink_requests_total\{([^}]*)\} (\d+(?:\.\d+)?)/.exec(line);
+    if (!m) continue;
+    const v = Number(m[2]);
+    total += v;
+    if (m[1].includes('status="429"')) r429 += v;
+  }
+  return { total, r429 };
+}
+
+/** Per-gateway request rates (per minute) over a sliding window, sampled every second. */
+class RateWatch {
+  private samples = new Map<string, Array<{ t: number; total: number }>>();
+  private timer: NodeJS.Timeout;
+  constructor(private gws: () => Gw[]) {
+    this.timer = setInterval(() => void this.sample(), 1_000);
+  }
+  private async sample() {
+    const t = now();
+    await Promise.all(
+      this.gws().map(async (g) => {
+        try {
+          const r = await requestsOf(g);
+          const list = this.samples.get(g.name) ?? [];
+          list.push({ t, total: r.total });
+          if (list.length > 120) list.shift();
+          this.samples.set(g.name, list);
+        } catch {
+          /* a gateway starting or stopping */
+        }
+      }),
+    );
+  }
+  perMinute(name: string, windowS = 10): number {
+    const list = this.samples.get(name) ?? [];
+    if (list.length < 2) return 0;
+    const last = list[list.length - 1];
+    const first = list.find((s) => s.t >= last.t - windowS) ?? list[0];
+    return last.t > first.t ? ((last.total - first.total) / (last.t - first.t)) * 60 : 0;
+  }
+  forget(name: string) {
+    this.samples.delete(name);
+  }
+  stop() {
+    clearInterval(this.timer);
+  }
+}
+
+async function startMosquitto(dir: string): Promise<{ url: string; stop: () => Promise<void> }> {
+  if (!existsSync(MOSQUITTO)) throw new Error(`${MOSQUITTO} is missing (scripts/install-test-deps installs it)`);
+  const port = await freePort();
+  const conf = join(dir, 'mosquitto.conf');
+  writeFileSync(conf, [`user ${userInfo().username}`, 'persistence false', `listener ${port} 127.0.0.1`, 'allow_anonymous true', ''].join('\n'));
+  const child: ChildProcess = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = createConnection(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), resolve(true)));
+      s.once('error', () => resolve(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error('mosquitto did not start');
+    await sleep(0.1);
+  }
+  return { url: `mqtt://127.0.0.1:${port}`, stop: async () => void (child.exitCode === null && child.kill('SIGTERM')) };
+}
+
+const root = mkdtempSync(join(tmpdir(), 'gw-bench-fleet-'));
+const templates: string[] = [];
+
+async function startGw(i: number, opts: { emuBase: string; perMinute: number; sharing: boolean; broker?: string; idle?: boolean; run: string }): Promise<Gw> {
+  const name = `gw${i + 1}`;
+  const dir = join(root, opts.run, name);
+  mkdirSync(dir, { recursive: true });
+  const bufferPath = join(dir, 'buffer.db');
+  if (!opts.idle) copyFileSync(templates[i], bufferPath);
+  const port = await freePort();
+  const proc = await startGatewayProcess(
+    {
+      gateway: { name, data_dir: join(dir, 'data'), status_interval: 0 },
+      log: { level: 'info', format: 'json' },
+      service: { base_url: `${opts.emuBase}/tracking/v1`, auth_url: opts.emuBase, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
+      uplink: { requests_per_minute: opts.perMinute, max_in_flight: 4, backfill: { enabled: false }, budget_sharing: { mode: opts.sharing ? 'fleet' : 'off' } },
+      buffer: { path: bufferPath },
+      http: { enabled: true, host: '127.0.0.1', port },
+      ...(opts.idle ? { generator: [{ name: 'live', variables: VARS, interval: '1s' }] } : {}),
+      ...(opts.broker ? { fleet: { mqtt: { url: opts.broker, prefix: `bench/${opts.run}`, interval: '5s', keepalive: '5s' } } } : {}),
+    },
+    dir,
+  );
+  return { name, proc, port };
+}
+
+interface Window {
+  aggregate: number;
+  r429: number;
+  requests: number;
+  perGateway: Record<string, number>;
+}
+
+/** One measuring window: the emulator's counts and each gateway's own. */
+async function measure(emuBase: string, gws: Gw[], seconds: number): Promise<Window> {
+  const a = await getJson<Stats>(`${emuBase}/_emulator/stats`);
+  const ga = await Promise.all(gws.map(requestsOf));
+  const t0 = now();
+  await sleep(seconds);
+  const b = await getJson<Stats>(`${emuBase}/_emulator/stats`);
+  const gb = await Promise.all(gws.map(requestsOf));
+  const dt = now() - t0;
+  const requests = emuCount(b) - emuCount(a);
+  return {
+    aggregate: (requests / dt) * 60,
+    r429: emuCount(b, '429') - emuCount(a, '429'),
+    requests,
+    perGateway: Object.fromEntries(gws.map((g, i) => [g.name, ((gb[i].total - ga[i].total) / dt) * 60])),
+  };
+}
+
+function fairness(w: Window, names: string[], fair: number): { worst: number; ok: boolean } {
+  let worst = 0;
+  for (const n of names) worst = Math.max(worst, Math.abs(w.perGateway[n] / fair - 1));
+  return { worst, ok: worst <= 0.25 };
+}
+
+const row = (label: string, w: Window, names: string[], fair: number | null) => {
+  const f = fair === null ? null : fairness(w, names, fair);
+  return {
+    run: label,
+    'aggregate/min': Math.round(w.aggregate),
+    'of limit': `${((w.aggregate / LIMIT) * 100).toFixed(1)} %`,
+    '429s': w.r429,
+    '429 share': `${((w.r429 / Math.max(1, w.requests)) * 100).toFixed(2)} %`,
+    'per gateway/min': names.map((n) => Math.round(w.perGateway[n])).join(' / '),
+    'worst vs fair': f === null ? '-' : `${(f.worst * 100).toFixed(0)} %`,
+  };
+};
+
+const emu = await startEmulatorProcess({ port: await freePort(), rateLimit: LIMIT, dir: root });
+const broker = await startMosquitto(root);
+const watchList: Gw[] = [];
+const watch = new RateWatch(() => watchList);
+const stopAll = async (gws: Gw[]) => {
+  await Promise.all(gws.map((g) => g.proc.stop()));
+  for (const g of gws) {
+    watchList.splice(watchList.indexOf(g), 1);
+    watch.forget(g.name);
+  }
+};
+try {
+  process.stdout.write(`prefilling ${N} buffers with ${BACKLOG.toLocaleString('en-US')} samples each ...\n`);
+  for (let i = 0; i < N; i++) {
+    const p = join(root, `template-${i}.db`);
+    await prefillBuffer(p, BACKLOG, VARS, Date.UTC(2026, 0, 1) + i * 3_600_000_000);
+    templates.push(p);
+  }
+  const names = Array.from({ length: N }, (_, i) => `gw${i + 1}`);
+
+  // ---- baselines: today's fixed budgets
+  const baselines: Array<{ label: string; w: Window }> = [];
+  let baselineIdle: Window | null = null;
+  for (const [label, perMinute] of [
+    [`A fixed ${LIMIT / N}/min each`, LIMIT / N],
+    [`B fixed ${LIMIT}/min each`, LIMIT],
+  ] as const) {
+    process.stdout.write(`baseline ${label} ...\n`);
+    await postJson(`${emu.base}/_emulator/reset`, {});
+    const gws = await Promise.all(names.map((_, i) => startGw(i, { emuBase: emu.base, perMinute, sharing: false, run: `base-${perMinute}` })));
+    watchList.push(...gws);
+    await sleep(WARMUP);
+    baselines.push({ label, w: await measure(emu.base, gws, SECONDS) });
+    if (perMinute === LIMIT / N) {
+      // The same fixed split with gw4 idle: what it leaves unused stays unused.
+      await stopAll([gws[3]]);
+      gws[3] = await startGw(3, { emuBase: emu.base, perMinute, sharing: false, idle: true, run: 'base-idle' });
+      watchList.push(gws[3]);
+      await sleep(WARMUP);
+      baselineIdle = await measure(emu.base, gws, SECONDS);
+    }
+    await stopAll(gws);
+  }
+
+  // ---- fleet: shared budget through mosquitto
+  process.stdout.write('fleet: 3 gateways start ...\n');
+  await postJson(`${emu.base}/_emulator/reset`, {});
+  const fleetOpts = { emuBase: emu.base, perMinute: FLEET_BUDGET, sharing: true, broker: broker.url, run: 'fleet' };
+  const first3 = await Promise.all([0, 1, 2].map((i) => startGw(i, fleetOpts)));
+  watchList.push(...first3);
+  await sleep(WARMUP);
+  const three = await measure(emu.base, first3, Math.min(SECONDS, 30));
+
+  process.stdout.write('fleet: the 4th joins ...\n');
+  const tJoin = now();
+  let g4 = await startGw(3, fleetOpts);
+  watchList.push(g4);
+  const fair4 = FLEET_BUDGET / N;
+  let joinS: number | null = null;
+  while (now() - tJoin < 120) {
+    await sleep(1);
+    if (watch.perMinute('gw4', 5) >= 0.75 * fair4) {
+      joinS = now() - tJoin;
+      break;
+    }
+  }
+  await sleep(10);
+  process.stdout.write('fleet: 4 gateways steady ...\n');
+  const four = await measure(emu.base, [...first3, g4], SECONDS);
+
+  process.stdout.write('fleet: the 4th is killed (SIGKILL) ...\n');
+  const tKill = now();
+  await g4.proc.stop('SIGKILL');
+  watchList.splice(watchList.indexOf(g4), 1);
+  watch.forget('gw4');
+  let giveBackS: number | null = null;
+  while (now() - tKill < 120) {
+    await sleep(1);
+    // Rates over samples taken after the kill only (a window of up to 5 s, at least 2 s).
+    const w = Math.min(5, now() - tKill - 1);
+    const sum = first3.reduce((n, g) => n + watch.perMinute(g.name, w), 0);
+    if (w >= 2 && sum >= 0.9 * FLEET_BUDGET) {
+      giveBackS = now() - tKill;
+      break;
+    }
+  }
+
+  process.stdout.write('fleet: the 4th comes back idle (20 samples/s live) ...\n');
+  g4 = await startGw(3, { ...fleetOpts, idle: true, run: 'fleet-idle' });
+  watchList.push(g4);
+  await sleep(WARMUP);
+  const idle = await measure(emu.base, [...first3, g4], SECONDS);
+  await stopAll([...first3, g4]);
+
+  // ---- report
+  const fairLimit = LIMIT / N;
+  process.stdout.write(`\nFour gateways, one address: emulator limit ${LIMIT}/min per IP, ${SECONDS} s windows after ${WARMUP} s warm-up; fleet budget ${FLEET_BUDGET}/min shared through mosquitto\n\n`);
+  process.stdout.write(
+    `${table([
+      ...baselines.map((b) => row(`baseline ${b.label}`, b.w, names, fairLimit)),
+      ...(baselineIdle ? [row(`baseline A, 3 busy + gw4 idle`, baselineIdle, names, null)] : []),
+      row('fleet: 3 gateways', three, names.slice(0, 3), FLEET_BUDGET / 3),
+      row('fleet: 4 gateways (after the join)', four, names, fair4),
+      row('fleet: 3 busy + gw4 idle', idle, names, null),
+    ])}\n\n`,
+  );
+  const fairFour = fairness(four, names, fair4);
+  const busyFair = (FLEET_BUDGET - idle.perGateway.gw4) / 3;
+  const busyOk = names.slice(0, 3).every((n) => idle.perGateway[n] >= 0.9 * busyFair && idle.perGateway[n] > fair4 * 1.1);
+  const base = baselines[0].w;
+  process.stdout.write(`ratio fleet / baseline A (aggregate) = ${(four.aggregate / base.aggregate).toFixed(3)}; fleet 429s ${four.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
+  process.stdout.write(`join: gw4 reached 75 % of its fair share after ${joinS === null ? 'never (120 s)' : `${joinS.toFixed(1)} s`}; give-back after SIGKILL: ${giveBackS === null ? 'never (120 s)' : `${giveBackS.toFixed(1)} s`}\n`);
+  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy three) = ${(names.slice(0, 3).reduce((n, k) => n + idle.perGateway[k], 0) / names.slice(0, 3).reduce((n, k) => n + baselineIdle!.perGateway[k], 0)).toFixed(3)}\n`);
+  process.stdout.write(`idle: gw4 used ${Math.round(idle.perGateway.gw4)}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
+  process.stdout.write(
+    [
+      verdict(four.aggregate >= 0.9 * LIMIT, `aggregate >= 90 % of the limit with 4 gateways (${((four.aggregate / LIMIT) * 100).toFixed(1)} %)`),
+      verdict(four.r429 <= 0.02 * four.requests, `429s <= 2 % of requests (${((four.r429 / Math.max(1, four.requests)) * 100).toFixed(2)} %)`),
+      verdict(fairFour.ok, `every gateway within +-25 % of the fair share (worst ${(fairFour.worst * 100).toFixed(0)} %)`),
+      verdict(joinS !== null && joinS <= 60, `a joining gateway gets its share within 60 s (${joinS?.toFixed(1) ?? '-'} s)`),
+      verdict(giveBackS !== null && giveBackS <= 60, `a killed gateway's share is used by the others within 60 s (${giveBackS?.toFixed(1) ?? '-'} s)`),
+      verdict(busyOk && idle.aggregate >= 0.85 * LIMIT, `an idle gateway's share is used by the busy ones (${names.slice(0, 3).map((n) => Math.round(idle.perGateway[n])).join(' / ')} /min each vs fair ${Math.round(fair4)} with 4 busy)`),
+    ].join('\n') + `\n${NOISY_MACHINE_NOTE}\n`,
+  );
+} finally {
+  watch.stop();
+  await Promise.all(watchList.map((g) => g.proc.stop('SIGKILL')));
+  await broker.stop();
+  await emu.stop();
+  rmSync(root, { recursive: true, force: true });
+}

@@ -1,0 +1,56 @@
+import type { Logger } from 'pino';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
+import type { GatewayStatus } from '../runtime/status.js';
+import type { RequestBudget } from '../uplink/budget.js';
+import { BudgetSharing, type SharingStatus } from '../uplink/budget-sharing.js';
+import { FleetLink } from './broker-link.js';
+import { StatusPublisher } from './status-publisher.js';
+
+export interface FleetRuntime {
+  /** Budget sharing state (null when uplink.budget_sharing.mode is off). */
+  sharing(): SharingStatus | null;
+  broker(): { url: string; connected: boolean; client_id: string; prefix: string };
+  /** Withdraws the budget announcement and publishes the stopped status, then disconnects. */
+  stop(): Promise<void>;
+}
+
+/** Starts the fleet side of a gateway: the plant-broker link, status publishing, budget sharing. */
+export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; status: () => GatewayStatus; logger: Logger; metrics: Metrics; clock: Clock }): FleetRuntime | null {
+  const mqttConfig = o.config.fleet?.mqtt;
+  if (!mqttConfig) return null;
+  const share = o.config.uplink.budget_sharing;
+  const link = new FleetLink({ config: mqttConfig, gateway: o.config.gateway.name, sharing: share.mode === 'fleet', logger: o.logger, metrics: o.metrics, clock: o.clock });
+  const sharing =
+    share.mode === 'fleet'
+      ? new BudgetSharing({
+          budget: o.budget,
+          channel: link,
+          self: o.config.gateway.name,
+          group: share.group,
+          totalPerMinute: o.config.uplink.requests_per_minute,
+          intervalMs: share.announce_interval,
+          leaseMs: share.lease,
+          clock: o.clock,
+          logger: o.logger,
+          metrics: o.metrics,
+        })
+      : null;
+  const publisher = new StatusPublisher({ link, status: o.status, sharing: () => sharing?.status() ?? null, intervalMs: mqttConfig.interval, clock: o.clock, logger: o.logger });
+  link.start();
+  sharing?.start();
+  publisher.start();
+  let stopped: Promise<void> | null = null;
+  return {
+    sharing: () => sharing?.status() ?? null,
+    broker: () => ({ url: mqttConfig.url, connected: link.connected, client_id: link.clientId, prefix: mqttConfig.prefix }),
+    stop: () => {
+      if (!stopped) {
+        sharing?.stop();
+        stopped = publisher.stop();
+      }
+      return stopped;
+    },
+  };
+}

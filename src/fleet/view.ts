@@ -1,0 +1,173 @@
+import type { FleetStatusDoc } from './status-doc.js';
+import { parseFleetTopic } from './topics.js';
+
+/**
+ * The fleet table's model: fed with the messages under `<prefix>/+/status` and `<prefix>/+/last`
+ * (topics.ts), it keeps one entry per gateway and turns them into rows. No I/O here, so the
+ * `edge-gateway fleet` command and a console page can both use it.
+ *
+ * A gateway's figures come from its newest online status; its state from the `status` topic
+ * (online, or the will's offline, or stopped). An online gateway whose status has not been
+ * refreshed for three of its intervals is shown `stale` (its network may be cut while the broker
+ * has not yet noticed: the will comes 1.5 keep-alives after the last packet, MQTT §3.1.2.10).
+ */
+export type FleetState = 'online' | 'stale' | 'offline' | 'stopped';
+
+export interface FleetRow {
+  gateway: string;
+  state: FleetState;
+  /** Why it is offline or stopped (the will's text), else null. */
+  reason: string | null;
+  uplink: string | null;
+  sources_up: number | null;
+  sources_down: number | null;
+  sources_down_names: string[];
+  backlog: number | null;
+  oldest_unsent_age_s: number | null;
+  eta_s: number | null;
+  capacity_left_bytes: number | null;
+  share_per_minute: number | null;
+  last_error: string | null;
+  version: string | null;
+  /** ISO time of the newest online status (what the figures are from), or null when never seen online. */
+  last_status_at: string | null;
+  /** Age of the newest online status by its own time stamp (null when never seen online). */
+  last_status_age_s: number | null;
+  /** Seconds since this viewer last heard from it. */
+  heard_ago_s: number;
+}
+
+interface Entry {
+  status: FleetStatusDoc | null;
+  last: FleetStatusDoc | null;
+  heardAt: number;
+}
+
+const MAX_GATEWAYS = 10_000;
+const MAX_PAYLOAD = 64_000;
+
+export class FleetView {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(readonly prefix: string) {}
+
+  /** Takes one message; returns true when the table changed. Anything malformed is ignored. */
+  ingest(topic: string, payload: Buffer | string, receivedAt: number): boolean {
+    const t = parseFleetTopic(this.prefix, topic);
+    if (!t || t.kind === 'budget') return false;
+    const text = typeof payload === 'string' ? payload : payload.toString('utf8');
+    if (text.length === 0) {
+      // A cleared retained status: the gateway was removed from the fleet.
+      if (t.kind === 'status') return this.entries.delete(t.gateway);
+      return false;
+    }
+    if (text.length > MAX_PAYLOAD) return false;
+    let doc: FleetStatusDoc;
+    try {
+      doc = JSON.parse(text) as FleetStatusDoc;
+    } catch {
+      return false;
+    }
+    if (typeof doc !== 'object' || doc === null || !['online', 'offline', 'stopped'].includes(doc.state)) return false;
+    let e = this.entries.get(t.gateway);
+    if (!e) {
+      if (this.entries.size >= MAX_GATEWAYS) return false;
+      e = { status: null, last: null, heardAt: receivedAt };
+      this.entries.set(t.gateway, e);
+    }
+    if (t.kind === 'status') {
+      e.status = doc;
+      if (doc.state === 'online') e.last = newer(e.last, doc);
+    } else if (doc.state === 'online') {
+      e.last = newer(e.last, doc);
+    }
+    e.heardAt = receivedAt;
+    return true;
+  }
+
+  rows(now: number): FleetRow[] {
+    const out: FleetRow[] = [];
+    for (const [gateway, e] of this.entries) {
+      const figures = e.last ?? (e.status?.state === 'online' ? e.status : null);
+      const current = e.status ?? e.last;
+      let state: FleetState = (current?.state ?? 'offline') as FleetState;
+      const intervalMs = (figures?.interval_s ?? 10) * 1000;
+      if (state === 'online' && now - e.heardAt > 3 * intervalMs) state = 'stale';
+      out.push({
+        gateway,
+        state,
+        reason: state === 'offline' || state === 'stopped' ? current?.reason ?? null : null,
+        uplink: figures?.uplink ?? null,
+        sources_up: figures?.sources?.up ?? null,
+        sources_down: figures?.sources?.down ?? null,
+        sources_down_names: figures?.sources?.down_names ?? [],
+        backlog: figures?.backlog ?? null,
+        oldest_unsent_age_s: figures?.oldest_unsent_age_s ?? null,
+        eta_s: figures?.eta_s ?? null,
+        capacity_left_bytes: figures?.capacity_left_bytes ?? null,
+        share_per_minute: figures?.budget?.share_per_minute ?? null,
+        last_error: figures?.last_error ?? null,
+        version: figures?.version ?? null,
+        last_status_at: figures?.at ?? null,
+        last_status_age_s: ageOf(figures?.at, now),
+        heard_ago_s: Math.max(0, Math.round((now - e.heardAt) / 1000)),
+      });
+    }
+    // Trouble first (offline, stale, stopped), then by name.
+    const rank: Record<FleetState, number> = { offline: 0, stale: 1, stopped: 2, online: 3 };
+    return out.sort((a, b) => rank[a.state] - rank[b.state] || a.gateway.localeCompare(b.gateway));
+  }
+}
+
+/** Seconds since an ISO time (the gateway's clock; skew between machines shows here, never below 0). */
+function ageOf(iso: string | undefined, now: number): number | null {
+  const t = iso === undefined ? NaN : Date.parse(iso);
+  return Number.isFinite(t) ? Math.max(0, Math.round((now - t) / 1000)) : null;
+}
+
+function newer(a: FleetStatusDoc | null, b: FleetStatusDoc): FleetStatusDoc {
+  if (!a) return b;
+  return Date.parse(b.at) >= Date.parse(a.at) ? b : a;
+}
+
+const int = (n: number | null) => (n === null ? '-' : Math.round(n).toLocaleString('en-US'));
+
+function dur(s: number | null): string {
+  if (s === null || !Number.isFinite(s)) return '-';
+  if (s < 90) return `${Math.round(s)}s`;
+  if (s < 5_400) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${(s / 3_600).toFixed(1)}h`;
+  return `${(s / 86_400).toFixed(1)}d`;
+}
+
+function bytes(n: number | null): string {
+  if (n === null) return '-';
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(0)} MB`;
+  return `${Math.round(n / 1e3)} kB`;
+}
+
+/** The rows as a fixed-width text table (what `edge-gateway fleet` prints). */
+export function renderFleetTable(rows: FleetRow[]): string {
+  if (rows.length === 0) return 'no gateway has published a status under this prefix yet\n';
+  const cells = rows.map((r) => ({
+    GATEWAY: r.gateway,
+    STATE: r.state,
+    UPLINK: r.uplink ?? '-',
+    SOURCES: r.sources_up === null ? '-' : `${r.sources_up} up${r.sources_down ? `, ${r.sources_down} down` : ''}`,
+    BACKLOG: int(r.backlog),
+    OLDEST: dur(r.oldest_unsent_age_s),
+    ETA: dur(r.eta_s),
+    'BUFFER LEFT': bytes(r.capacity_left_bytes),
+    'SHARE/MIN': int(r.share_per_minute),
+    VERSION: r.version ?? '-',
+    // For an online gateway: how fresh the figures are; for an offline one: since when it is gone.
+    'LAST STATUS': r.last_status_age_s === null ? '-' : `${dur(r.last_status_age_s)} ago`,
+    'LAST ERROR / REASON': (r.reason ?? r.last_error ?? '').replace(/\s+/g, ' ').slice(0, 80),
+  }));
+  const cols = Object.keys(cells[0]) as Array<keyof (typeof cells)[number]>;
+  const widths = cols.map((c) => Math.max(c.length, ...cells.map((r) => r[c].length)));
+  const line = (vals: string[]) => vals.map((v, i) => (i === vals.length - 1 ? v : v.padEnd(widths[i]))).join('  ').trimEnd();
+  const offline = rows.filter((r) => r.state !== 'online').length;
+  return [line(cols), ...cells.map((r) => line(cols.map((c) => r[c]))), '', `${rows.length} gateways, ${rows.length - offline} online`, ''].join('\n');
+}

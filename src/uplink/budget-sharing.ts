@@ -1,0 +1,207 @@
+import type { Logger } from 'pino';
+import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
+import type { RequestBudget } from './budget.js';
+import { AimdFactor, fairShares } from './fair-share.js';
+
+/**
+ * Sharing one address's request budget among the gateways behind it (issue 17; interface §8: the
+ * service limits requests per IP, all endpoints together) without a coordinator of our own.
+ *
+ * Each gateway announces its demand on the plant's MQTT broker (retained, refreshed every
+ * `intervalMs`, valid for `leaseMs`) and reads everyone else's. Every member computes the same
+ * max-min fair division of `totalPerMinute` from the same table (fair-share.ts) and paces its own
+ * RequestBudget at its part. So:
+ * - a gateway that joins announces itself, and the others shrink as soon as the broker delivers
+ *   the announcement (milliseconds); the joiner starts small until it has read the table;
+ * - one that stops withdraws its announcement (graceful) or its lease runs out / its last will
+ *   says offline (crash), and the others grow at once;
+ * - one that idles announces a small demand, and the others use what it leaves.
+ * A 429 still arrives sometimes (another client behind the address, a table that is seconds out of
+ * date): the share is multiplied by an AIMD factor that a 429 cuts and quiet intervals restore.
+ * While the broker is unreachable the table is frozen (peers are not expired: they are still
+ * there, we just cannot hear them), and the AIMD factor alone reacts.
+ */
+
+export interface Announcement {
+  group: string;
+  /** Requests per minute this gateway would use; `totalPerMinute` when it has more work than budget. */
+  demand_per_min: number;
+  /** How long this announcement stays valid without a refresh. */
+  lease_ms: number;
+}
+
+/** The transport (src/fleet/ implements it over the plant's MQTT broker). */
+export interface ShareChannel {
+  /** Connected to the broker now. */
+  readonly connected: boolean;
+  /** Subscribed, and the retained announcements had time to arrive at least once. */
+  readonly synced: boolean;
+  /** Publishes this gateway's announcement; null withdraws it (graceful stop). */
+  announce(a: Announcement | null): void;
+  /** Calls `listener` for every peer announcement; null when the peer withdrew or went offline. Returns an unsubscribe. */
+  onPeer(listener: (name: string, a: Announcement | null) => void): () => void;
+}
+
+export interface BudgetSharingOptions {
+  budget: RequestBudget;
+  channel: ShareChannel;
+  self: string;
+  group: string;
+  /** The address's whole budget (uplink.requests_per_minute in fleet mode). */
+  totalPerMinute: number;
+  intervalMs: number;
+  leaseMs: number;
+  clock: Clock;
+  logger: Logger;
+  metrics?: Metrics;
+}
+
+/** Share used before the member table has been read: small, so a joiner never causes a 429 wave. */
+const STARTUP_FRACTION = 1 / 8;
+/** Without a broker for this long after start, act alone (AIMD only). */
+const ALONE_AFTER_MS = 10_000;
+/** Smallest demand announced: enough for a token call, polls and an annotation now and then. */
+const MIN_DEMAND_PER_MIN = 6;
+/** Head room on measured use for an unsaturated gateway's demand. */
+const DEMAND_HEADROOM = 1.5;
+
+interface Peer {
+  demand: number;
+  expiresAt: number;
+}
+
+export interface SharingStatus {
+  group: string;
+  total_per_minute: number;
+  share_per_minute: number;
+  demand_per_minute: number;
+  aimd_factor: number;
+  members: Array<{ name: string; demand_per_minute: number }>;
+  broker_connected: boolean;
+}
+
+export class BudgetSharing {
+  private readonly peers = new Map<string, Peer>();
+  private readonly aimd = new AimdFactor();
+  private readonly startedAt: number;
+  private timer: NodeJS.Timeout | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private demand: number;
+  private lastTick: number;
+  private lastGranted: number;
+  private lastWaited: number;
+  private stopped = false;
+
+  constructor(private readonly o: BudgetSharingOptions) {
+    this.startedAt = o.clock.monotonic();
+    this.lastTick = this.startedAt;
+    this.lastGranted = o.budget.totalGranted;
+    this.lastWaited = o.budget.waitedTotalMs();
+    // Until measured, assume there is work: a gateway with nothing to do says so one interval later.
+    this.demand = o.totalPerMinute;
+  }
+
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.unsubscribe = this.o.channel.onPeer((name, a) => this.onPeer(name, a));
+    this.o.budget.onRateLimited(() => this.onRateLimited());
+    this.recompute();
+    this.o.channel.announce(this.announcement());
+    this.timer = setInterval(() => this.tick(), this.o.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Withdraws this gateway's announcement, so the others take its share back at once. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    this.unsubscribe?.();
+    this.o.budget.onRateLimited(null);
+    this.o.channel.announce(null);
+  }
+
+  status(): SharingStatus {
+    const members = [{ name: this.o.self, demand_per_minute: this.demand }, ...[...this.livePeers()].map(([name, p]) => ({ name, demand_per_minute: p.demand }))];
+    return {
+      group: this.o.group,
+      total_per_minute: this.o.totalPerMinute,
+      share_per_minute: Math.round(this.o.budget.ratePerMinute),
+      demand_per_minute: Math.round(this.demand),
+      aimd_factor: Math.round(this.aimd.factor * 100) / 100,
+      members,
+      broker_connected: this.o.channel.connected,
+    };
+  }
+
+  private announcement() {
+    return { group: this.o.group, demand_per_min: Math.round(this.demand), lease_ms: this.o.leaseMs };
+  }
+
+  private tick(): void {
+    const now = this.o.clock.monotonic();
+    const dt = now - this.lastTick;
+    if (dt <= 0) return;
+    const granted = this.o.budget.totalGranted;
+    const waited = this.o.budget.waitedTotalMs();
+    const usedPerMin = ((granted - this.lastGranted) / dt) * 60_000;
+    // Saturated: calls waited for the budget a good part of the interval, or it used nearly all of it.
+    const saturated = waited - this.lastWaited > 0.25 * dt || usedPerMin >= 0.85 * this.o.budget.ratePerMinute;
+    this.lastTick = now;
+    this.lastGranted = granted;
+    this.lastWaited = waited;
+    this.demand = saturated ? this.o.totalPerMinute : Math.min(this.o.totalPerMinute, Math.max(MIN_DEMAND_PER_MIN, Math.ceil(usedPerMin * DEMAND_HEADROOM)));
+    this.aimd.tick(now);
+    this.recompute();
+    this.o.channel.announce(this.announcement());
+  }
+
+  private onPeer(name: string, a: Announcement | null): void {
+    if (name === this.o.self) return;
+    if (a === null || a.group !== this.o.group) {
+      if (this.peers.delete(name)) this.recompute();
+      return;
+    }
+    const before = this.peers.get(name);
+    this.peers.set(name, { demand: a.demand_per_min, expiresAt: this.o.clock.monotonic() + a.lease_ms });
+    if (!before || before.demand !== a.demand_per_min) this.recompute();
+  }
+
+  private onRateLimited(): void {
+    if (this.aimd.cut(this.o.clock.monotonic())) {
+      this.o.logger.info({ factor: this.aimd.factor }, 'the service answered 429: this gateway lowers its share of the address budget for a while');
+      this.recompute();
+    }
+  }
+
+  private *livePeers(): Iterable<[string, Peer]> {
+    const now = this.o.clock.monotonic();
+    for (const [name, p] of this.peers) {
+      // While the broker is unreachable nobody can refresh a lease: keep the table as it was.
+      if (p.expiresAt < now && this.o.channel.connected) {
+        this.peers.delete(name);
+        continue;
+      }
+      yield [name, p];
+    }
+  }
+
+  private recompute(): void {
+    if (this.stopped) return;
+    const now = this.o.clock.monotonic();
+    const total = this.o.totalPerMinute;
+    let share: number;
+    if (!this.o.channel.synced && now - this.startedAt < ALONE_AFTER_MS && this.peers.size === 0) {
+      share = total * STARTUP_FRACTION;
+    } else {
+      const members = [{ name: this.o.self, demand: this.demand }, ...[...this.livePeers()].map(([name, p]) => ({ name, demand: p.demand }))];
+      share = fairShares(total, members).get(this.o.self) ?? total * STARTUP_FRACTION;
+    }
+    const rate = Math.max(1, share * this.aimd.factor);
+    this.o.budget.setRate(rate);
+    this.o.metrics?.uplinkBudgetShare.set(rate);
+    this.o.metrics?.fleetBudgetMembers.set(1 + this.peers.size);
+  }
+}
