@@ -43,6 +43,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
     brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large, too_many_clients)', labelNames: ['reason'], registers: r }),
+    brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
 
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
@@ -85,6 +86,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
+    httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),
 
     // --- process ---
     configReloads: new Counter({ name: 'gateway_config_reloads_total', help: 'Configuration reloads (SIGHUP or a change of the file), by outcome (applied, unchanged, refused)', labelNames: ['outcome'], registers: r }),

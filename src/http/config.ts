@@ -12,6 +12,13 @@ export const httpSchema = z
       .meta({ description: 'Bearer token required for writes to the local API when it listens beyond localhost', examples: [{ env: 'GATEWAY_API_TOKEN' }] }),
     max_body_bytes: byteSize({ min: 1_000, max: 10_000_000 }).default(64_000).meta({ description: 'Largest request body the local API accepts' }),
     rate_limit_per_minute: z.number().int().min(1).default(600).meta({ description: 'Requests per minute per client address to the local API' }),
+    max_connections: z
+      .number()
+      .int()
+      .min(8)
+      .max(10_000)
+      .default(256)
+      .meta({ description: 'Most open connections to the local HTTP server at once; further ones are closed at once (counted in gateway_http_connections_refused_total), so idle or half-sent requests cannot use up the file descriptors the sources and the buffer need', examples: [256] }),
   })
   .meta({ description: 'Local HTTP server: operator (HMI) page, local API, status, metrics, health' });
 

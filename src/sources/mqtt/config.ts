@@ -281,6 +281,26 @@ export const brokerSchema = z
     allow_anonymous: z.boolean().default(false).meta({ description: 'Accept clients without credentials. Needed when username/password are not set; only sensible on an isolated machine network' }),
     max_packet_size: byteSize({ min: 64, max: 268_435_455 }).default(262_144).meta({ description: 'Largest MQTT packet a client may send; a client sending more is disconnected (MQTT 5 §3.1.2.24 semantics)', examples: ['256KiB'] }),
     max_clients: z.number().int().min(1).max(100_000).default(1_000).meta({ description: 'Most clients connected at once; further connections are refused' }),
+    max_unauthenticated: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(64)
+      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+    connect_deadline: durationMs({ min: 500, max: 60_000 })
+      .default(5_000)
+      .meta({ description: 'A connection that has not sent CONNECT within this time is closed (aedes\' own default is 30 s)', examples: ['5s'] }),
+    max_retained: z.number().int().min(0).max(1_000_000).default(10_000).meta({ description: 'Most topics with a retained message; a retained message on a further topic is delivered but not kept (counted in gateway_broker_messages_dropped_total{reason="retained_limit"})', examples: [10_000] }),
+    max_retained_bytes: byteSize({ min: 0, max: 1_073_741_824 }).default(16 * 1_048_576).meta({ description: 'Most payload bytes of all retained messages together', examples: ['16MiB'] }),
+    max_queued_messages: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(1_000)
+      .meta({ description: 'Most QoS 1/2 messages queued for one persistent session (an offline subscriber, or one that has not acknowledged yet); further ones are dropped for that session and counted (reason="queue_limit")', examples: [1_000] }),
+    max_queued_bytes: byteSize({ min: 1_024, max: 4_294_967_296 }).default(64 * 1_048_576).meta({ description: 'Most payload bytes queued for all persistent sessions together', examples: ['64MiB'] }),
   })
   .superRefine((b, ctx) => {
     if (!b.enabled) return;
