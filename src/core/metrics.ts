@@ -53,7 +53,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferCommits: new Counter({ name: 'gateway_buffer_commits_total', help: 'Group-commit transactions written', registers: r }),
     bufferCommittedSamples: new Counter({ name: 'gateway_buffer_committed_samples_total', help: 'Samples durably committed to the buffer', registers: r }),
     bufferCommitSeconds: new Histogram({ name: 'gateway_buffer_commit_seconds', help: 'Duration of one group-commit transaction', buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
-    bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new)', labelNames: ['policy'], registers: r }),
+    bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new; unwritable_at_stop: held in memory when the gateway stopped while the disk refused writes)', labelNames: ['policy'], registers: r }),
     bufferWriteErrors: new Counter({ name: 'gateway_buffer_write_errors_total', help: 'Failed buffer writes, by SQLite error code (SQLITE_FULL ...)', labelNames: ['code'], registers: r }),
     bufferWritable: new Gauge({ name: 'gateway_buffer_writable', help: '1 when the last buffer write succeeded, else 0', registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),

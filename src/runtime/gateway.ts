@@ -332,7 +332,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     } finally {
       owner.release();
     }
-    logger.info('gateway stopped');
+    if (buffer.discardedAtClose > 0) logger.error({ discarded_samples: buffer.discardedAtClose }, `gateway stopped; ${buffer.discardedAtClose} samples held in memory could not be written (the disk refused writes) and are lost`);
+    else logger.info('gateway stopped');
   };
 
   try {
