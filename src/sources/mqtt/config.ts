@@ -44,6 +44,16 @@ const timestampSpec = z
   })
   .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived', examples: [{ path: 'ts', format: 'epoch_ms' }] });
 
+/** Issue 12 §4: without it, a payload naming any mvr_ id writes that variable. */
+const payloadVariables = z
+  .array(z.string().regex(/^mvr_[A-Za-z0-9_]*\*?$/, { error: 'is not a machine variable id (mvr_...) or a prefix ending in "*" (mvr_oven1_*)' }))
+  .optional()
+  .meta({
+    description:
+      'Allow-list for variables named by the payload itself (a metric or Sparkplug metric name that is an mvr_ id, with no mapping entry): exact ids or prefixes ending in "*". A payload-named variable not on the list is refused (reason variable_not_allowed). Not set: any mvr_ name is accepted, so anyone who can publish on the topic can write any variable of the organisation; [] accepts only the mapped names',
+    examples: [['mvr_oven1_*', 'mvr_packer1_rate']],
+  });
+
 const commonSubscription = {
   topic: topicFilter,
   qos,
@@ -109,6 +119,7 @@ const metricsSubscription = z
       examples: [{ 'Packer1.Rate': 'mvr_packer1_rate', 'Packer1.Temp': 'mvr_packer1_temperature' }],
     }),
     timestamp_format: timestampFormat,
+    payload_variables: payloadVariables,
   })
   .meta({ description: 'Vendor metrics-array payloads' });
 
@@ -140,6 +151,7 @@ const sparkplugSubscription = z
         description: 'Metric name → variable; the first entry whose name, group, edge_node and device match wins. A metric whose name is a machine variable id (mvr_...) needs no entry',
         examples: [[{ name: 'Temperature', device: 'oven1', variable: 'mvr_oven1_temperature' }]],
       }),
+    payload_variables: payloadVariables,
     request_rebirth: z.boolean().default(true).meta({
       description: 'Publish a Rebirth request (NCMD "Node Control/Rebirth", spec §6.4.9) when data arrives from an edge node whose BIRTH this gateway has not seen, with an unknown alias, or with a sequence gap. Needs publish permission on spBv1.0/<group>/NCMD/<edge node>',
     }),
