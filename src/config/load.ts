@@ -171,6 +171,13 @@ function warningsFor(config: GatewayConfig): string[] {
   if (config.uplink.requests_per_minute > 1_500) {
     warnings.push(`uplink.requests_per_minute: ${config.uplink.requests_per_minute} is above the service limit of 1,500 per minute per IP (§8); expect 429 responses`);
   }
+  // Issue 12 §3: credentials and data in clear text across the plant network.
+  for (const [setting, url] of [['service.base_url', config.service.base_url], ['service.auth_url', config.service.auth_url]] as const) {
+    if (!url) continue;
+    const u = new URL(url);
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    if (u.protocol === 'http:' && !isLoopback(host)) warnings.push(`${setting}: ${url} is plain http:// to ${host}, which is not this machine: credentials and data cross the network unencrypted; use https://`);
+  }
   if (config.http.enabled && !isLoopback(config.http.host) && !config.http.api_token) {
     warnings.push(`http.host: ${config.http.host} is reachable from the network but http.api_token is not set; writes to the local API will be refused`);
   }
