@@ -42,7 +42,7 @@ const timestampSpec = z
     path: jsonPath.meta({ description: 'Where the timestamp sits in the JSON payload', examples: ['ts', 'header.time'] }),
     format: timestampFormat,
   })
-  .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived', examples: [{ path: 'ts', format: 'epoch_ms' }] });
+  .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived: a QoS 1/2 message the broker delivers again after a crash of the gateway (received, not yet acknowledged) then gets a new timestamp and becomes a second value upstream. Set it wherever the payload carries a time', examples: [{ path: 'ts', format: 'epoch_ms' }] });
 
 /** Issue 12 §4: without it, a payload naming any mvr_ id writes that variable. */
 const payloadVariables = z
@@ -67,7 +67,7 @@ const commonSubscription = {
 
 const numberSubscription = z
   .strictObject({
-    format: z.literal('number').meta({ description: 'The payload is one value as text: 42.5, -3, 1e3, true or false' }),
+    format: z.literal('number').meta({ description: 'The payload is one value as text: 42.5, -3, 1e3, true or false. It carries no time, so the sample is stamped on arrival: a message redelivered after a crash of the gateway becomes a second value upstream (use json with a timestamp path where that matters)' }),
     ...commonSubscription,
     variable: machineVariableId.optional().meta({ description: 'Variable every message on this topic is stored under', examples: ['mvr_packer1_rate'] }),
     variable_from_topic: z
@@ -222,7 +222,7 @@ export const connectionSchema = z
       .optional()
       .meta({ description: 'MQTT client id. Must be unique on the broker and stable, because the broker keeps the persistent session (and the messages for it) under this id. Default: edge-gateway-<host name>-<connection name>', examples: ['edge-gw-line3'] }),
     clean: z.boolean().default(false).meta({
-      description: 'Start a clean session on every connect. false (default) keeps a persistent session: QoS 1/2 messages published while the gateway is stopped or disconnected wait at the broker and arrive on reconnect',
+      description: 'Start a clean session on every connect. false (default) keeps a persistent session: QoS 1/2 messages published while the gateway is stopped or disconnected wait at the broker and arrive on reconnect. The broker bounds that queue: mosquitto keeps at most max_queued_messages (default 1000) per client and drops the rest ("Outgoing messages are being dropped for client ..." in its log), so a restart under load loses messages there. Raise max_queued_messages (and max_queued_bytes) in mosquitto.conf to cover the longest stop at your message rate',
     }),
     session_expiry: durationMs({ min: 1_000, max: 4_294_967_000 })
       .default(7 * 86_400_000)
