@@ -101,7 +101,7 @@ if (isEntryPoint()) {
         process.stderr.write(`edge-gateway: ${err.message}\n`);
         process.exitCode = 2;
       } else if (err instanceof ConfigError) {
-        process.stderr.write(`edge-gateway: configuration is not valid:\n  ${err.problems.join('\n  ')}\n`);
+        process.stderr.write(`edge-gateway: configuration ${err.file ? `${err.file} ` : ''}is not valid:\n  ${err.problems.join('\n  ')}\n`);
         process.exitCode = 2;
       } else {
         process.stderr.write(`edge-gateway: ${describeError(err)}\n`);

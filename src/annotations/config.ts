@@ -162,6 +162,12 @@ export const annotationsSectionSchema = z
     retention: durationMs({ min: 3_600_000, max: 3_650 * 86_400_000 })
       .default(30 * 86_400_000)
       .meta({ description: 'Delivered and refused entries are kept this long for the list, then deleted; queued entries are never deleted', examples: ['30d'] }),
+    max_age: durationMs({ min: 60_000, max: 100 * 365 * 86_400_000 })
+      .default(5 * 365 * 86_400_000)
+      .meta({ description: 'Annotation times (occurred_at, started_at, ended_at, the "at" of a downtime start/stop) older than this are refused as implausible: a PLC or panel whose clock was reset sends 1970 or 2000', examples: ['1825d'] }),
+    max_ahead: durationMs({ min: 0, max: 365 * 86_400_000 })
+      .default(86_400_000)
+      .meta({ description: 'Annotation times further in the future than this are refused as implausible', examples: ['1d'] }),
   })
   .superRefine((s, ctx) => {
     const keys = new Map<string, number>();

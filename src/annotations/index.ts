@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { guardedInterval } from '../core/guarded-timer.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
@@ -131,14 +132,17 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   }
 
   let lastPurge = clock.monotonic();
-  const timer = setInterval(() => {
-    refreshGauges();
-    if (clock.monotonic() - lastPurge >= PURGE_EVERY_MS) {
-      lastPurge = clock.monotonic();
-      purge();
-    }
-  }, HOUSEKEEPING_MS);
-  timer.unref();
+  const timer = guardedInterval(
+    () => {
+      refreshGauges();
+      if (clock.monotonic() - lastPurge >= PURGE_EVERY_MS) {
+        lastPurge = clock.monotonic();
+        purge();
+      }
+    },
+    HOUSEKEEPING_MS,
+    (err) => logger.warn({ err: describeError(err) }, 'annotations housekeeping failed; retrying at the next tick'),
+  );
 
   sender.start();
   trigger?.start();

@@ -7,7 +7,7 @@ import type { AnnotationsConfig, MachineConfig } from './config.js';
 import { newExternalId } from './external-id.js';
 import { sameContent, type NewAnnotation, type Origin, type OutboxEntry, type SiteRef } from './model.js';
 import type { AnnotationStore, DowntimeRow } from './store.js';
-import { checkText, isObject, isProblem, parseDateTime, show, validateAnnotationInput, type Problem, type ValidationContext } from './validate.js';
+import { checkPlausible, checkText, isObject, isProblem, parseDateTime, show, validateAnnotationInput, type Problem, type ValidationContext } from './validate.js';
 
 /**
  * What every entry point (local API, HMI page, MQTT trigger, CLI) calls: create an annotation,
@@ -69,7 +69,7 @@ export class AnnotationService {
   constructor(private readonly o: ServiceOptions) {
     this.site = o.config.site;
     this.machines = new Map(o.config.machines.map((m: MachineConfig) => [m.key, { key: m.key, name: m.name ?? m.key, machineVariables: m.machine_variables, reasons: m.reasons ?? o.config.reasons }]));
-    this.validation = { defaultSite: this.site, machines: this.machines };
+    this.validation = { defaultSite: this.site, machines: this.machines, plausible: { now: () => o.clock.now(), maxAgeMs: o.config.max_age, maxAheadMs: o.config.max_ahead } };
   }
 
   /** Creates an instant or range annotation from a §2.3 body (API, MQTT, CLI). */
@@ -212,8 +212,9 @@ export class AnnotationService {
     let at: number | null = null;
     if (body.at !== undefined && body.at !== null) {
       const t = parseDateTime(body.at, 'at');
-      if (isProblem(t)) problems.push(t);
-      else at = t;
+      const implausible = isProblem(t) ? t : checkPlausible(t, body.at, 'at', this.validation);
+      if (implausible) problems.push(implausible);
+      else at = t as number;
     }
     if (problems.length > 0) throw this.invalid(problems, origin);
     return { reason, text, at };

@@ -36,6 +36,23 @@ export interface ValidationContext {
   defaultSite: SiteRef;
   /** Configured machines by key: their machine variables. */
   machines: ReadonlyMap<string, { machineVariables: readonly string[] }>;
+  /** Plausible times (annotations.max_age / max_ahead around the clock's now); unset: any time 1970–9999. */
+  plausible?: { now: () => number; maxAgeMs: number; maxAheadMs: number };
+}
+
+const span = (ms: number): string => (ms >= 86_400_000 ? `${Math.round(ms / 86_400_000)} days` : ms >= 3_600_000 ? `${Math.round(ms / 3_600_000)} h` : `${Math.round(ms / 60_000)} min`);
+
+/**
+ * Issue 12 §4: a trigger with a reset clock sent a start in 1970, which was accepted. A time outside
+ * [now - max_age, now + max_ahead] is refused with the bounds named.
+ */
+export function checkPlausible(ms: number, raw: unknown, field: string, ctx: Pick<ValidationContext, 'plausible'>): Problem | null {
+  const p = ctx.plausible;
+  if (!p) return null;
+  const now = p.now();
+  if (ms < now - p.maxAgeMs) return { field, message: `${show(raw)} is implausibly old: more than annotations.max_age (${span(p.maxAgeMs)}) before now (${new Date(now).toISOString()}); is the sender's clock set?` };
+  if (ms > now + p.maxAheadMs) return { field, message: `${show(raw)} is implausibly far in the future: more than annotations.max_ahead (${span(p.maxAheadMs)}) after now (${new Date(now).toISOString()}); is the sender's clock set?` };
+  return null;
 }
 
 export interface ValidatedInput extends AnnotationFields {
@@ -176,17 +193,17 @@ export function validateAnnotationInput(raw: unknown, ctx: ValidationContext): V
   let occurredAt: number | null = null;
   let startedAt: number | null = null;
   let endedAt: number | null = null;
+  const timeAt = (field: 'occurred_at' | 'started_at' | 'ended_at'): number | null => {
+    const t = parseDateTime(raw[field], field);
+    const implausible = isProblem(t) ? t : checkPlausible(t, raw[field], field, ctx);
+    if (implausible) problems.push(implausible);
+    return isProblem(t) || implausible ? null : t;
+  };
   if (variant === 'instant') {
-    const t = parseDateTime(raw.occurred_at, 'occurred_at');
-    if (isProblem(t)) problems.push(t);
-    else occurredAt = t;
+    occurredAt = timeAt('occurred_at');
   } else if (variant === 'range') {
-    const s = parseDateTime(raw.started_at, 'started_at');
-    const e = parseDateTime(raw.ended_at, 'ended_at');
-    if (isProblem(s)) problems.push(s);
-    else startedAt = s;
-    if (isProblem(e)) problems.push(e);
-    else endedAt = e;
+    startedAt = timeAt('started_at');
+    endedAt = timeAt('ended_at');
     // §2.3: ended_at must lie after started_at (compared at the millisecond precision that is sent).
     if (startedAt !== null && endedAt !== null && !(endedAt > startedAt)) {
       problems.push({ field: 'ended_at', message: `${show(raw.ended_at)} must be after started_at ${show(raw.started_at)}` });

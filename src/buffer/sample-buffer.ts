@@ -835,6 +835,9 @@ export class SampleBuffer implements SampleSink {
 
   // ---------------------------------------------------------------- shutdown
 
+  /** Samples that were still held in memory (unwritable disk) when the buffer closed. */
+  discardedAtClose = 0;
+
   /** Commits what is pending, then closes the database. Safe to call twice. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -847,8 +850,17 @@ export class SampleBuffer implements SampleSink {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.timer) clearTimeout(this.timer);
     this.maybeEndEpisode(true);
+    // Issue 12 §1: samples still in memory because the disk refused every write are lost with the
+    // process; count and say so instead of dropping them silently.
+    this.discardedAtClose = this.pendingSamples;
+    if (this.discardedAtClose > 0) {
+      this.droppedTotal += this.discardedAtClose;
+      this.opts.metrics.bufferDroppedSamples.inc({ policy: 'unwritable_at_stop' }, this.discardedAtClose);
+      this.opts.logger.error({ discarded_samples: this.discardedAtClose, last_write_error: this.lastWriteError }, `buffer closed while the disk refused writes: ${this.discardedAtClose} samples held in memory are discarded`);
+    }
     for (const p of this.pending) p.reject(new Error('buffer closed before these samples could be written'));
     this.pending = [];
+    this.pendingSamples = 0;
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parseDocument, YAMLParseError } from 'yaml';
+import { isAlias, isPair, isScalar, LineCounter, parseAllDocuments, visit, type Document, type YAMLParseError } from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
 import { withoutRequiredSecrets } from './secrets.js';
@@ -29,16 +29,129 @@ export function loadConfigFile(file: string, options: { requireSecrets?: boolean
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     throw new ConfigError([`config file ${path} cannot be read (${code})`], { cause: err });
   }
-  return { ...parseConfigText(text, path), path };
+  try {
+    return { ...parseConfigText(text, path), path };
+  } catch (err) {
+    if (err instanceof ConfigError && !err.file) err.file = path;
+    throw err;
+  }
 }
 
+/** Deepest nesting a configuration may have; real ones stay below 10 (issue 12 §4: 5,000 levels overflowed the stack). */
+export const MAX_NESTING = 64;
+/** Most alias expansions while reading a file; a few dozen anchors reused is plenty, an alias bomb is millions. */
+export const MAX_ALIAS_COUNT = 1_000;
+
 export function parseConfigText(text: string, origin = 'config'): Omit<LoadedConfig, 'path'> {
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  return validateConfig(parseYamlConfig(text, origin));
+}
+
+/**
+ * YAML text → plain object, refusing what the YAML library would otherwise report as a crash or a
+ * bare library message (issue 12 §4): nesting deeper than MAX_NESTING, several documents, aliases
+ * without an anchor, and alias bombs. Every message names the file, the setting and the value.
+ */
+export function parseYamlConfig(text: string, origin = 'config'): unknown {
+  const deep = nestingBeyond(text, MAX_NESTING);
+  if (deep) throw new ConfigError([`${origin}: line ${deep.line}: nesting deeper than ${MAX_NESTING} levels (${deep.what}); a configuration is a few levels deep, so this file is not one`]);
+  const lines = new LineCounter();
+  let docs: Document.Parsed[];
+  try {
+    docs = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines }) as Document.Parsed[];
+  } catch (err) {
+    throw new ConfigError([`${origin}: the YAML cannot be read: ${(err as Error).message.split('\n')[0]}`], { cause: err });
+  }
+  if (!Array.isArray(docs)) docs = [docs];
+  const at = (offset: number | undefined) => (offset === undefined ? '?' : String(lines.linePos(offset).line));
+  const real = docs.filter((d) => d.contents !== null || d.errors.length > 0);
+  if (real.length > 1) {
+    throw new ConfigError([`${origin}: line ${at(real[1].range[0])}: a second YAML document starts here (after "---"); the configuration is one document: remove the "---" line or merge the two parts`]);
+  }
+  const doc = real[0] ?? docs[0];
+  if (!doc) return {};
   if (doc.errors.length > 0) {
     throw new ConfigError(doc.errors.map((e: YAMLParseError) => `${origin}: YAML syntax error at line ${e.linePos?.[0]?.line ?? '?'}, column ${e.linePos?.[0]?.col ?? '?'}: ${e.message.split('\n')[0]}`));
   }
-  const raw: unknown = doc.toJS() ?? {};
-  return validateConfig(raw);
+  const problems: string[] = [];
+  visit(doc, {
+    Alias(_key, node, path) {
+      if (node.resolve(doc) === undefined) problems.push(`${origin}: line ${at(node.range?.[0])}: ${settingPath(path)}: alias *${node.source} refers to no anchor &${node.source} defined above it`);
+    },
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  try {
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
+  } catch (err) {
+    const message = (err as Error).message;
+    if (/alias/i.test(message)) {
+      let where = '';
+      visit(doc, {
+        Alias(_key, node, path) {
+          where = `line ${at(node.range?.[0])}: ${settingPath(path)}: alias *${node.source}`;
+          return visit.BREAK;
+        },
+      });
+      throw new ConfigError([`${origin}: ${where || 'aliases'}: aliases expand to more than ${MAX_ALIAS_COUNT} values (an "alias bomb"); write the repeated parts out or reuse fewer anchors`], { cause: err });
+    }
+    throw new ConfigError([`${origin}: the YAML cannot be read: ${message.split('\n')[0]}`], { cause: err });
+  }
+}
+
+/** The setting a YAML node sits under, from the ancestors `visit` gives (keys of pairs, indexes of sequences). */
+function settingPath(path: readonly unknown[]): string {
+  const parts: Array<string | number> = [];
+  for (let i = 0; i < path.length; i++) {
+    const node = path[i];
+    if (isPair(node)) parts.push(isScalar(node.key) ? String(node.key.value) : '?');
+    else if (node && typeof node === 'object' && 'items' in node && Array.isArray((node as { items: unknown[] }).items) && i + 1 < path.length) {
+      const idx = (node as { items: unknown[] }).items.indexOf(path[i + 1]);
+      if (idx >= 0 && !isPair(path[i + 1])) parts.push(idx);
+    }
+  }
+  let s = '';
+  for (const p of parts) s += typeof p === 'number' ? `[${p}]` : s ? `.${p}` : p;
+  return s || '(top level)';
+}
+
+/**
+ * A cheap scan before parsing: flow brackets outside quotes, and block indentation levels. Returns
+ * where nesting first passes `max`, or null. (The YAML parser recurses per level; thousands of
+ * levels overflow the stack with "Maximum call stack size exceeded".)
+ */
+function nestingBeyond(text: string, max: number): { line: number; what: string } | null {
+  const indents: number[] = [];
+  let flow = 0;
+  let lineNo = 0;
+  let top = '';
+  for (const line of text.split('\n')) {
+    lineNo += 1;
+    const trimmed = line.trimStart();
+    const key = /^([^\s#:][^:]{0,40}):/.exec(line);
+    if (key) top = key[1];
+    const under = top ? ` under "${top}"` : '';
+    if (flow === 0 && trimmed !== '' && !trimmed.startsWith('#')) {
+      const indent = line.length - trimmed.length + (/^(- )+/.exec(trimmed)?.[0].length ?? 0);
+      while (indents.length > 0 && indents[indents.length - 1] >= indent) indents.pop();
+      indents.push(indent);
+      if (indents.length > max) return { line: lineNo, what: `${indents.length} indentation levels${under}` };
+    }
+    let quote: string | null = null;
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i];
+      if (quote) {
+        if (c === quote) quote = null;
+        else if (c === '\\' && quote === '"') i += 1;
+        continue;
+      }
+      if (c === '#' && (i === 0 || /\s/.test(line[i - 1]))) break;
+      if (c === '"' || c === "'") quote = c;
+      else if (c === '[' || c === '{') {
+        flow += 1;
+        if (flow + indents.length > max) return { line: lineNo, what: `${flow + indents.length} levels of brackets${under}` };
+      } else if ((c === ']' || c === '}') && flow > 0) flow -= 1;
+    }
+  }
+  return null;
 }
 
 /** Validates an already-parsed config object (tests build configs in code and use this). */
@@ -60,6 +173,13 @@ function warningsFor(config: GatewayConfig): string[] {
   }
   if (config.uplink.requests_per_minute > 1_500) {
     warnings.push(`uplink.requests_per_minute: ${config.uplink.requests_per_minute} is above the service limit of 1,500 per minute per IP (§8); expect 429 responses`);
+  }
+  // Issue 12 §3: credentials and data in clear text across the plant network.
+  for (const [setting, url] of [['service.base_url', config.service.base_url], ['service.auth_url', config.service.auth_url]] as const) {
+    if (!url) continue;
+    const u = new URL(url);
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    if (u.protocol === 'http:' && !isLoopback(host)) warnings.push(`${setting}: ${url} is plain http:// to ${host}, which is not this machine: credentials and data cross the network unencrypted; use https://`);
   }
   if (config.http.enabled && !isLoopback(config.http.host) && !config.http.api_token) {
     warnings.push(`http.host: ${config.http.host} is reachable from the network but http.api_token is not set; writes to the local API will be refused`);

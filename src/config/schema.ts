@@ -9,6 +9,7 @@ import { mqttSectionSchema } from '../sources/mqtt/config.js';
 import { opcuaSectionSchema } from '../sources/opcua/config.js';
 import { serviceSchema, uplinkSchema } from '../uplink/config.js';
 import { durationMs } from './units.js';
+import { formatPath } from './issues.js';
 
 /**
  * The whole configuration, assembled from each component's own schema. Unknown keys are refused
@@ -42,6 +43,22 @@ export const gatewaySchema = z
     mqtt: mqttSectionSchema,
     annotations: annotationsSectionSchema,
     fleet: fleetSchema.optional(),
+  })
+  .superRefine((c, ctx) => {
+    // Source names label metrics and status entries, so they are unique across protocols (issue 12
+    // §4: a duplicate used to be refused at start without saying where the two names are).
+    const named: Array<{ path: Array<string | number>; name: string }> = [];
+    c.generator?.forEach((g, i) => named.push({ path: ['generator', i, 'name'], name: g.name }));
+    c.opcua?.servers.forEach((s, i) => named.push({ path: ['opcua', 'servers', i, 'name'], name: s.name }));
+    if (c.modbus) named.push({ path: ['modbus', 'name'], name: c.modbus.name });
+    if (c.mqtt?.broker?.enabled) named.push({ path: ['mqtt', 'broker', 'name'], name: c.mqtt.broker.name });
+    c.mqtt?.connections.forEach((m, i) => named.push({ path: ['mqtt', 'connections', i, 'name'], name: m.name }));
+    const first = new Map<string, Array<string | number>>();
+    for (const n of named) {
+      const earlier = first.get(n.name);
+      if (earlier) ctx.addIssue({ code: 'custom', path: n.path, input: n.name, message: `${JSON.stringify(n.name)} is already the name of ${formatPath(earlier)}; source names label metrics and status and must be unique` });
+      else first.set(n.name, n.path);
+    }
   })
   .meta({ description: 'Edge gateway configuration' });
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { z } from 'zod';
+import { registerSecret } from '../core/redact.js';
 
 /**
  * A secret value (client secret, API key, password). It prints as `[redacted]` through
@@ -16,6 +17,8 @@ export class Secret {
   constructor(value: string, origin: string) {
     this.#value = value;
     this.origin = origin;
+    // Known to the redaction of outside text and log lines (core/redact.ts, issue 12 §3).
+    registerSecret(value);
   }
 
   reveal(): string {

@@ -18,11 +18,14 @@ export class GatewayError extends Error {
 /** A configuration problem found at load or start-up. The message names the setting and value. */
 export class ConfigError extends GatewayError {
   readonly problems: string[];
+  /** The configuration file the problems are in, when they come from one (issue 12 §4: name the file). */
+  file?: string;
 
-  constructor(problems: string[], options: { cause?: unknown } = {}) {
+  constructor(problems: string[], options: { cause?: unknown; file?: string } = {}) {
     super('CONFIG_INVALID', problems.length === 1 ? problems[0] : `${problems.length} problems:\n  ${problems.join('\n  ')}`, options);
     this.name = 'ConfigError';
     this.problems = problems;
+    if (options.file) this.file = options.file;
   }
 }
 

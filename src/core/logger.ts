@@ -1,5 +1,6 @@
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
 import pretty from 'pino-pretty';
+import { redact } from './redact.js';
 
 export type { Logger };
 
@@ -47,6 +48,9 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
       censor: '[redacted]',
     },
     formatters: { level: (label) => ({ level: label }) },
+    // Value-based redaction of the finished line: configured secrets and Bearer credentials that
+    // arrive inside outside text (an upstream error echoing request headers), issue 12 §3.
+    hooks: { streamWrite: redact },
   };
   const format = settings.format ?? 'auto';
   const wantPretty = format === 'pretty' || (format === 'auto' && !settings.destination && process.stdout.isTTY === true);

@@ -43,6 +43,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
     brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large, too_many_clients)', labelNames: ['reason'], registers: r }),
+    brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
 
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
@@ -52,7 +53,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferCommits: new Counter({ name: 'gateway_buffer_commits_total', help: 'Group-commit transactions written', registers: r }),
     bufferCommittedSamples: new Counter({ name: 'gateway_buffer_committed_samples_total', help: 'Samples durably committed to the buffer', registers: r }),
     bufferCommitSeconds: new Histogram({ name: 'gateway_buffer_commit_seconds', help: 'Duration of one group-commit transaction', buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
-    bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new)', labelNames: ['policy'], registers: r }),
+    bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new; unwritable_at_stop: held in memory when the gateway stopped while the disk refused writes)', labelNames: ['policy'], registers: r }),
     bufferWriteErrors: new Counter({ name: 'gateway_buffer_write_errors_total', help: 'Failed buffer writes, by SQLite error code (SQLITE_FULL ...)', labelNames: ['code'], registers: r }),
     bufferWritable: new Gauge({ name: 'gateway_buffer_writable', help: '1 when the last buffer write succeeded, else 0', registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
@@ -85,6 +86,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
+    httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),
 
     // --- fleet (several gateways behind one address, the plant broker) ---
     uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),

@@ -56,6 +56,8 @@ export interface LocalHttpOptions {
   apiToken?: Secret;
   maxBodyBytes: number;
   rateLimitPerMinute: number;
+  /** http.max_connections: excess connections are closed at once (issue 12 §1). Default 256. */
+  maxConnections?: number;
   logger: Logger;
   metrics: Metrics;
 }
@@ -105,11 +107,21 @@ export class LocalHttpServer {
     const server = createServer((req, res) => void this.handle(req, res));
     server.requestTimeout = 30_000;
     server.headersTimeout = 10_000;
+    // Issue 12 §1: without a cap, ~1,100 half-sent requests took every file descriptor. Node closes
+    // connections beyond maxConnections as they are accepted ('drop').
+    server.maxConnections = this.o.maxConnections ?? 256;
+    server.on('drop', () => {
+      this.o.metrics.httpConnectionsRefused.inc();
+      this.throttle.warn('too-many-connections', { max_connections: server.maxConnections }, 'local HTTP server refused a connection: http.max_connections reached');
+    });
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.o.port, this.o.host, () => {
         server.off('error', reject);
+        // accept() fails with EMFILE when descriptors run out; without a listener that error would
+        // end the process. libuv keeps accepting once descriptors are free again.
+        server.on('error', (err) => this.throttle.error(`server-error|${(err as NodeJS.ErrnoException).code ?? ''}`, { err: describeError(err) }, 'local HTTP server error; it keeps listening'));
         resolve();
       });
     });

@@ -27,9 +27,19 @@ import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
 import type { ConfigStatus, GatewayStatus } from './status.js';
 
+let lastMemory = { rss_bytes: 0, heap_used_bytes: 0, external_bytes: 0 };
+/**
+ * process.memoryUsage() opens /proc/self/stat and throws EMFILE when every descriptor is taken
+ * (issue 12 §1); /status then shows the last reading instead of failing.
+ */
 function memoryNow() {
-  const m = process.memoryUsage();
-  return { rss_bytes: m.rss, heap_used_bytes: m.heapUsed, external_bytes: m.external };
+  try {
+    const m = process.memoryUsage();
+    lastMemory = { rss_bytes: m.rss, heap_used_bytes: m.heapUsed, external_bytes: m.external };
+  } catch {
+    /* keep the last reading */
+  }
+  return lastMemory;
 }
 
 export interface StartOptions {
@@ -328,7 +338,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     } finally {
       owner.release();
     }
-    logger.info('gateway stopped');
+    if (buffer.discardedAtClose > 0) logger.error({ discarded_samples: buffer.discardedAtClose }, `gateway stopped; ${buffer.discardedAtClose} samples held in memory could not be written (the disk refused writes) and are lost`);
+    else logger.info('gateway stopped');
   };
 
   try {
@@ -346,6 +357,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         apiToken: config.http.api_token,
         maxBodyBytes: config.http.max_body_bytes,
         rateLimitPerMinute: config.http.rate_limit_per_minute,
+        maxConnections: config.http.max_connections,
         logger: logger.child({ component: 'http' }),
         metrics,
       });

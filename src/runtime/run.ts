@@ -6,6 +6,8 @@ import { ConfigError, describeError } from '../core/errors.js';
 import { watchFile } from './config-watch.js';
 import { startGateway, type GatewayHandle, type ReloadResult } from './gateway.js';
 import { statusLine } from './status.js';
+import { guardedInterval } from '../core/guarded-timer.js';
+import { LogThrottle } from '../core/log-throttle.js';
 
 /** Longest a graceful stop may take before the process exits anyway (issue: exit within 10 s). */
 export const SHUTDOWN_DEADLINE_MS = 9_000;
@@ -46,11 +48,15 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
       else log.info({ status: line }, 'status');
     });
   let timer: NodeJS.Timeout | null = null;
+  // Issue 12 §1: the status line must not end the process when a read fails (EMFILE under fd exhaustion).
+  const timerErrors = new LogThrottle(log, 60_000);
   const startStatusTimer = () => {
     if (timer) clearInterval(timer);
     const interval = handle.config.gateway.status_interval;
-    timer = interval > 0 ? setInterval(() => print(statusLine(handle.status())), interval) : null;
-    timer?.unref();
+    timer =
+      interval > 0
+        ? guardedInterval(() => print(statusLine(handle.status())), interval, (err) => timerErrors.warn('status-timer', { err: describeError(err) }, 'status line failed; the gateway keeps running'))
+        : null;
   };
   startStatusTimer();
 

@@ -50,6 +50,8 @@ export interface OpcuaSimulatorOptions {
    * fresh temp folder.
    */
   pkiDir?: string;
+  /** Most sessions at once (default 100); a small number stands in for a PLC with few session slots. */
+  maxSessions?: number;
   /** Accept unknown client (and user) certificates (default true: a lab server). */
   trustUnknownClients?: boolean;
   /** How often the process values change, ms (default 1000). */
@@ -201,7 +203,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     },
     buildInfo: { productName: 'edge-gateway OPC UA simulator', manufacturerName: 'edge-gateway', softwareVersion: '1.0' },
     serverInfo: { applicationUri: 'urn:edge-gateway:sim:opcua-server', productUri: 'urn:edge-gateway:sim', applicationName: { text: 'Press1 simulator' } },
-    serverCapabilities: { maxSessions: 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000 } },
+    serverCapabilities: { maxSessions: opts.maxSessions ?? 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000 } },
   });
   await server.initialize();
 

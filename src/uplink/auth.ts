@@ -1,4 +1,5 @@
 import { request, type Dispatcher } from 'undici';
+import { redact } from '../core/redact.js';
 import { z } from 'zod';
 import type { Clock } from '../core/clock.js';
 import { describeError, GatewayError } from '../core/errors.js';
@@ -104,7 +105,8 @@ export class ClientCredentialsAuth implements CredentialProvider {
       });
       status = res.statusCode;
       headers = res.headers;
-      text = await res.body.text();
+      // Outside text: an error that echoes the request must not carry the client secret further (issue 12 §3).
+      text = redact(await res.body.text());
     } catch (err) {
       this.o.metrics.uplinkRequests.inc({ endpoint: 'token', status: 'network' });
       throw new TokenError('TOKEN_UNAVAILABLE', `token endpoint ${this.o.authUrl}/oauth2/token unreachable: ${describeError(err)}`, 0, undefined, err);

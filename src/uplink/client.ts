@@ -1,4 +1,5 @@
 import { Agent, request, type Dispatcher } from 'undici';
+import { redact } from '../core/redact.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from '../core/clock.js';
@@ -247,7 +248,7 @@ export class TrackingClient {
           return { status: 429, ok: false, body: undefined, error: { code: 'rate_limit_exceeded', message: err.message }, retryAfterMs: err.retryAfterMs, durationMs: elapsed() };
         }
       }
-      return { status: 0, ok: false, body: undefined, networkError: { code: errorCode(err, 'TOKEN_UNAVAILABLE'), message: err instanceof Error ? err.message : String(err) }, durationMs: elapsed() };
+      return { status: 0, ok: false, body: undefined, networkError: { code: errorCode(err, 'TOKEN_UNAVAILABLE'), message: redact(err instanceof Error ? err.message : String(err)) }, durationMs: elapsed() };
     }
     const headers: Record<string, string> = {
       authorization: `Bearer ${credential}`,
@@ -276,14 +277,16 @@ export class TrackingClient {
           bodyTimeout: timeout,
           signal: s.signal,
         });
-        text = await readLimited(res.body, MAX_RESPONSE_BYTES);
+        // The one entry point for the service's text (issue 12 §3): an error that echoes request
+        // headers must not carry the API key into set-aside reasons, the outbox, status or logs.
+        text = redact(await readLimited(res.body, MAX_RESPONSE_BYTES));
         status = res.statusCode;
         resHeaders = res.headers;
       }
     } catch (err) {
       const code = networkCode(err);
       this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: code });
-      return { status: 0, ok: false, body: undefined, networkError: { code, message: err instanceof Error ? err.message : String(err) }, durationMs: elapsed(), credential };
+      return { status: 0, ok: false, body: undefined, networkError: { code, message: redact(err instanceof Error ? err.message : String(err)) }, durationMs: elapsed(), credential };
     }
     const requestId = headerValue(resHeaders[REQUEST_ID_HEADER]);
     this.o.metrics.uplinkRequests.inc({ endpoint: s.endpoint, status: String(status) });

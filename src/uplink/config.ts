@@ -32,15 +32,33 @@ const apiKey = z.strictObject({
     .meta({ description: 'The secondary key of the same scope (§5.8); used when the primary is refused (401), so keys can be rotated without downtime', examples: [{ env: 'GATEWAY_API_KEY_SECONDARY' }] }),
 });
 
+/**
+ * Issue 12 §3: `https://user:pw@host/...` was accepted and then logged with the password. The
+ * service authenticates with service.auth; credentials in the URL are refused without echoing them.
+ */
+const noCredentialsInUrl = (u: string, ctx: z.core.$RefinementCtx<string>): void => {
+  let url: URL;
+  try {
+    url = new URL(u);
+  } catch {
+    return;
+  }
+  if (url.username || url.password) {
+    ctx.addIssue({ code: 'custom', message: 'must not contain a user name or password (user:password@ is not shown here); the service authenticates with service.auth', input: '[url with credentials]', abort: true });
+  }
+};
+
 export const serviceSchema = z
   .strictObject({
     base_url: z
       .url({ protocol: /^https?$/, error: 'is not an http(s) URL' })
+      .superRefine(noCredentialsInUrl)
       .transform((u) => u.replace(/\/+$/, ''))
       .refine((u) => u.endsWith('/tracking/v1'), { error: 'must end in /tracking/v1 (interface conventions)' })
       .meta({ description: 'Base address of the tracking service, ending in /tracking/v1', examples: ['https://api.example.com/tracking/v1'] }),
     auth_url: z
       .url({ protocol: /^https?$/, error: 'is not an http(s) URL' })
+      .superRefine(noCredentialsInUrl)
       .transform((u) => u.replace(/\/+$/, ''))
       .optional()
       .meta({ description: 'Address of the token service; the token endpoint is {auth_url}/oauth2/token. Required for client_credentials', examples: ['https://auth.example.com'] }),
@@ -66,7 +84,13 @@ export const serviceSchema = z
 export const backfillSchema = z
   .strictObject({
     enabled: z.boolean().default(true).meta({ description: 'Drain large backlogs through import-job files (§4.7) beside the live sync path' }),
-    threshold: durationMs({ min: 10_000 }).default(300_000).meta({ description: 'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget', examples: ['5m'] }),
+    threshold: durationMs({ min: 10_000 })
+      .default(300_000)
+      .meta({
+        description:
+          'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget. Minimum 10s. It becomes a number of samples: threshold in seconds × requests_per_minute / 60 × batch_size × 0.9 (the sync path\'s share of the budget); with the defaults (5m, 1,500/min, 200 per batch) 405,000 samples, shown as backfill.threshold_samples in /status. Only the oldest rows beyond that go into import files; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing',
+        examples: ['5m'],
+      }),
     max_file_bytes: byteSize({ min: 10_000, max: MAX_IMPORT_FILE_BYTES }).default(MAX_IMPORT_FILE_BYTES).meta({ description: 'Largest import file (the service accepts up to 128 MB)', examples: ['128MB'] }),
     max_jobs_in_flight: z.number().int().min(1).max(16).default(2).meta({ description: 'Import jobs built, uploading or processing at the same time' }),
     poll_interval: durationMs({ min: 100, max: 600_000 }).default(2_000).meta({ description: 'First delay before polling an import job; doubles up to poll_interval_max', examples: ['2s'] }),

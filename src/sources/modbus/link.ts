@@ -50,6 +50,18 @@ export interface LinkOptions {
 const TIMEOUTS_BEFORE_RECONNECT = 3;
 
 /**
+ * Receive limits of an RTU-over-TCP link (issue 12 §1: ~13 MB/s of garbage drove the CPU to 265 %
+ * and /healthz to 4.7 s, because modbus-serial concatenates and JSON-encodes its whole receive
+ * buffer on every chunk). An RTU frame is at most 256 bytes (Modbus over Serial Line v1.02
+ * §2.5.1) and one request is outstanding at a time, so more than a few frames waiting is a peer
+ * flooding the link: it is dropped. The rate bound catches garbage that happens to be consumed as
+ * frames; it is far above what one-request-at-a-time polling can produce (256 bytes per round
+ * trip; a serial line behind a device server carries ~11.5 KB/s at 115,200 baud).
+ */
+export const RTU_MAX_HELD_BYTES = 4 * 256;
+export const RTU_MAX_BYTES_PER_SECOND = 1024 * 1024;
+
+/**
  * One connection to one endpoint (a TCP address or a serial port), shared by every device
  * configured on it, with its own reconnect loop.
  *
@@ -79,6 +91,8 @@ export class ModbusLink {
   /** A flapping connection logs "lost" at most once a minute, and "connected" only after a logged loss. */
   private lostLog = { at: -Infinity, suppressed: 0 };
   private announceConnect = true;
+  /** The last connection was dropped for flooding: keep backing off until a read succeeds. */
+  private flooded = false;
 
   constructor(readonly endpoint: Endpoint, private readonly options: LinkOptions) {
     this.key = endpointKey(endpoint);
@@ -152,6 +166,10 @@ export class ModbusLink {
     try {
       const bytes = await guarded(issueRead(client, req), req.timeoutMs + 1_000, lost, this.key);
       this.consecutiveTimeouts = 0;
+      if (this.flooded) {
+        this.flooded = false;
+        this.backoff.reset();
+      }
       const at = this.options.clock.now();
       checkLength(bytes, req);
       return { bytes, at };
@@ -220,10 +238,18 @@ export class ModbusLink {
         current.on('close', () => {
           if (this.client === current) this.lost?.('connection closed by the peer or the port went away');
         });
+        if (this.endpoint.transport === 'rtu_over_tcp') {
+          guardReceive(current, this.options.clock, (why) => {
+            if (this.client !== current) return;
+            this.flooded = true;
+            this.throttle.warn('flood', { endpoint: this.key, reason: why }, 'modbus peer floods the link; connection dropped');
+            this.lost?.(why);
+          });
+        }
         this.connected = true;
         this.everConnected = true;
         this.consecutiveTimeouts = 0;
-        this.backoff.reset();
+        if (!this.flooded) this.backoff.reset();
         this.lastError = null;
         if (this.announceConnect) logger.info({ endpoint: this.key }, 'modbus connected');
         this.announceConnect = false;
@@ -319,6 +345,46 @@ function checkLength(bytes: Buffer, req: ReadRequest): void {
   if (bytes.length !== expected) {
     throw new ModbusRequestError('malformed', 'MODBUS_BAD_RESPONSE', `response has ${bytes.length} data bytes, expected ${expected}`);
   }
+}
+
+/**
+ * Puts a gate in front of modbus-serial's TelnetPort 'data' handler: a chunk that would push the
+ * held bytes past RTU_MAX_HELD_BYTES, or the bytes of the last second past
+ * RTU_MAX_BYTES_PER_SECOND, never reaches it; the socket is paused and `onFlood` drops the link.
+ */
+function guardReceive(client: Client, clock: Clock, onFlood: (why: string) => void): void {
+  const port = (client as unknown as { _port?: { _buffer?: Buffer; _client?: NodeJS.EventEmitter & { pause?(): void } } })._port;
+  const socket = port?._client;
+  if (!port || !socket || typeof socket.listeners !== 'function') return;
+  const handlers = socket.listeners('data') as Array<(chunk: Buffer) => void>;
+  socket.removeAllListeners('data');
+  let windowStart = clock.monotonic();
+  let windowBytes = 0;
+  let tripped = false;
+  socket.on('data', (chunk: Buffer) => {
+    if (tripped) return;
+    const now = clock.monotonic();
+    if (now - windowStart >= 1_000) {
+      windowStart = now;
+      windowBytes = 0;
+    }
+    windowBytes += chunk.length;
+    const held = (Buffer.isBuffer(port._buffer) ? port._buffer.length : 0) + chunk.length;
+    const why =
+      held > RTU_MAX_HELD_BYTES
+        ? `${held} bytes received without a complete answer (an RTU frame is at most 256 bytes)`
+        : windowBytes > RTU_MAX_BYTES_PER_SECOND
+          ? `more than ${RTU_MAX_BYTES_PER_SECOND} bytes in one second`
+          : null;
+    if (why) {
+      tripped = true;
+      port._buffer = Buffer.alloc(0);
+      socket.pause?.();
+      onFlood(`peer floods the link: ${why}`);
+      return;
+    }
+    for (const h of handlers) h.call(socket, chunk);
+  });
 }
 
 /**

@@ -42,7 +42,17 @@ const timestampSpec = z
     path: jsonPath.meta({ description: 'Where the timestamp sits in the JSON payload', examples: ['ts', 'header.time'] }),
     format: timestampFormat,
   })
-  .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived', examples: [{ path: 'ts', format: 'epoch_ms' }] });
+  .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived: a QoS 1/2 message the broker delivers again after a crash of the gateway (received, not yet acknowledged) then gets a new timestamp and becomes a second value upstream. Set it wherever the payload carries a time', examples: [{ path: 'ts', format: 'epoch_ms' }] });
+
+/** Issue 12 §4: without it, a payload naming any mvr_ id writes that variable. */
+const payloadVariables = z
+  .array(z.string().regex(/^mvr_[A-Za-z0-9_]*\*?$/, { error: 'is not a machine variable id (mvr_...) or a prefix ending in "*" (mvr_oven1_*)' }))
+  .optional()
+  .meta({
+    description:
+      'Allow-list for variables named by the payload itself (a metric or Sparkplug metric name that is an mvr_ id, with no mapping entry): exact ids or prefixes ending in "*". A payload-named variable not on the list is refused (reason variable_not_allowed). Not set: any mvr_ name is accepted, so anyone who can publish on the topic can write any variable of the organisation; [] accepts only the mapped names',
+    examples: [['mvr_oven1_*', 'mvr_packer1_rate']],
+  });
 
 const commonSubscription = {
   topic: topicFilter,
@@ -57,7 +67,7 @@ const commonSubscription = {
 
 const numberSubscription = z
   .strictObject({
-    format: z.literal('number').meta({ description: 'The payload is one value as text: 42.5, -3, 1e3, true or false' }),
+    format: z.literal('number').meta({ description: 'The payload is one value as text: 42.5, -3, 1e3, true or false. It carries no time, so the sample is stamped on arrival: a message redelivered after a crash of the gateway becomes a second value upstream (use json with a timestamp path where that matters)' }),
     ...commonSubscription,
     variable: machineVariableId.optional().meta({ description: 'Variable every message on this topic is stored under', examples: ['mvr_packer1_rate'] }),
     variable_from_topic: z
@@ -109,6 +119,7 @@ const metricsSubscription = z
       examples: [{ 'Packer1.Rate': 'mvr_packer1_rate', 'Packer1.Temp': 'mvr_packer1_temperature' }],
     }),
     timestamp_format: timestampFormat,
+    payload_variables: payloadVariables,
   })
   .meta({ description: 'Vendor metrics-array payloads' });
 
@@ -140,6 +151,7 @@ const sparkplugSubscription = z
         description: 'Metric name → variable; the first entry whose name, group, edge_node and device match wins. A metric whose name is a machine variable id (mvr_...) needs no entry',
         examples: [[{ name: 'Temperature', device: 'oven1', variable: 'mvr_oven1_temperature' }]],
       }),
+    payload_variables: payloadVariables,
     request_rebirth: z.boolean().default(true).meta({
       description: 'Publish a Rebirth request (NCMD "Node Control/Rebirth", spec §6.4.9) when data arrives from an edge node whose BIRTH this gateway has not seen, with an unknown alias, or with a sequence gap. Needs publish permission on spBv1.0/<group>/NCMD/<edge node>',
     }),
@@ -210,7 +222,7 @@ export const connectionSchema = z
       .optional()
       .meta({ description: 'MQTT client id. Must be unique on the broker and stable, because the broker keeps the persistent session (and the messages for it) under this id. Default: edge-gateway-<host name>-<connection name>', examples: ['edge-gw-line3'] }),
     clean: z.boolean().default(false).meta({
-      description: 'Start a clean session on every connect. false (default) keeps a persistent session: QoS 1/2 messages published while the gateway is stopped or disconnected wait at the broker and arrive on reconnect',
+      description: 'Start a clean session on every connect. false (default) keeps a persistent session: QoS 1/2 messages published while the gateway is stopped or disconnected wait at the broker and arrive on reconnect. The broker bounds that queue: mosquitto keeps at most max_queued_messages (default 1000) per client and drops the rest ("Outgoing messages are being dropped for client ..." in its log), so a restart under load loses messages there. Raise max_queued_messages (and max_queued_bytes) in mosquitto.conf to cover the longest stop at your message rate',
     }),
     session_expiry: durationMs({ min: 1_000, max: 4_294_967_000 })
       .default(7 * 86_400_000)
@@ -281,6 +293,26 @@ export const brokerSchema = z
     allow_anonymous: z.boolean().default(false).meta({ description: 'Accept clients without credentials. Needed when username/password are not set; only sensible on an isolated machine network' }),
     max_packet_size: byteSize({ min: 64, max: 268_435_455 }).default(262_144).meta({ description: 'Largest MQTT packet a client may send; a client sending more is disconnected (MQTT 5 §3.1.2.24 semantics)', examples: ['256KiB'] }),
     max_clients: z.number().int().min(1).max(100_000).default(1_000).meta({ description: 'Most clients connected at once; further connections are refused' }),
+    max_unauthenticated: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(64)
+      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+    connect_deadline: durationMs({ min: 500, max: 60_000 })
+      .default(5_000)
+      .meta({ description: 'A connection that has not sent CONNECT within this time is closed (aedes\' own default is 30 s)', examples: ['5s'] }),
+    max_retained: z.number().int().min(0).max(1_000_000).default(10_000).meta({ description: 'Most topics with a retained message; a retained message on a further topic is delivered but not kept (counted in gateway_broker_messages_dropped_total{reason="retained_limit"})', examples: [10_000] }),
+    max_retained_bytes: byteSize({ min: 0, max: 1_073_741_824 }).default(16 * 1_048_576).meta({ description: 'Most payload bytes of all retained messages together', examples: ['16MiB'] }),
+    max_queued_messages: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(1_000)
+      .meta({ description: 'Most QoS 1/2 messages queued for one persistent session (an offline subscriber, or one that has not acknowledged yet); further ones are dropped for that session and counted (reason="queue_limit")', examples: [1_000] }),
+    max_queued_bytes: byteSize({ min: 1_024, max: 4_294_967_296 }).default(64 * 1_048_576).meta({ description: 'Most payload bytes queued for all persistent sessions together', examples: ['64MiB'] }),
   })
   .superRefine((b, ctx) => {
     if (!b.enabled) return;

@@ -47,3 +47,14 @@ export function scaled(value: number, scale: number, offset: number): number {
 }
 
 export const MACHINE_VARIABLE_ID = /^mvr_[A-Za-z0-9_]+$/;
+
+/**
+ * The `payload_variables` allow-list of a subscription as a predicate: exact ids, or prefixes
+ * written with a trailing "*". Undefined allows every id (issue 12 §4).
+ */
+export function payloadVariableAllowed(list: readonly string[] | undefined): (variable: string) => boolean {
+  if (list === undefined) return () => true;
+  const exact = new Set(list.filter((e) => !e.endsWith('*')));
+  const prefixes = list.filter((e) => e.endsWith('*')).map((e) => e.slice(0, -1));
+  return (v) => exact.has(v) || prefixes.some((p) => v.startsWith(p));
+}

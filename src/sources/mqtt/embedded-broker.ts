@@ -10,6 +10,7 @@ import type { SourceContext } from '../../core/source.js';
 import type { MqttBrokerConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import { guardPacketSize } from './packet-size-guard.js';
+import { boundedMemoryPersistence } from './bounded-persistence.js';
 
 /**
  * Something inside the gateway that reads messages published to the embedded broker, without a
@@ -53,7 +54,11 @@ export class EmbeddedBroker {
   private readonly expectedPassword: Buffer | null;
   private endpoints: BrokerEndpoints | null = null;
   private refused: Record<string, number> = {};
+  private dropped: Record<string, number> = {};
   private messages = 0;
+  /** Connections that have not completed CONNECT yet, oldest first (issue 12 §1). */
+  private readonly unauthenticated = new Set<Duplex>();
+  private persistenceStats: (() => Record<string, number>) | null = null;
 
   constructor(private readonly cfg: MqttBrokerConfig, private readonly ctx: SourceContext) {
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
@@ -93,7 +98,7 @@ export class EmbeddedBroker {
       server.maxConnections = this.cfg.max_clients;
       server.on('drop', () => this.refuse('too_many_clients', { remote: 'tcp' }, 'embedded MQTT broker refused a connection: max_clients reached'));
       this.server = server;
-      const port = await listen(server, this.cfg.port, this.cfg.host, 'mqtt.broker.port');
+      const port = await listen(server, this.cfg.port, this.cfg.host, 'mqtt.broker.port', this.onServerError);
       let websocket: BrokerEndpoints['websocket'] = null;
       if (this.cfg.websocket) {
         const ws = this.cfg.websocket;
@@ -116,7 +121,7 @@ export class EmbeddedBroker {
         });
         wss.on('error', (err) => this.throttle.error('wss-error', { err: describeError(err) }, 'embedded MQTT broker WebSocket error'));
         const host = ws.host ?? this.cfg.host;
-        const wsPort = await listen(http, ws.port, host, 'mqtt.broker.websocket.port');
+        const wsPort = await listen(http, ws.port, host, 'mqtt.broker.websocket.port', this.onServerError);
         websocket = { host, port: wsPort, path: ws.path };
       }
       this.endpoints = { host: this.cfg.host, port, websocket };
@@ -129,14 +134,38 @@ export class EmbeddedBroker {
     }
   }
 
+  /** accept() fails with EMFILE when descriptors run out; unhandled, that error would end the process. */
+  private readonly onServerError = (err: Error): void => {
+    this.throttle.error(`server-error|${(err as NodeJS.ErrnoException).code ?? ''}`, { source: this.cfg.name, err: describeError(err) }, 'embedded MQTT broker listener error; it keeps listening');
+  };
+
   private async createAedes(): Promise<Aedes> {
+    const bounded = boundedMemoryPersistence({
+      maxRetained: this.cfg.max_retained,
+      maxRetainedBytes: this.cfg.max_retained_bytes,
+      maxQueuedMessages: this.cfg.max_queued_messages,
+      maxQueuedBytes: this.cfg.max_queued_bytes,
+      onDrop: (reason, detail) => {
+        this.dropped[reason] = (this.dropped[reason] ?? 0) + 1;
+        this.ctx.metrics.brokerMessagesDropped.inc({ reason });
+        const what = reason === 'retained_limit' ? 'a retained message was not kept: mqtt.broker.max_retained or max_retained_bytes reached' : 'a message was not queued for a persistent session: mqtt.broker.max_queued_messages or max_queued_bytes reached';
+        this.throttle.warn(`drop|${reason}`, { source: this.cfg.name, reason, ...detail }, `embedded MQTT broker: ${what}`);
+      },
+    });
+    this.persistenceStats = bounded.stats;
     const aedes = await Aedes.createBroker({
+      persistence: bounded.persistence as never,
+      // Issue 12 §1: aedes' 30 s default let idle sockets hold their slots long enough to lock out PLCs.
+      connectTimeout: this.cfg.connect_deadline,
       // MQTT 3.1.1 §3.1.3.1 lets a server accept client ids longer than 23 characters; PLCs use them.
       maxClientsIdLength: 256,
       authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
       authorizePublish: (client, packet, done) => this.authorizePublish(client, packet, done),
     });
-    aedes.on('client', () => this.ctx.metrics.brokerClients.set(aedes.connectedClients));
+    aedes.on('client', (client) => {
+      this.unauthenticated.delete(client.conn as unknown as Duplex);
+      this.ctx.metrics.brokerClients.set(aedes.connectedClients);
+    });
     aedes.on('clientDisconnect', () => this.ctx.metrics.brokerClients.set(aedes.connectedClients));
     aedes.on('clientError', (client, err) => {
       this.throttle.warn(`client-error|${describeError(err).slice(0, 40)}`, { source: this.cfg.name, client_id: client?.id, err: describeError(err) }, 'embedded MQTT broker: client error, connection closed');
@@ -153,8 +182,21 @@ export class EmbeddedBroker {
       conn.destroy();
       return;
     }
+    // Issue 12 §1: connections that have not authenticated get their own, smaller limit. The oldest
+    // one gives way, so a PLC that connects and sends CONNECT at once always gets in, however many
+    // idle sockets an attacker keeps open.
+    if (this.unauthenticated.size >= this.cfg.max_unauthenticated) {
+      const oldest = this.unauthenticated.values().next().value as Duplex;
+      this.unauthenticated.delete(oldest);
+      oldest.destroy();
+      this.refuse('unauthenticated_limit', { remote: 'unauthenticated' }, 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_unauthenticated reached');
+    }
+    this.unauthenticated.add(conn);
     this.sockets.add(conn);
-    conn.on('close', () => this.sockets.delete(conn));
+    conn.on('close', () => {
+      this.sockets.delete(conn);
+      this.unauthenticated.delete(conn);
+    });
     conn.on('error', () => {
       /* reported through aedes' clientError; never an uncaught exception */
     });
@@ -246,6 +288,9 @@ export class EmbeddedBroker {
       clients: this.aedes?.connectedClients ?? 0,
       messages: this.messages,
       refused: { ...this.refused },
+      dropped: { ...this.dropped },
+      unauthenticated: this.unauthenticated.size,
+      ...(this.persistenceStats ? { stored: this.persistenceStats() } : {}),
       authentication: this.expectedUser ? (this.cfg.allow_anonymous ? 'password or anonymous' : 'password') : 'anonymous',
       max_packet_size: this.cfg.max_packet_size,
       persistence: 'memory (sessions and retained messages are lost on restart)',
@@ -257,6 +302,7 @@ export class EmbeddedBroker {
     this.endpoints = null;
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
+    this.unauthenticated.clear();
     if (this.wss) {
       for (const c of this.wss.clients) c.terminate();
       await new Promise<void>((r) => this.wss?.close(() => r()));
@@ -287,7 +333,7 @@ function toBuffer(p: AedesPublishPacket['payload'] | PublishPacket['payload']): 
   return Buffer.from(p as Uint8Array);
 }
 
-function listen(server: Server | HttpServer, port: number, host: string, setting: string): Promise<number> {
+function listen(server: Server | HttpServer, port: number, host: string, setting: string, onLaterError: (err: Error) => void): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException) => {
       server.removeListener('listening', onListening);
@@ -296,6 +342,7 @@ function listen(server: Server | HttpServer, port: number, host: string, setting
     };
     const onListening = () => {
       server.removeListener('error', onError);
+      server.on('error', onLaterError);
       resolve((server.address() as AddressInfo).port);
     };
     server.once('error', onError);

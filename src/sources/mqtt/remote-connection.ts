@@ -4,6 +4,7 @@ import mqtt, { type IClientOptions, type IConnackPacket, type IPublishPacket, ty
 import { Backoff } from '../../core/backoff.js';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { BrokerDropWatch, DROPPED_TOPIC } from './broker-drop-watch.js';
 import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
 import { DEFERRED_ACK, encodePuback, holdPubrecs, PUBACK_BYTES, Qos2IncomingStore } from './ack-after-commit.js';
 import type { MqttConnectionConfig } from './config.js';
@@ -69,6 +70,8 @@ export class MqttConnectionSource implements Source {
   private retryTimer: NodeJS.Timeout | null = null;
   private subscribedOnce = false;
   private sessionPresent: boolean | null = null;
+  /** Issue 12 §8: mosquitto's drop count, to warn when the broker lost messages while we were away. */
+  private readonly drops: BrokerDropWatch;
   private connectedAt: number | null = null;
   private connects = 0;
   private refusedSubscriptions: string[] = [];
@@ -80,6 +83,7 @@ export class MqttConnectionSource implements Source {
     this.clientId = cfg.client_id ?? defaultClientId(cfg.name);
     this.backoff = new Backoff({ initialMs: cfg.reconnect.initial, maxMs: Math.max(cfg.reconnect.initial, cfg.reconnect.max), factor: 2, jitterRatio: 0.2 });
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
+    this.drops = new BrokerDropWatch(ctx.dataDir, ctx.logger, { source: cfg.name, url: cfg.url }, () => ctx.clock.monotonic());
     this.pipeline = new MessagePipeline({
       sourceName: cfg.name,
       subscriptions: cfg.subscriptions,
@@ -191,6 +195,9 @@ export class MqttConnectionSource implements Source {
     // have changed) and whenever the session is gone.
     const mustSubscribe = !this.subscribedOnce || !connack.sessionPresent;
     this.ctx.logger.info({ source: this.name, url: this.cfg.url, client_id: this.clientId, session_present: connack.sessionPresent }, 'MQTT connected');
+    this.drops.connected();
+    // QoS 0, every connect (the broker sends its current, retained value); refused or unknown: nothing happens.
+    conn.client.subscribe(DROPPED_TOPIC, { qos: 0 }, () => undefined);
     if (!mustSubscribe) {
       this.ctx.stats.setState(this.refusedSubscriptions.length > 0 ? 'degraded' : 'connected');
       return;
@@ -225,6 +232,11 @@ export class MqttConnectionSource implements Source {
   private onPublish(conn: Connection, packet: IPublishPacket, cb: (err?: Error) => void): void {
     // QoS 2: taken in the incoming store (onPublishQos2); this call is the PUBREL step.
     if (packet.qos === 2) {
+      cb();
+      return;
+    }
+    if (packet.topic === DROPPED_TOPIC) {
+      this.drops.value(Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
       cb();
       return;
     }
@@ -431,6 +443,7 @@ export class MqttConnectionSource implements Source {
       protocol_version: this.cfg.protocol_version,
       clean: this.cfg.clean,
       session_present: this.sessionPresent,
+      broker_dropped_while_away: this.drops.droppedWhileAway,
       connected_since: this.connectedAt === null ? null : new Date(this.connectedAt).toISOString(),
       connects: this.connects,
       refused_subscriptions: this.refusedSubscriptions,

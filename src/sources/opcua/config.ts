@@ -116,7 +116,13 @@ export const opcuaServerSchema = z
       })
       .prefault({})
       .meta({ description: 'Reconnect backoff (capped exponential with jitter)' }),
-    session_timeout: durationMs({ min: 10_000, max: 3_600_000 }).default(60_000).meta({ description: 'Requested session timeout; the server keeps the session (and its subscriptions) this long after a connection loss', examples: ['60s'] }),
+    session_timeout: durationMs({ min: 10_000, max: 3_600_000 })
+      .default(30_000)
+      .meta({
+        description:
+          'Requested session timeout; the server keeps the session (and its subscriptions) this long after a connection loss. Kept short by default: a gateway that is killed (power cut, SIGKILL) cannot close its session, and a PLC with few session slots refuses the restarted gateway (BadTooManySessions, retried with backoff) until the old session times out',
+        examples: ['30s'],
+      }),
     request_timeout: durationMs({ min: 1_000, max: 600_000 }).default(15_000).meta({ description: 'Timeout of one request to the server', examples: ['15s'] }),
     max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
     nodes: z.array(opcuaNodeSchema).min(1).meta({ description: 'Nodes to read' }),
@@ -157,7 +163,7 @@ export const opcuaSectionSchema = z
       .string()
       .min(1)
       .optional()
-      .meta({ description: 'Folder of the gateway certificate and trust lists. Default: <data dir>/opcua/pki. Trusted server certificates go in <pki_dir>/trusted/certs', examples: ['/var/lib/edge-gateway/opcua/pki'] }),
+      .meta({ description: 'Folder of the gateway certificate and trust lists, shared by every server when set. Default: one per server, <gateway.data_dir>/sources/<server name>/opcua/pki. Trusted server certificates go in <pki_dir>/trusted/certs', examples: ['/var/lib/edge-gateway/opcua/pki'] }),
     servers: z.array(opcuaServerSchema).default([]).meta({ description: 'OPC UA servers to read from; each is one source' }),
   })
   .prefault({})

@@ -25,6 +25,8 @@ export const OpcuaErrorCodes = {
   endpointNotFound: 'OPCUA_ENDPOINT_NOT_FOUND',
   /** The user certificate or key file cannot be read. */
   userCertUnreadable: 'OPCUA_USER_CERT_UNREADABLE',
+  /** The server has no free session slot (BadTooManySessions, Part 4 §5.6.2). */
+  tooManySessions: 'OPCUA_TOO_MANY_SESSIONS',
   /** Session or subscription creation failed for another reason. */
   sessionFailed: 'OPCUA_SESSION_FAILED',
   /** The connection broke and node-opcua gave up repairing it. */
@@ -52,6 +54,8 @@ export interface ErrorContext {
   serverCertificateTimeInvalid?: CertificateValidity | null;
   /** Server clock minus gateway clock measured at the last successful connect, ms. */
   clockOffsetMs?: number | null;
+  /** The session timeout the gateway requests (opcua.servers[].session_timeout), ms. */
+  sessionTimeoutMs?: number;
 }
 
 const AUTH = /BadUserAccessDenied|BadIdentityTokenRejected|BadIdentityTokenInvalid|BadUserSignatureInvalid/;
@@ -112,6 +116,17 @@ export function classifyConnectError(err: unknown, c: ErrorContext): GatewayErro
     return new GatewayError(
       OpcuaErrorCodes.authFailed,
       `${c.path}.user: the OPC UA server ${c.endpoint} refused the user identity (${statusName(text) ?? 'access denied'}): check the user name and password (or user certificate) and that the user may log in.${retry}`,
+      { cause: err },
+    );
+  }
+  if (/BadTooManySessions/.test(text)) {
+    // Issue 12 §8: a gateway killed without closing its session leaves it on the server until the
+    // session times out (Part 4 §5.6.2 CreateSession: revisedSessionTimeout); PLCs with few slots
+    // then refuse the restarted gateway. The connect loop retries with backoff until a slot frees.
+    const timeout = c.sessionTimeoutMs ? ` (this gateway requests ${Math.round(c.sessionTimeoutMs / 1000)} s, ${c.path}.session_timeout; other clients may hold theirs longer)` : '';
+    return new GatewayError(
+      OpcuaErrorCodes.tooManySessions,
+      `${c.path}: the OPC UA server ${c.endpoint} has no free session slot (BadTooManySessions). Sessions of clients that went away without closing them, such as an earlier run of this gateway that was killed, stay until their session timeout${timeout}; the gateway keeps retrying with backoff until a slot is free. Raise the server's session limit if this persists.${retry}`,
       { cause: err },
     );
   }

@@ -233,6 +233,7 @@ export class OpcuaSource implements Source {
       pkiDir: this.pkiDir,
       serverCertificateTimeInvalid: this.certificateManager?.lastTimeInvalid() ?? null,
       clockOffsetMs: this.clockOffset?.offsetMs ?? null,
+      sessionTimeoutMs: this.cfg.session_timeout,
       ...(retryHint ? { retryHint } : {}),
     };
   }

@@ -1,5 +1,5 @@
 import type { MetricsSubscriptionConfig } from '../config.js';
-import { MACHINE_VARIABLE_ID, type Decoded, type InboundMessage, type PayloadDecoder, type RawSample, type Refusal } from '../decoding.js';
+import { MACHINE_VARIABLE_ID, payloadVariableAllowed, type Decoded, type InboundMessage, type PayloadDecoder, type RawSample, type Refusal } from '../decoding.js';
 import { coerceValue, parseTimestamp, shorten, type TimestampFormat } from '../values.js';
 import { parseJsonPayload } from './json.js';
 
@@ -17,8 +17,10 @@ export class MetricsDecoder implements PayloadDecoder {
   private readonly names: Map<string, string>;
   private readonly format: TimestampFormat;
   private readonly countUnknown: boolean;
+  private readonly allowed: (variable: string) => boolean;
 
   constructor(cfg: MetricsSubscriptionConfig) {
+    this.allowed = payloadVariableAllowed(cfg.payload_variables);
     this.names = new Map(Object.entries(cfg.names));
     this.format = cfg.timestamp_format;
     this.countUnknown = cfg.unknown_names === 'count';
@@ -47,7 +49,12 @@ export class MetricsDecoder implements PayloadDecoder {
         refusals.push({ reason: 'malformed', detail: `metrics[${i}] has no "name"` });
         continue;
       }
-      const variable = MACHINE_VARIABLE_ID.test(m.name) ? m.name : this.names.get(m.name);
+      const direct = MACHINE_VARIABLE_ID.test(m.name);
+      const variable = direct ? m.name : this.names.get(m.name);
+      if (direct && !this.names.has(m.name) && !this.allowed(m.name)) {
+        refusals.push({ reason: 'variable_not_allowed', detail: `metric ${JSON.stringify(shorten(m.name))} names a variable that is not in payload_variables` });
+        continue;
+      }
       if (!variable) {
         if (this.countUnknown) refusals.push({ reason: 'unknown_name', detail: `metric ${JSON.stringify(shorten(m.name))} is not in names` });
         continue;

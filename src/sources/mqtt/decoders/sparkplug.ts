@@ -1,6 +1,6 @@
 import spb from 'sparkplug-payload';
 import type { SparkplugSubscriptionConfig } from '../config.js';
-import { MACHINE_VARIABLE_ID, scaled, type Decoded, type InboundMessage, type PayloadDecoder, type RawSample, type Refusal } from '../decoding.js';
+import { MACHINE_VARIABLE_ID, payloadVariableAllowed, scaled, type Decoded, type InboundMessage, type PayloadDecoder, type RawSample, type Refusal } from '../decoding.js';
 import { checkRange, coerceText, shorten } from '../values.js';
 import { EdgeNodeTable, type EdgeNodeState } from './sparkplug-nodes.js';
 
@@ -76,8 +76,10 @@ export class SparkplugDecoder implements PayloadDecoder {
   private readonly nodes = new EdgeNodeTable();
   private readonly mapping = new Map<string, MappingEntry[]>();
   private readonly countUnknown: boolean;
+  private readonly allowed: (variable: string) => boolean;
 
   constructor(private readonly cfg: SparkplugSubscriptionConfig, private readonly host: SparkplugHost) {
+    this.allowed = payloadVariableAllowed(cfg.payload_variables);
     for (const m of cfg.metrics) {
       const list = this.mapping.get(m.name) ?? [];
       list.push({ variable: m.variable, group: m.group, edge_node: m.edge_node, device: m.device, node_only: m.node_only, scale: m.scale, offset: m.offset });
@@ -190,6 +192,10 @@ export class SparkplugDecoder implements PayloadDecoder {
       }
       if (isProtocolMetric(name) || m.isTransient) continue; // transient metrics must not be historized (spec chapter 6)
       const target = this.resolve(node.group, node.edgeNode, device, name);
+      if (target === 'not_allowed') {
+        refusals.push({ reason: 'variable_not_allowed', detail: `metric ${JSON.stringify(shorten(name))}${device ? ` of device ${device}` : ''} names a variable that is not in payload_variables` });
+        continue;
+      }
       if (!target) {
         if (this.countUnknown) refusals.push({ reason: 'unknown_name', detail: `metric ${JSON.stringify(shorten(name))}${device ? ` of device ${device}` : ''} is not in metrics` });
         continue;
@@ -219,7 +225,7 @@ export class SparkplugDecoder implements PayloadDecoder {
     return { samples, refusals };
   }
 
-  private resolve(group: string, edgeNode: string, device: string | null, name: string): { variable: string; scale: number; offset: number } | null {
+  private resolve(group: string, edgeNode: string, device: string | null, name: string): { variable: string; scale: number; offset: number } | 'not_allowed' | null {
     const entries = this.mapping.get(name);
     if (entries) {
       for (const e of entries) {
@@ -230,7 +236,7 @@ export class SparkplugDecoder implements PayloadDecoder {
         return e;
       }
     }
-    if (MACHINE_VARIABLE_ID.test(name)) return { variable: name, scale: 1, offset: 0 };
+    if (MACHINE_VARIABLE_ID.test(name)) return this.allowed(name) ? { variable: name, scale: 1, offset: 0 } : 'not_allowed';
     return null;
   }
 

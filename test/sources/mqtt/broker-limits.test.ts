@@ -1,0 +1,114 @@
+import { connect, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { EmbeddedBrokerSource } from '../../../src/sources/mqtt/broker-source.js';
+import { createMqttSources } from '../../../src/sources/mqtt/index.js';
+import { openTestBuffer } from '../../helpers/buffer.js';
+import { captureLogger, connectClient, contexts, endClient, section, waitFor } from './helpers.js';
+
+/** Issue 12 §1: the embedded broker keeps a PLC reachable and its memory bounded under abuse. */
+
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function startBroker(broker: Record<string, unknown>) {
+  const tb = openTestBuffer();
+  cleanup.push(() => tb.destroy());
+  const log = captureLogger();
+  const ctxs = contexts(tb.buffer, log.logger);
+  const sources = createMqttSources(section({ broker: { enabled: true, host: '127.0.0.1', port: 0, username: 'plc', password: 'right-pass-1', ...broker } }), ctxs.makeContext);
+  for (const s of sources) await s.start();
+  cleanup.push(() => Promise.all(sources.map((s) => s.close())));
+  const src = sources[0] as EmbeddedBrokerSource;
+  await waitFor(() => src.broker.address, { what: 'broker listening' });
+  const port = src.broker.address!.port;
+  return { src, port, url: `mqtt://127.0.0.1:${port}`, metrics: ctxs.metrics, log };
+}
+
+function idleSockets(port: number, count: number): Promise<Socket[]> {
+  const list: Socket[] = [];
+  cleanup.push(async () => list.forEach((s) => s.destroy()));
+  return Promise.all(
+    Array.from({ length: count }, () => {
+      const s = connect(port, '127.0.0.1');
+      list.push(s);
+      s.on('error', () => undefined);
+      return new Promise<Socket>((r) => s.once('connect', () => r(s)));
+    }),
+  );
+}
+
+const dropped = async (metrics: Awaited<ReturnType<typeof startBroker>>['metrics'], reason: string) =>
+  (await metrics.brokerMessagesDropped.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
+describe('embedded broker limits', () => {
+  it('lets a PLC with the right password in at once while idle unauthenticated sockets fill the broker', async () => {
+    const b = await startBroker({ max_clients: 100, max_unauthenticated: 10, connect_deadline: '30s' });
+    const idle = await idleSockets(b.port, 60);
+    // Everything beyond max_unauthenticated was closed, oldest first.
+    await waitFor(() => idle.filter((s) => !s.destroyed && s.readyState === 'open').length <= 10, { what: 'idle sockets shed to max_unauthenticated' });
+    const t0 = performance.now();
+    const plc = await connectClient(b.url, { username: 'plc', password: 'right-pass-1' });
+    cleanup.push(() => endClient(plc));
+    expect(performance.now() - t0).toBeLessThan(3_000);
+    expect(plc.connected).toBe(true);
+    expect(b.src.status().detail).toMatchObject({ refused: { unauthenticated_limit: expect.any(Number) } });
+    expect(b.log.text()).toContain('max_unauthenticated reached');
+  });
+
+  it('closes a connection that sends no CONNECT within connect_deadline', async () => {
+    const b = await startBroker({ connect_deadline: '1s' });
+    const [s] = await idleSockets(b.port, 1);
+    const t0 = performance.now();
+    await new Promise((r) => s.once('close', r));
+    const waited = performance.now() - t0;
+    expect(waited).toBeGreaterThan(500);
+    expect(waited).toBeLessThan(10_000);
+  });
+
+  it('keeps at most max_retained retained topics, still replacing and deleting existing ones', async () => {
+    const b = await startBroker({ max_retained: 3 });
+    const pub = await connectClient(b.url, { username: 'plc', password: 'right-pass-1' });
+    cleanup.push(() => endClient(pub));
+    for (let i = 0; i < 5; i++) await pub.publishAsync(`r/${i}`, `v${i}`, { qos: 1, retain: true });
+    await pub.publishAsync('r/0', 'v0-new', { qos: 1, retain: true }); // replace: allowed
+    expect(await dropped(b.metrics, 'retained_limit')).toBe(2);
+    const sub = await connectClient(b.url, { username: 'plc', password: 'right-pass-1' });
+    cleanup.push(() => endClient(sub));
+    const got = new Map<string, string>();
+    sub.on('message', (t, p) => got.set(t, p.toString()));
+    await sub.subscribeAsync('r/#', { qos: 1 });
+    await waitFor(() => got.size === 3, { what: 'three retained messages' });
+    expect(Object.fromEntries(got)).toEqual({ 'r/0': 'v0-new', 'r/1': 'v1', 'r/2': 'v2' });
+    // Deleting one frees a slot.
+    await pub.publishAsync('r/1', '', { qos: 1, retain: true });
+    await pub.publishAsync('r/9', 'v9', { qos: 1, retain: true });
+    expect(await dropped(b.metrics, 'retained_limit')).toBe(2);
+    expect(b.src.status().detail).toMatchObject({ dropped: { retained_limit: 2 }, stored: { retained: 3 } });
+  });
+
+  it('queues at most max_queued_messages for an offline persistent session and counts the rest', async () => {
+    const b = await startBroker({ max_queued_messages: 50 });
+    const opts = { username: 'plc', password: 'right-pass-1', clientId: 'hmi-1', clean: false };
+    const sub = await connectClient(b.url, opts);
+    await sub.subscribeAsync('q/#', { qos: 1 });
+    await endClient(sub);
+    const pub = await connectClient(b.url, { username: 'plc', password: 'right-pass-1' });
+    cleanup.push(() => endClient(pub));
+    for (let i = 0; i < 200; i++) await pub.publishAsync('q/x', String(i), { qos: 1 });
+    expect(await dropped(b.metrics, 'queue_limit')).toBe(150);
+    // The subscriber comes back and receives the 50 oldest; acknowledging them frees the queue.
+    const got: string[] = [];
+    const back = await connectClient(b.url, { ...opts });
+    cleanup.push(() => endClient(back));
+    back.on('message', (_t, p) => got.push(p.toString()));
+    await waitFor(() => got.length === 50, { what: '50 queued messages' });
+    expect(got[0]).toBe('0');
+    await waitFor(() => (b.src.status().detail as { stored: { queued: number } }).stored.queued === 0, { what: 'queue emptied by the acknowledgements' });
+    // Online, acknowledged messages never hit the limit.
+    for (let i = 0; i < 200; i++) await pub.publishAsync('q/x', `live${i}`, { qos: 1 });
+    await waitFor(() => got.length === 250, { what: '200 live messages' });
+    expect(await dropped(b.metrics, 'queue_limit')).toBe(150);
+  });
+});
