@@ -133,6 +133,30 @@ export async function ensureBaseImage(engine: Engine, log: (line: string) => voi
   rmSync(join(rootfs, 'etc', 'apt', 'sources.list'), { force: true });
   mkdirSync(join(rootfs, 'etc', 'apt', 'sources.list.d'), { recursive: true });
   writeFileSync(join(rootfs, 'etc', 'apt', sources.file), sources.text);
+  // As Debian's official slim images (debuerreotype), which node:20-bookworm-slim builds on: apt
+  // deletes downloaded .debs after installing (so `apt-get install tini` leaves no .deb in the
+  // image) and dpkg leaves out documentation, manuals and translations.
+  mkdirSync(join(rootfs, 'etc', 'apt', 'apt.conf.d'), { recursive: true });
+  writeFileSync(
+    join(rootfs, 'etc', 'apt', 'apt.conf.d', 'docker-clean'),
+    [
+      'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };',
+      'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };',
+      'Dir::Cache::pkgcache "";',
+      'Dir::Cache::srcpkgcache "";',
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(rootfs, 'etc', 'apt', 'apt.conf.d', 'docker-no-languages'), 'Acquire::Languages "none";\n');
+  mkdirSync(join(rootfs, 'etc', 'dpkg', 'dpkg.cfg.d'), { recursive: true });
+  writeFileSync(
+    join(rootfs, 'etc', 'dpkg', 'dpkg.cfg.d', 'docker'),
+    ['path-exclude /usr/share/doc/*', 'path-include /usr/share/doc/*/copyright', 'path-exclude /usr/share/groff/*', 'path-exclude /usr/share/info/*', 'path-exclude /usr/share/linda/*', 'path-exclude /usr/share/lintian/*', 'path-exclude /usr/share/locale/*', 'path-include /usr/share/locale/locale.alias', 'path-exclude /usr/share/man/*', ''].join('\n'),
+  );
+  await engine.run(
+    ['chroot', rootfs, '/bin/sh', '-c', 'find /usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete; rm -rf /usr/share/man/* /usr/share/info/* /usr/share/groff/* /usr/share/lintian/*; find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +'],
+    { check: 'slimming the base image' },
+  );
   for (const d of ['var/lib/apt/lists', 'var/cache/apt/archives']) {
     for (const f of readdirSync(join(rootfs, d))) if (f !== 'partial' && f !== 'lock') rmSync(join(rootfs, d, f), { recursive: true, force: true });
   }

@@ -149,10 +149,14 @@ interface Names {
 }
 
 async function checkImage(engine: Engine): Promise<void> {
-  const inspect = JSON.parse((await engine.podman(['image', 'inspect', IMAGE], { check: 'image inspect' })).stdout)[0] as {
-    Config: { User?: string; Entrypoint?: string[]; Cmd?: string[]; Healthcheck?: { Test?: string[] }; Env?: string[] };
+  // Go templates over podman's image data (the JSON output spells some keys differently).
+  const field = async (tpl: string) => (await engine.podman(['image', 'inspect', '--format', tpl, IMAGE], { check: 'image inspect' })).stdout.trim();
+  const cfg = {
+    User: await field('{{.Config.User}}'),
+    Entrypoint: JSON.parse((await field('{{json .Config.Entrypoint}}')) || 'null') as string[] | null,
+    Cmd: JSON.parse((await field('{{json .Config.Cmd}}')) || 'null') as string[] | null,
+    Healthcheck: JSON.parse((await field('{{json .Config.Healthcheck}}')) || 'null') as { Test?: string[] } | null,
   };
-  const cfg = inspect.Config;
   const problems: string[] = [];
   if (cfg.User !== 'gateway') problems.push(`USER is ${JSON.stringify(cfg.User)}, not gateway`);
   if (!cfg.Healthcheck?.Test?.join(' ').includes('GATEWAY_HEALTH_URL')) problems.push('no HEALTHCHECK in the image (built without --format docker?)');
@@ -167,19 +171,22 @@ async function checkImage(engine: Engine): Promise<void> {
       'run', '--rm', '--pull=never', '--network', 'none', '--user', 'root', '--entrypoint', '/bin/sh', IMAGE, '-c',
       `for c in ${COMPILERS.join(' ')}; do command -v "$c"; done; ` +
         `dpkg-query -W -f='\${Package} \${Status}\\n' gcc g++ cpp make python3 binutils 2>/dev/null | grep ' installed$'; ` +
-        'echo ROOT:; ls -A /root; echo NPMRC:; find / -xdev \\( -name .npmrc -o -name _cacache \\) -not -path "/app/node_modules/*" -print 2>/dev/null; echo END',
+        'echo ROOT:; ls -A /root; echo NPMRC:; find / -xdev \\( -name .npmrc -o -name _cacache \\) -not -path "/app/node_modules/*" -print 2>/dev/null; ' +
+        'echo DEBS:; ls /var/cache/apt/archives | grep "\\.deb$"; ls /var/lib/apt/lists | grep -v "^lock$\\|^partial$\\|^auxfiles$"; echo END',
     ],
     { check: 'probe of the image' },
   );
   const [found, rest] = probe.stdout.split('ROOT:\n');
   if (found.trim()) throw new CheckFailure(`the runtime image holds a compiler or build tool:\n${found.trim()}`);
   log(`no compiler in the runtime image (none of ${COMPILERS.join(', ')}; no gcc/g++/make/python3 package)`);
-  const [rootFiles, npmFiles] = rest.replace(/END\s*$/, '').split('NPMRC:\n');
+  const [rootAndNpm, aptFiles] = rest.replace(/END\s*$/, '').split('DEBS:\n');
+  const [rootFiles, npmFiles] = rootAndNpm.split('NPMRC:\n');
+  if (aptFiles.trim()) throw new CheckFailure(`apt left downloaded packages or lists in the runtime image: ${aptFiles.trim().split('\n').join(', ')}`);
   const leftovers = [...rootFiles.split('\n'), ...npmFiles.split('\n')].map((l) => l.trim()).filter(Boolean);
   const known = new Set(['.bashrc', '.profile']); // Debian's skeleton in /root, from the base image
   const unexpected = leftovers.filter((l) => !known.has(l));
   if (unexpected.length) throw new CheckFailure(`the build's /root mount left files in the image: ${unexpected.join(', ')}`);
-  log('nothing of the build\'s /root mount (CA bundle, .npmrc, npm cache) is in the image');
+  log('nothing of the build\'s /root mount (CA bundle, .npmrc, npm cache) is in the image; no apt lists or .debs');
 }
 
 /** The emulator from the image, as another team would run it; returns its published origin. */
