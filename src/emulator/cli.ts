@@ -35,7 +35,8 @@ Options:
                         fail_next=COUNT[:STATUS|:drop][@PATH]  e.g. fail_next=3:503@/machine-data/batch
   --cors ORIGIN         answer browser requests from ORIGIN (repeatable; * for any origin)
   --journal-size N      requests kept in the journal, GET /_emulator/requests (default ${DEFAULT_JOURNAL_SIZE}; 0 keeps none)
-  --log-level LEVEL     JSON log lines on stderr: info (default), debug (one line per request), warn, error, silent
+  --log-level LEVEL     JSON log lines on stderr: info (default, or $LOG_LEVEL), debug (one line per request),
+                        warn, error, silent
   -h, --help            show this text
 
 The start-up text goes to stdout; log lines (JSON) go to stderr.
@@ -125,8 +126,8 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
     }
     if (values.host !== undefined && values.host.trim() === '') throw new UsageError('--host: must not be empty');
     if (values.fixture !== undefined && values.fixture.trim() === '') throw new UsageError('--fixture: must not be empty');
-    const level = values['log-level'] ?? 'info';
-    if (!LOG_LEVELS.includes(level)) throw new UsageError(`--log-level: "${level}" is not one of ${LOG_LEVELS.join(', ')}`);
+    const level = values['log-level'] ?? process.env.LOG_LEVEL ?? 'info';
+    if (!LOG_LEVELS.includes(level)) throw new UsageError(`--log-level: "${level}"${values['log-level'] === undefined ? ' (from $LOG_LEVEL)' : ''} is not one of ${LOG_LEVELS.join(', ')}`);
     logLevel = level;
     let faults;
     try {
