@@ -393,7 +393,7 @@ export async function main(argv: string[]): Promise<number> {
     const buildAt = Date.now();
     log(`build: buildah bud --format docker --pull=never (FROM ${BASE_IMAGE} stand-in), npm trusting this machine's CAs via ${root} mounted as /root`);
     let steps = 0;
-    await engine.buildah(['bud', '--isolation', 'chroot', '--format', 'docker', '--pull=never', '--layers=false', '--volume', `${root}:/root`, '-f', join(REPO, 'Dockerfile'), '-t', IMAGE, REPO], {
+    await engine.buildah(['bud', '--isolation', 'chroot', '--format', 'docker', '--pull=never', '--layers=false', '--force-rm', '--volume', `${root}:/root`, '-f', join(REPO, 'Dockerfile'), '-t', IMAGE, REPO], {
       nice: true,
       check: 'buildah bud of the Dockerfile',
       timeoutMs: 40 * 60_000,
