@@ -4,10 +4,8 @@
 # Two stages: native modules are compiled in the build stage (python3, make, g++); the runtime
 # stage receives the compiled node_modules and dist/ and has no compiler.
 #
-# No container engine runs in CI, so scripts/container-check performs these steps in a temporary
-# directory and starts the result (test/container/dockerfile-steps.test.ts). It understands only
-# the instructions and RUN forms it knows and fails on anything else: when you change this file,
-# run scripts/container-check and teach it what is new.
+# CI builds this file with buildah and runs the image with podman (scripts/container-check,
+# test/container/image.test.ts): when you change it, run scripts/container-check.
 
 FROM node:20-bookworm-slim AS build
 RUN apt-get update \

@@ -1,112 +1,56 @@
 /**
- * scripts/container-check: what `docker build` and `docker run` would do with the Dockerfile,
- * performed without a container engine (none runs in CI), so a broken install step or a result
- * that does not start is caught. Steps:
+ * scripts/container-check: builds the repository's unmodified Dockerfile with a real OCI engine
+ * (buildah) and runs the image with podman, the way an operator would with Docker:
  *
- *   1. read the Dockerfile; refuse instructions the check cannot perform, and check what the issue
- *      requires of the image (multi-stage, no compiler at runtime, non-root user, volume,
- *      HEALTHCHECK on /healthz, an init process, GATEWAY_CONFIG, the exposed port);
- *   2. perform every stage in a fresh temporary directory (scripts/lib/container-build.ts);
- *   3. start the result the way ENTRYPOINT + CMD say, as the image's user, with a mounted config
- *      and a client secret given as a *_FILE file, against an emulator of the tracking service;
- *   4. wait for the HEALTHCHECK command itself to pass, check /readyz, that samples reach the
- *      emulator, that `edge-gateway status` works inside, that the secret is in no output, then
- *      SIGTERM: the process must exit 0 within 10 s, with its buffer on the data volume.
+ *   1. the base: a stand-in for node:20-bookworm-slim built on this machine (base-image.ts; no image
+ *      registry is reachable here), cached across runs by a hash of its inputs;
+ *   2. `buildah bud --format docker --pull=never` (docker format, or HEALTHCHECK is dropped), npm in
+ *      RUN steps trusting this machine's certificate authorities through a folder mounted as the
+ *      build's /root (CA bundle + .npmrc; a mount, so nothing of it lands in the image);
+ *   3. the image: user, HEALTHCHECK, tini entry point; no compiler; no npm credentials or CA files;
+ *   4. the emulator, run from the same image as other teams would (`emulator --host 0.0.0.0`,
+ *      published with -p), its human start-up text free of JSON log lines;
+ *   5. the gateway container: uid 10001 under tini, a mounted read-only config and a client secret
+ *      given as a *_FILE file; `check` passes; `podman healthcheck run` healthy; samples delivered
+ *      to the emulator; `edge-gateway status` inside works; the secret is in no image history, log,
+ *      environment, status or metrics; `podman stop` ends it within 10 s with exit 0; the buffer is
+ *      on the data volume, owned by uid 10001.
  *
- * Exit code: 0 passed, 1 failed, 2 usage, 3 this machine cannot stand in for the base image.
+ * Exit code: 0 passed, 1 failed, 2 usage, 3 this machine cannot run it (tools missing, not root).
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join, posix, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { spawnSync } from 'node:child_process';
-import { httpSchema } from '../../src/http/config.js';
 import { DEMO_CLIENT_ID, DEMO_FIXTURE, DEMO_ORGANISATION_ID } from '../../src/emulator/demo-fixture.js';
-import { DockerfileError, parseDockerfile, type Stage } from './dockerfile.js';
-import {
-  asIdentity,
-  buildEnv,
-  buildStages,
-  CheckFailure,
-  EnvironmentMismatch,
-  hostPath,
-  identityOf,
-  killChildren,
-  mappedEnv,
-  spawnTracked,
-  tail,
-  waitExit,
-  type BuiltStage,
-  type Identity,
-} from './container-build.js';
+import { BASE_IMAGE, ensureBaseImage } from './base-image.js';
+import { CannotRunHere, CheckFailure, cannotRunReason, openEngine, type Engine } from './engine.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
-/** The issue: SIGTERM → exit within 10 s. */
+/** `docker stop` waits 10 s before SIGKILL; the gateway must be gone before that. */
 const STOP_DEADLINE_MS = 10_000;
-const COMPILERS = ['gcc', 'g++', 'cpp', 'clang', 'make', 'build-essential', 'python3', 'python3-dev', 'node-gyp'];
-const INITS = ['tini', 'dumb-init'];
+const IMAGE = 'localhost/edge-gateway:container-check';
+const GATEWAY_UID = 10001;
+const COMPILERS = ['gcc', 'g++', 'cc', 'c++', 'cpp', 'make', 'python3', 'clang', 'node-gyp'];
+const DEFAULT_WORK_DIR = '/var/tmp/edge-gateway-container-check';
 
-const USAGE = `Usage: scripts/container-check [--dockerfile FILE] [--context DIR] [--build-only] [--keep]
+const USAGE = `Usage: scripts/container-check [--work-dir DIR] [--keep]
 
-Performs the Dockerfile's build steps in a fresh temporary directory without a container engine,
-starts the result as ENTRYPOINT + CMD say (against an emulator of the tracking service), waits for
-its HEALTHCHECK, checks /readyz and delivery, and stops it with SIGTERM. See docs/container.md.
+Builds the Dockerfile with buildah (on a locally built stand-in for node:20-bookworm-slim) and runs
+the image with podman: the emulator from the image, then the gateway as uid 10001 under tini with a
+mounted config and a *_FILE secret; health check, delivery, status, secrets, stop. See docs/container.md.
 
-  --dockerfile FILE  Dockerfile to check (default: Dockerfile of the repository)
-  --context DIR      build context (default: the repository)
-  --build-only       stop after the build steps and the static checks
-  --keep             keep the temporary directory (it is printed) instead of removing it
+  --work-dir DIR  engine storage, containers.conf, npm cache and logs
+                  (default ${DEFAULT_WORK_DIR}; the base image is cached there)
+  --keep          keep the containers, volume and image for a look afterwards
 
-Exit code: 0 passed, 1 failed, 2 usage, 3 this machine cannot stand in for the base image
-(another Node major or Debian release).`;
+Exit code: 0 passed, 1 failed, 2 usage, 3 this machine cannot run it (buildah, podman, runc,
+debootstrap missing, or not root).`;
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** What the issue asks of the image, checked on the Dockerfile itself (before the slow build). */
-export function policyProblems(stages: Stage[], defaultHttpPort: number): string[] {
-  const problems: string[] = [];
-  const final = stages[stages.length - 1];
-  if (stages.length < 2) problems.push('one stage only: native modules must be compiled in a build stage so the runtime image has no compiler');
-  for (const s of stages) {
-    if (!/^node:20(\.[\d.]+)?-[a-z]+-slim$/.test(s.image)) problems.push(`line ${s.line}: FROM ${s.image}: the image must be built on a Debian slim Node 20 image (node:20-<release>-slim)`);
-  }
-  const runs = final.steps.flatMap((s) => (s.kind === 'run' ? s.segments : []));
-  const compilers = runs.flatMap((seg) => (seg.kind === 'apt-install' ? seg.packages.filter((p) => COMPILERS.includes(p)) : []));
-  if (compilers.length) problems.push(`the runtime stage installs ${compilers.join(', ')}: compile in the build stage; the runtime must have no compiler`);
-  const compiling = runs.find((seg) => seg.kind === 'shell' && /\b(npm (ci|install|i|rebuild)|node-gyp|prebuild-install)\b/.test(seg.text));
-  if (compiling) problems.push(`the runtime stage runs "${compiling.text}": install and compile dependencies in the build stage and COPY --from it`);
-  const users = final.steps.filter((s) => s.kind === 'user');
-  const user = users.length ? (users[users.length - 1] as { user: string }).user : undefined;
-  if (!user || user === 'root' || user === '0') problems.push('the runtime stage must end with USER <non-root user>');
-  else if (!runs.some((seg) => seg.kind === 'useradd' && seg.name === user)) problems.push(`USER ${user}: the runtime stage does not create that user (useradd)`);
-  if (!final.steps.some((s) => s.kind === 'volume')) problems.push('the runtime stage declares no VOLUME for the data directory');
-  const env = new Map(final.steps.flatMap((s) => (s.kind === 'env' ? s.vars : [])));
-  const health = final.steps.find((s) => s.kind === 'healthcheck');
-  if (!health) problems.push('no HEALTHCHECK: the issue asks for one on /healthz');
-  else {
-    const cmd = 'shell' in health.check.command ? health.check.command.shell : health.check.command.exec.join(' ');
-    // The URL may sit in an ENV the command reads (so `docker run -e` can change it).
-    const referenced = [...env].filter(([k]) => cmd.includes(k)).map(([, v]) => v);
-    if (![cmd, ...referenced].some((t) => t.includes('/healthz'))) problems.push(`line ${health.line}: HEALTHCHECK does not ask /healthz`);
-    for (const t of [cmd, ...referenced]) {
-      const m = /:\/\/(?:127\.0\.0\.1|localhost):(\d+)\/healthz/.exec(t);
-      if (m && Number(m[1]) !== defaultHttpPort) problems.push(`line ${health.line}: HEALTHCHECK asks port ${m[1]}, but http.port defaults to ${defaultHttpPort}`);
-    }
-  }
-  const entry = final.steps.filter((s) => s.kind === 'entrypoint').pop();
-  if (!entry) problems.push('no ENTRYPOINT: the gateway must run under an init process (tini)');
-  else if (!INITS.includes(basename(entry.argv[0]))) problems.push(`line ${entry.line}: ENTRYPOINT ${JSON.stringify(entry.argv)} does not start an init process (tini) that forwards SIGTERM and reaps children`);
-  const cmd = final.steps.filter((s) => s.kind === 'cmd').pop();
-  if (!cmd || cmd.argv[0] !== 'run') problems.push('CMD must be ["run"]: the image runs the gateway by default');
-  if (!env.get('GATEWAY_CONFIG')?.startsWith('/')) problems.push('ENV GATEWAY_CONFIG=/path/of/the/mounted/config is missing: `run` without --config reads that file');
-  const exposed = final.steps.flatMap((s) => (s.kind === 'expose' ? s.ports : []));
-  if (!exposed.includes(defaultHttpPort)) problems.push(`EXPOSE ${defaultHttpPort} is missing (the default http.port)`);
-  return problems;
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -124,273 +68,282 @@ async function get(url: string, timeoutMs = 5_000): Promise<{ status: number; te
   return { status: res.status, text: await res.text() };
 }
 
-async function poll<T>(what: string, deadlineMs: number, check: () => Promise<T | undefined>, abort?: () => string | undefined): Promise<T> {
+async function poll<T>(what: string, deadlineMs: number, check: () => Promise<T | undefined>): Promise<T> {
   const end = Date.now() + deadlineMs;
   let last = '';
   for (;;) {
-    const stop = abort?.();
-    if (stop) throw new CheckFailure(`${what}: ${stop}`);
     try {
       const v = await check();
       if (v !== undefined) return v;
     } catch (err) {
+      if (err instanceof CheckFailure) throw err;
       last = (err as Error).message;
     }
     if (Date.now() > end) throw new CheckFailure(`${what}: not within ${seconds(deadlineMs)}${last ? ` (last: ${last})` : ''}`);
-    await delay(500);
+    await delay(1_000);
   }
 }
 
-/** Runs a short command (healthcheck, `edge-gateway status`, require checks) and collects its output. */
-async function runShort(argv: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; logFile: string; timeoutMs: number }): Promise<{ code: number | null; output: string }> {
-  writeFileSync(opts.logFile, '');
-  const child = spawnTracked(argv, { cwd: opts.cwd, env: opts.env, logFile: opts.logFile });
-  const timer = setTimeout(() => {
+/** One run at a time per work folder (a CI run and a developer on the same machine). */
+async function lock(dir: string): Promise<() => void> {
+  const path = join(dir, 'lock');
+  const end = Date.now() + 30 * 60_000;
+  let told = false;
+  for (;;) {
     try {
-      if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      mkdirSync(path);
+      writeFileSync(join(path, 'pid'), String(process.pid));
+      return () => rmSync(path, { recursive: true, force: true });
     } catch {
-      /* gone */
+      const pid = Number(readFileSync(join(path, 'pid'), { encoding: 'utf8', flag: 'a+' }) || 0);
+      let alive = false;
+      try {
+        if (pid > 0) process.kill(pid, 0);
+        alive = pid > 0;
+      } catch {
+        alive = false;
+      }
+      if (!alive) {
+        rmSync(path, { recursive: true, force: true });
+        continue;
+      }
+      if (!told) log(`waiting for another container-check (pid ${pid}) using ${dir}`);
+      told = true;
+      if (Date.now() > end) throw new CheckFailure(`another container-check (pid ${pid}) holds ${path} for more than 30 minutes`);
+      await delay(2_000);
     }
-  }, opts.timeoutMs);
-  const { code } = await waitExit(child);
-  clearTimeout(timer);
-  return { code, output: readFileSync(opts.logFile, 'utf8') };
+  }
 }
 
 /**
- * ENTRYPOINT as a command line of this machine: image files point into the rootfs, programs the
- * stage's apt-get lines installed are this machine's. An init the check could not install here (not
- * root) is left out, and node started directly, saying so.
+ * The folder mounted as the build's /root: this machine's CA bundle and an .npmrc naming it (npm in
+ * RUN steps then trusts the same certificate authorities as npm here), plus npm's cache, kept
+ * between runs. Registry and proxy settings are carried over, credentials never.
  */
-function mapEntrypoint(image: BuiltStage, argv: string[]): { argv: string[]; note: string } {
-  const out: string[] = [];
-  let note = '';
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (!arg.startsWith('/')) {
-      out.push(arg);
-      continue;
-    }
-    if (existsSync(hostPath(image, arg))) {
-      out.push(hostPath(image, arg));
-      continue;
-    }
-    const owner = spawnSync('dpkg-query', ['-S', arg], { encoding: 'utf8' });
-    const pkg = owner.status === 0 ? owner.stdout.split(':')[0].trim() : undefined;
-    if (pkg && image.aptPackages.includes(pkg)) {
-      out.push(arg);
-      if (INITS.includes(basename(arg))) note = `${arg} (package ${pkg}, installed here) is the init process, as in the image`;
-      continue;
-    }
-    const missing = image.aptMissing.find((p) => basename(arg) === p);
-    if (missing && i === 0 && INITS.includes(missing)) {
-      // Drop the init and its `--`.
-      if (argv[i + 1] === '--') i++;
-      note = `${arg} is not installed here (the check is not root): node is started directly, without the init process`;
-      continue;
-    }
-    throw new CheckFailure(`ENTRYPOINT uses ${arg}, which is neither a file of the image nor installed by its apt-get lines`);
+async function npmRoot(engine: Engine): Promise<string> {
+  const dir = join(engine.dir, 'npm-root');
+  mkdirSync(dir, { recursive: true });
+  const setting = async (name: string) => {
+    const r = await engine.run(['npm', 'config', 'get', name]);
+    const v = r.stdout.trim();
+    return r.code === 0 && v !== '' && v !== 'null' && v !== 'undefined' ? v : undefined;
+  };
+  const cafile = [await setting('cafile'), process.env.NODE_EXTRA_CA_CERTS, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f && existsSync(f));
+  const lines = ['# Written by scripts/container-check: mounted as /root during the build only.', 'audit=false', 'fund=false', 'update-notifier=false'];
+  if (cafile) {
+    writeFileSync(join(dir, 'ca-certificates.crt'), readFileSync(cafile));
+    lines.push('cafile=/root/ca-certificates.crt');
   }
-  return { argv: out, note };
+  for (const name of ['registry', 'proxy', 'https-proxy', 'noproxy']) {
+    const v = await setting(name);
+    if (v && !/[:/]\/\/[^/]*@/.test(v)) lines.push(`${name}=${v}`);
+  }
+  writeFileSync(join(dir, '.npmrc'), `${lines.join('\n')}\n`);
+  return dir;
 }
 
-/** Loads every native module of the image as its user: catches a binary built for the wrong place. */
-async function checkNativeModules(image: BuiltStage, appDir: string, ctx: { cwd: string; env: NodeJS.ProcessEnv; who: Identity; logDir: string }): Promise<void> {
-  const modules = join(hostPath(image, appDir), 'node_modules');
-  const dirs: string[] = [];
-  for (const entry of existsSync(modules) ? readdirSync(modules) : []) {
-    const candidates = entry.startsWith('@') ? readdirSync(join(modules, entry)).map((e) => join(modules, entry, e)) : [join(modules, entry)];
-    for (const dir of candidates) if (existsSync(join(dir, 'binding.gyp'))) dirs.push(dir);
-  }
-  for (const dir of dirs) {
-    const name = dir.slice(modules.length + 1);
-    // better-sqlite3 loads its binary on first use, so open a database too.
-    const code = `const m=require(process.argv[1]);if(${JSON.stringify(name)}==='better-sqlite3'){const d=new m(':memory:');d.prepare('select 1').get();d.close()}`;
-    const r = await runShort(asIdentity(['node', '-e', code, dir], ctx.who), { cwd: ctx.cwd, env: ctx.env, logFile: join(ctx.logDir, `native-${basename(dir)}.log`), timeoutMs: 30_000 });
-    if (r.code !== 0) throw new CheckFailure(`native module ${name} does not load in the runtime image:\n${r.output.trim()}`);
-  }
-  log(`native modules load as ${ctx.who.name}: ${dirs.map((d) => d.slice(modules.length + 1)).join(', ') || '(none)'}`);
+interface Names {
+  emulator: string;
+  gateway: string;
+  volume: string;
 }
 
-function filesUnder(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => join(dir, f));
-}
+async function checkImage(engine: Engine): Promise<void> {
+  // Go templates over podman's image data (the JSON output spells some keys differently).
+  const field = async (tpl: string) => (await engine.podman(['image', 'inspect', '--format', tpl, IMAGE], { check: 'image inspect' })).stdout.trim();
+  const cfg = {
+    User: await field('{{.Config.User}}'),
+    Entrypoint: JSON.parse((await field('{{json .Config.Entrypoint}}')) || 'null') as string[] | null,
+    Cmd: JSON.parse((await field('{{json .Config.Cmd}}')) || 'null') as string[] | null,
+    Healthcheck: JSON.parse((await field('{{json .Config.Healthcheck}}')) || 'null') as { Test?: string[] } | null,
+  };
+  const problems: string[] = [];
+  if (cfg.User !== 'gateway') problems.push(`USER is ${JSON.stringify(cfg.User)}, not gateway`);
+  if (!cfg.Healthcheck?.Test?.join(' ').includes('GATEWAY_HEALTH_URL')) problems.push('no HEALTHCHECK in the image (built without --format docker?)');
+  if (cfg.Entrypoint?.[0] !== '/usr/bin/tini') problems.push(`ENTRYPOINT ${JSON.stringify(cfg.Entrypoint)} does not start tini`);
+  if (cfg.Cmd?.[0] !== 'run') problems.push(`CMD ${JSON.stringify(cfg.Cmd)} is not ["run"]`);
+  if (problems.length) throw new CheckFailure(`the image: ${problems.join('; ')}`);
+  log('image: USER gateway, HEALTHCHECK kept (docker format), ENTRYPOINT tini, CMD run');
 
-/** Step 3 and 4: start the image's result and check it the way an operator would. */
-async function startAndCheck(image: BuiltStage, root: string, logDir: string): Promise<void> {
-  if (!image.entrypoint || !image.cmd || !image.healthcheck) throw new CheckFailure('the image has no ENTRYPOINT, CMD or HEALTHCHECK to start and check');
-  const who: Identity = image.user ? identityOf(image, image.user) : { name: 'root', uid: 0, gid: 0, groups: [], switched: false };
-  log(
-    who.switched
-      ? `runs as ${who.name}: uid ${who.uid} gid ${who.gid}${who.groups.length ? ` groups ${who.groups.join(',')}` : ''} (setpriv), like USER ${who.name} in the image`
-      : `runs as the current user (uid ${process.getuid?.()}), standing in for USER ${image.user ?? 'root'}: the check is not root, so it cannot switch`,
+  // No compiler, and nothing of the build's /root mount (CA bundle, .npmrc, npm cache) left behind.
+  const probe = await engine.podman(
+    [
+      'run', '--rm', '--pull=never', '--network', 'none', '--user', 'root', '--entrypoint', '/bin/sh', IMAGE, '-c',
+      `for c in ${COMPILERS.join(' ')}; do command -v "$c"; done; ` +
+        `dpkg-query -W -f='\${Package} \${Status}\\n' gcc g++ cpp make python3 binutils 2>/dev/null | grep ' installed$'; ` +
+        'echo ROOT:; ls -A /root; echo NPMRC:; find / -xdev \\( -name .npmrc -o -name _cacache \\) -not -path "/app/node_modules/*" -print 2>/dev/null; ' +
+        'echo DEBS:; ls /var/cache/apt/archives | grep "\\.deb$"; ls /var/lib/apt/lists | grep -v "^lock$\\|^partial$\\|^auxfiles$"; echo END',
+    ],
+    { check: 'probe of the image' },
   );
-  const script = image.entrypoint.concat(image.cmd).find((a) => a.endsWith('.js') && a.startsWith('/'));
-  if (!script) throw new CheckFailure('ENTRYPOINT/CMD name no /path/to/cli.js to start the emulator from');
-  const appDir = posix.dirname(posix.dirname(script));
-  const secret = `cc-${randomBytes(12).toString('hex')}`;
-
-  // The tracking service: the emulator of the built result, with a fixture whose client secret is
-  // random, so finding it in any output proves a leak.
-  const fixture = join(root, 'fixture.json');
-  writeFileSync(fixture, JSON.stringify({ ...DEMO_FIXTURE, clients: DEMO_FIXTURE.clients.map((c) => ({ ...c, client_secret: secret })) }));
-  const emuLog = join(logDir, 'emulator.log');
-  const emulator = spawnTracked(['node', hostPath(image, script), 'emulator', '--port', '0', '--fixture', fixture], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/' }, pipe: true });
-  let emuOut = '';
-  emulator.stdout?.on('data', (d) => {
-    emuOut += d;
-    writeFileSync(emuLog, emuOut);
-  });
-  emulator.stderr?.on('data', (d) => {
-    emuOut += d;
-    writeFileSync(emuLog, emuOut);
-  });
-  try {
-    const baseUrl = await poll('the emulator prints its base URL', 30_000, async () => /base URL:\s+(\S+)/.exec(emuOut)?.[1], () => (emulator.exitCode !== null ? `it exited:\n${emuOut}` : undefined));
-    const authUrl = /auth URL:\s+(\S+)/.exec(emuOut)?.[1] ?? new URL(baseUrl).origin;
-    const emuOrigin = new URL(baseUrl).origin;
-    log(`emulator of the tracking service: ${baseUrl}`);
-
-    const port = await freePort();
-    const configPath = image.env.get('GATEWAY_CONFIG') as string;
-    const secretPath = '/run/secrets/client_secret';
-    // The operator's side of `docker run`: the config mounted read-only at GATEWAY_CONFIG and the
-    // secret as a file named by GATEWAY_CLIENT_SECRET_FILE (docker secret or -v ...:ro).
-    mkdirSync(dirname(hostPath(image, configPath)), { recursive: true });
-    writeFileSync(
-      hostPath(image, configPath),
-      [
-        '# Written by scripts/container-check: the configuration "mounted" into the container.',
-        'gateway:',
-        '  name: container-check',
-        '  status_interval: 0',
-        'service:',
-        `  base_url: ${baseUrl}`,
-        `  auth_url: ${authUrl}`,
-        `  organisation_id: ${DEMO_ORGANISATION_ID}`,
-        '  auth:',
-        '    mode: client_credentials',
-        `    client_id: ${DEMO_CLIENT_ID}`,
-        '    client_secret: { env: GATEWAY_CLIENT_SECRET }',
-        'uplink:',
-        '  flush_interval: 200ms',
-        '# No paths: the defaults (./data, ./data/buffer.db) must land on the data volume.',
-        'http:',
-        '  host: 127.0.0.1',
-        `  port: ${port}`,
-        'generator:',
-        '  - name: container-check',
-        '    variables: { prefix: mvr_gen_, count: 3 }',
-        '    interval: 200ms',
-        '',
-      ].join('\n'),
-    );
-    chmodSync(hostPath(image, configPath), 0o444);
-    mkdirSync(dirname(hostPath(image, secretPath)), { recursive: true });
-    writeFileSync(hostPath(image, secretPath), `${secret}\n`, { mode: 0o400 });
-    if (who.switched) chownSync(hostPath(image, secretPath), who.uid, who.gid);
-
-    const home = image.user ? (image.users.get(image.user)?.home ?? '/') : '/root';
-    const { argv: entry, note } = mapEntrypoint(image, image.entrypoint);
-    const env: NodeJS.ProcessEnv = {
-      // The image's PATH: its own /usr/local/bin (edge-gateway), then this machine's node.
-      PATH: `${hostPath(image, '/usr/local/bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      HOME: hostPath(image, home),
-      ...mappedEnv(image),
-      GATEWAY_CLIENT_SECRET_FILE: hostPath(image, secretPath),
-      // tini is PID 1 in a container; here it is not, so it registers as a subreaper instead.
-      TINI_SUBREAPER: '1',
-    };
-    // The documented way to follow a changed http.port: docker run -e GATEWAY_HEALTH_URL=...
-    if (image.env.has('GATEWAY_HEALTH_URL')) env.GATEWAY_HEALTH_URL = `http://127.0.0.1:${port}/healthz`;
-    const cwd = hostPath(image, image.workdir);
-    log(`mounted: ${configPath} (config, read-only), ${secretPath} (GATEWAY_CLIENT_SECRET_FILE); http.port ${port}`);
-
-    await checkNativeModules(image, appDir, { cwd, env, who, logDir });
-
-    // `docker run IMAGE check`: CMD replaced, config from GATEWAY_CONFIG.
-    const checked = await runShort(asIdentity([...entry, 'check'], who), { cwd, env, logFile: join(logDir, 'check-command.log'), timeoutMs: 60_000 });
-    if (checked.code !== 0) throw new CheckFailure(`"docker run IMAGE check" failed (exit ${checked.code}):\n${checked.output.trim()}`);
-    log('`check` (CMD replaced) validates the mounted config: exit 0');
-
-    const gatewayLog = join(logDir, 'gateway.log');
-    const startArgv = asIdentity([...entry, ...image.cmd], who);
-    log(`start: ${[...image.entrypoint, ...image.cmd].join(' ')} (in ${image.workdir})${note ? `\n  ${note}` : ''}`);
-    const startedAt = Date.now();
-    const gateway = spawnTracked(startArgv, { cwd, env, logFile: gatewayLog });
-    const exited = () => (gateway.exitCode !== null || gateway.signalCode !== null ? `the gateway exited (${gateway.signalCode ?? gateway.exitCode}); last lines of ${gatewayLog}:\n${tail(gatewayLog)}` : undefined);
-    try {
-      // HEALTHCHECK, verbatim, as Docker runs it: the container's user, env and working directory.
-      const hc = image.healthcheck;
-      const hcArgv = asIdentity('shell' in hc.command ? ['/bin/sh', '-c', hc.command.shell] : hc.command.exec, who);
-      let attempts = 0;
-      await poll(`HEALTHCHECK (line ${image.healthcheckLine})`, hc.startPeriodMs + hc.intervalMs * hc.retries, async () => {
-        attempts++;
-        const r = await runShort(hcArgv, { cwd, env, logFile: join(logDir, 'healthcheck.log'), timeoutMs: hc.timeoutMs });
-        if (r.code === 0) return true;
-        throw new Error(`exit ${r.code}${r.output.trim() ? `: ${r.output.trim()}` : ''}`);
-      }, exited);
-      log(`HEALTHCHECK passed after ${seconds(Date.now() - startedAt)} (attempt ${attempts}, run verbatim)`);
-
-      const http = `http://127.0.0.1:${port}`;
-      await poll('/readyz answers 200', 30_000, async () => ((await get(`${http}/readyz`)).status === 200 ? true : undefined), exited);
-      log('/readyz: 200');
-
-      const stored = await poll('samples reach the emulator', 60_000, async () => {
-        const stats = JSON.parse((await get(`${emuOrigin}/_emulator/stats`)).text) as { values_stored: number };
-        return stats.values_stored > 0 ? stats.values_stored : undefined;
-      }, exited);
-      log(`samples reached the emulator: ${stored} values stored`);
-
-      // `docker exec CONTAINER edge-gateway status`: through the image's PATH when it has the command.
-      const statusArgv = existsSync(hostPath(image, '/usr/local/bin/edge-gateway')) ? ['edge-gateway'] : [...entry];
-      const status = await runShort(asIdentity([...statusArgv, 'status', '--url', http], who), { cwd, env, logFile: join(logDir, 'status-command.log'), timeoutMs: 30_000 });
-      if (status.code !== 0 || !status.output.includes('container-check')) throw new CheckFailure(`"${statusArgv[0]} status" inside the container failed (exit ${status.code}):\n${status.output.trim()}`);
-      log(`\`${statusArgv[0]} status\` inside: exit 0`);
-
-      const leaks = [
-        ['/status', (await get(`${http}/status`)).text],
-        ['/metrics', (await get(`${http}/metrics`)).text],
-        ['`check` output', checked.output],
-        ['`status` output', status.output],
-        ['the gateway log', readFileSync(gatewayLog, 'utf8')],
-      ].filter(([, text]) => text.includes(secret));
-      if (leaks.length) throw new CheckFailure(`the client secret appears in ${leaks.map(([w]) => w).join(', ')}`);
-      log('the client secret is in none of /status, /metrics, the logs, `check` and `status` output');
-
-      // docker stop: SIGTERM to PID 1 (the init), which passes it on.
-      const stopAt = Date.now();
-      process.kill(gateway.pid as number, 'SIGTERM');
-      const result = await Promise.race([waitExit(gateway), delay(STOP_DEADLINE_MS).then(() => null)]);
-      if (!result) throw new CheckFailure(`SIGTERM: still running after ${seconds(STOP_DEADLINE_MS)} (docker stop would kill it); last lines of ${gatewayLog}:\n${tail(gatewayLog)}`);
-      if (result.code !== 0) throw new CheckFailure(`SIGTERM: exited with ${result.signal ?? `code ${result.code}`} instead of 0; last lines of ${gatewayLog}:\n${tail(gatewayLog)}`);
-      log(`SIGTERM: exited 0 in ${seconds(Date.now() - stopAt)}`);
-    } finally {
-      if (gateway.exitCode === null && gateway.signalCode === null && gateway.pid) process.kill(-gateway.pid, 'SIGKILL');
-    }
-
-    const volumeFiles = image.volumes.flatMap((v) => filesUnder(hostPath(image, v)).map((f) => ({ f, v })));
-    const db = volumeFiles.find(({ f }) => f.endsWith('.db'));
-    if (!db) throw new CheckFailure(`no buffer database on the volume (${image.volumes.join(', ')}): the samples would be lost with the container`);
-    const owner = statSync(db.f).uid;
-    if (who.switched && owner !== who.uid) throw new CheckFailure(`${db.f} belongs to uid ${owner}, not to ${who.name} (${who.uid})`);
-    log(`buffer on the data volume: ${posix.join(db.v, db.f.slice(hostPath(image, db.v).length))}${who.switched ? `, owned by ${who.name}` : ''}`);
-  } finally {
-    if (emulator.exitCode === null && emulator.pid) {
-      process.kill(emulator.pid, 'SIGTERM');
-      await Promise.race([waitExit(emulator), delay(5_000)]);
-    }
-  }
+  const [found, rest] = probe.stdout.split('ROOT:\n');
+  if (found.trim()) throw new CheckFailure(`the runtime image holds a compiler or build tool:\n${found.trim()}`);
+  log(`no compiler in the runtime image (none of ${COMPILERS.join(', ')}; no gcc/g++/make/python3 package)`);
+  const [rootAndNpm, aptFiles] = rest.replace(/END\s*$/, '').split('DEBS:\n');
+  const [rootFiles, npmFiles] = rootAndNpm.split('NPMRC:\n');
+  if (aptFiles.trim()) throw new CheckFailure(`apt left downloaded packages or lists in the runtime image: ${aptFiles.trim().split('\n').join(', ')}`);
+  const leftovers = [...rootFiles.split('\n'), ...npmFiles.split('\n')].map((l) => l.trim()).filter(Boolean);
+  const known = new Set(['.bashrc', '.profile']); // Debian's skeleton in /root, from the base image
+  const unexpected = leftovers.filter((l) => !known.has(l));
+  if (unexpected.length) throw new CheckFailure(`the build's /root mount left files in the image: ${unexpected.join(', ')}`);
+  log('nothing of the build\'s /root mount (CA bundle, .npmrc, npm cache) is in the image; no apt lists or .debs');
 }
 
-/** The temporary directory of the running check, removed if the check is stopped by a signal. */
-let workRoot: string | undefined;
+/** The emulator from the image, as another team would run it; returns its published origin. */
+async function startEmulatorContainer(engine: Engine, work: string, names: Names, secret: string): Promise<string> {
+  const fixture = join(work, 'fixture.json');
+  writeFileSync(fixture, JSON.stringify({ ...DEMO_FIXTURE, clients: DEMO_FIXTURE.clients.map((c) => ({ ...c, client_secret: secret })) }));
+  chmodSync(fixture, 0o644);
+  const port = await freePort();
+  await engine.podman(
+    ['run', '-d', '--pull=never', '--name', names.emulator, '-p', `127.0.0.1:${port}:8780`, '-v', `${fixture}:/fixture.json:ro`, IMAGE, 'emulator', '--host', '0.0.0.0', '--fixture', '/fixture.json'],
+    { check: 'starting the emulator container' },
+  );
+  const origin = `http://127.0.0.1:${port}`;
+  await poll('the emulator container answers on its published port', 60_000, async () => ((await get(`${origin}/_emulator/stats`)).status === 200 ? true : undefined));
+  const out = await engine.podman(['logs', names.emulator]);
+  const human = out.stdout.split('\n').filter((l) => l.trim() !== '');
+  if (!human.some((l) => l.includes('Tracking-service emulator running'))) throw new CheckFailure(`the emulator container printed no start-up text on stdout:\n${out.stdout}\n${out.stderr}`);
+  const json = human.filter((l) => l.trimStart().startsWith('{'));
+  if (json.length) throw new CheckFailure(`JSON log lines in the emulator's human start-up text (stdout):\n${json.join('\n')}`);
+  log(`emulator from the image: \`emulator --host 0.0.0.0\` published on ${origin}; start-up text on stdout has no JSON log lines`);
+  return origin;
+}
+
+async function runGateway(engine: Engine, work: string, names: Names, secret: string, emulator: string): Promise<{ outputs: Array<[string, string]> }> {
+  const port = await freePort();
+  const config = join(work, 'gateway.yaml');
+  writeFileSync(
+    config,
+    [
+      '# Written by scripts/container-check: the configuration mounted into the container.',
+      'gateway:',
+      '  name: container-check',
+      '  status_interval: 0',
+      'service:',
+      `  base_url: ${emulator}/tracking/v1`,
+      `  auth_url: ${emulator}`,
+      `  organisation_id: ${DEMO_ORGANISATION_ID}`,
+      '  auth:',
+      '    mode: client_credentials',
+      `    client_id: ${DEMO_CLIENT_ID}`,
+      '    client_secret: { env: GATEWAY_CLIENT_SECRET }',
+      'uplink:',
+      '  flush_interval: 200ms',
+      '# No paths: the defaults (./data, ./data/buffer.db) must land on the data volume.',
+      'http:',
+      '  host: 127.0.0.1',
+      `  port: ${port}`,
+      'generator:',
+      '  - name: container-check',
+      '    variables: { prefix: mvr_gen_, count: 3 }',
+      '    interval: 200ms',
+      '',
+    ].join('\n'),
+  );
+  chmodSync(config, 0o444);
+  const secretFile = join(work, 'client_secret');
+  writeFileSync(secretFile, `${secret}\n`, { mode: 0o400 });
+  chownSync(secretFile, GATEWAY_UID, GATEWAY_UID);
+  // The container shares the host's network so it reaches the emulator's published port on the
+  // loopback; the HTTP port is a free one, so the health URL follows it (the documented -e).
+  const common = [
+    '--pull=never', '--network', 'host',
+    '-v', `${config}:/etc/edge-gateway/gateway.yaml:ro`,
+    '-v', `${secretFile}:/run/secrets/client_secret:ro`,
+    '-e', 'GATEWAY_CLIENT_SECRET_FILE=/run/secrets/client_secret',
+    '-e', `GATEWAY_HEALTH_URL=http://127.0.0.1:${port}/healthz`,
+  ];
+  log(`mounted: /etc/edge-gateway/gateway.yaml (read-only), /run/secrets/client_secret (GATEWAY_CLIENT_SECRET_FILE, owner ${GATEWAY_UID}, mode 0400); http.port ${port}`);
+  const outputs: Array<[string, string]> = [];
+
+  const checked = await engine.podman(['run', '--rm', ...common, IMAGE, 'check'], { timeoutMs: 120_000 });
+  outputs.push(['`check` output', checked.stdout + checked.stderr]);
+  if (checked.code !== 0) throw new CheckFailure(`\`podman run IMAGE check\` failed (exit ${checked.code}):\n${checked.stdout}\n${checked.stderr}`);
+  log('`check` (CMD replaced) validates the mounted config: exit 0');
+
+  await engine.podman(['volume', 'create', names.volume], { check: 'volume create' });
+  const startedAt = Date.now();
+  await engine.podman(['run', '-d', '--name', names.gateway, ...common, '-v', `${names.volume}:/var/lib/edge-gateway`, IMAGE], { check: 'starting the gateway container' });
+  const running = async () => {
+    const st = (await engine.podman(['inspect', '--format', '{{.State.Status}} {{.State.ExitCode}}', names.gateway])).stdout.trim();
+    if (!st.startsWith('running')) {
+      const logs = await engine.podman(['logs', '--tail', '30', names.gateway]);
+      throw new CheckFailure(`the gateway container is ${st}; its last lines:\n${logs.stdout}${logs.stderr}`);
+    }
+  };
+
+  // No systemd schedules health checks here: run the image's HEALTHCHECK the way its timer would.
+  let attempts = 0;
+  await poll('`podman healthcheck run` reports healthy', 120_000, async () => {
+    await running();
+    attempts++;
+    const r = await engine.podman(['healthcheck', 'run', names.gateway], { timeoutMs: 30_000 });
+    if (r.code === 0) return true;
+    throw new Error(`${r.stdout.trim()} ${r.stderr.trim()}`.trim() || `exit ${r.code}`);
+  });
+  const health = (await engine.podman(['inspect', '--format', '{{.State.Health.Status}}', names.gateway])).stdout.trim();
+  if (health !== 'healthy') throw new CheckFailure(`podman inspect shows health "${health}" after a passing health check`);
+  log(`health check: ${health} after ${seconds(Date.now() - startedAt)} (podman healthcheck run, attempt ${attempts})`);
+
+  // PID 1 is tini and everything runs as the image's user.
+  const ids = await engine.podman(
+    ['exec', names.gateway, '/bin/sh', '-c', 'for p in /proc/[0-9]*; do [ -r $p/cmdline ] || continue; printf "%s %s %s\\n" "${p#/proc/}" "$(awk \'/^Uid:/{print $2}\' $p/status)" "$(tr "\\0" " " < $p/cmdline)"; done'],
+    { check: 'process list inside the container' },
+  );
+  const procs = ids.stdout.trim().split('\n').map((l) => l.split(' ')).map(([pid, uid, ...cmd]) => ({ pid, uid, cmd: cmd.join(' ').trim() }));
+  const init = procs.find((p) => p.pid === '1');
+  const node = procs.find((p) => p.cmd.startsWith('node /app/dist/cli.js run'));
+  if (!init?.cmd.startsWith('/usr/bin/tini')) throw new CheckFailure(`PID 1 is "${init?.cmd}", not tini`);
+  if (!node) throw new CheckFailure(`no "node /app/dist/cli.js run" process:\n${ids.stdout}`);
+  const notGateway = procs.filter((p) => p.cmd !== '' && p.uid !== String(GATEWAY_UID));
+  if (notGateway.length) throw new CheckFailure(`processes not running as uid ${GATEWAY_UID}: ${notGateway.map((p) => `${p.cmd} (uid ${p.uid})`).join(', ')}`);
+  log(`runs as uid ${GATEWAY_UID} under tini: PID 1 ${init.cmd.split(' ')[0]}, node is PID ${node.pid}`);
+
+  const stored = await poll('samples reach the emulator', 90_000, async () => {
+    await running();
+    const stats = JSON.parse((await get(`${emulator}/_emulator/stats`)).text) as { values_stored: number };
+    return stats.values_stored > 0 ? stats.values_stored : undefined;
+  });
+  log(`samples reached the emulator: ${stored} values stored`);
+
+  // `docker exec <container> edge-gateway status`: the URL comes from the mounted config.
+  const status = await engine.podman(['exec', names.gateway, 'edge-gateway', 'status'], { timeoutMs: 60_000 });
+  outputs.push(['`status` output', status.stdout + status.stderr]);
+  if (status.code !== 0 || !status.stdout.includes('container-check')) throw new CheckFailure(`\`edge-gateway status\` inside the container failed (exit ${status.code}):\n${status.stdout}\n${status.stderr}`);
+  log('`edge-gateway status` inside: exit 0');
+
+  const http = `http://127.0.0.1:${port}`;
+  outputs.push(['/status', (await get(`${http}/status`)).text], ['/metrics', (await get(`${http}/metrics`)).text]);
+  const env = await engine.podman(['exec', names.gateway, 'env']);
+  outputs.push(['the container\'s environment', env.stdout]);
+  const inspect = await engine.podman(['inspect', names.gateway]);
+  outputs.push(['podman inspect of the container', inspect.stdout]);
+
+  // docker stop: SIGTERM to PID 1 (tini passes it on), SIGKILL after 10 s.
+  const stopAt = Date.now();
+  await engine.podman(['stop', '-t', String(STOP_DEADLINE_MS / 1000), names.gateway], { check: 'podman stop', timeoutMs: 60_000 });
+  const stopMs = Date.now() - stopAt;
+  const exit = (await engine.podman(['inspect', '--format', '{{.State.ExitCode}}', names.gateway])).stdout.trim();
+  const logs = await engine.podman(['logs', names.gateway]);
+  outputs.push(['the gateway container\'s log', logs.stdout + logs.stderr]);
+  if (exit !== '0') throw new CheckFailure(`podman stop: the gateway exited with ${exit} after ${seconds(stopMs)}, not 0 (137 = killed after the 10 s grace); last lines:\n${(logs.stdout + logs.stderr).trim().split('\n').slice(-15).join('\n')}`);
+  if (stopMs >= STOP_DEADLINE_MS) throw new CheckFailure(`podman stop took ${seconds(stopMs)}: not within ${seconds(STOP_DEADLINE_MS)}`);
+  log(`podman stop: exited 0 in ${seconds(stopMs)}`);
+
+  const mount = (await engine.podman(['volume', 'inspect', '--format', '{{.Mountpoint}}', names.volume], { check: 'volume inspect' })).stdout.trim();
+  const db = (readdirSync(mount, { recursive: true, encoding: 'utf8' }) as string[]).find((f) => f.endsWith('.db'));
+  if (!db) throw new CheckFailure(`no buffer database on the data volume (${mount}): the samples would be lost with the container`);
+  const owner = statSync(join(mount, db)).uid;
+  if (owner !== GATEWAY_UID) throw new CheckFailure(`/var/lib/edge-gateway/${db} belongs to uid ${owner}, not ${GATEWAY_UID}`);
+  log(`buffer on the data volume: /var/lib/edge-gateway/${db}, owned by uid ${GATEWAY_UID}`);
+  return { outputs };
+}
 
 export async function main(argv: string[]): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({ args: argv, options: { dockerfile: { type: 'string' }, context: { type: 'string' }, 'build-only': { type: 'boolean' }, keep: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true }));
+    ({ values } = parseArgs({ args: argv, options: { 'work-dir': { type: 'string' }, keep: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true }));
   } catch (err) {
     process.stderr.write(`container-check: ${(err as Error).message}\n\n${USAGE}\n`);
     return 2;
@@ -399,52 +352,102 @@ export async function main(argv: string[]): Promise<number> {
     log(USAGE);
     return 0;
   }
-  const dockerfile = resolve(values.dockerfile ?? join(REPO, 'Dockerfile'));
-  const context = resolve(values.context ?? REPO);
+  const reason = cannotRunReason();
+  if (reason) {
+    process.stderr.write(`container-check: cannot run here: ${reason}\n`);
+    return 3;
+  }
+  const dir = resolve(values['work-dir'] ?? DEFAULT_WORK_DIR);
+  mkdirSync(dir, { recursive: true });
   const started = Date.now();
-  const root = mkdtempSync(join(tmpdir(), 'edge-gateway-container-check-'));
-  workRoot = root;
-  // The image's user (another uid when the check is root) must reach its files below this folder.
-  chmodSync(root, 0o755);
-  const logDir = join(root, 'logs');
-  mkdirSync(logDir);
+  const id = randomBytes(4).toString('hex');
+  const work = join(dir, `run-${id}`);
+  mkdirSync(work, { recursive: true });
+  chmodSync(work, 0o755);
+  const engine = openEngine(dir, join(work, 'engine.log'));
+  const names: Names = { emulator: `egcheck-${id}-emulator`, gateway: `egcheck-${id}-gateway`, volume: `egcheck-${id}-data` };
+  let unlock: (() => void) | undefined;
   let code = 1;
+  const cleanup = async () => {
+    if (values.keep) {
+      log(`kept: containers ${names.emulator}, ${names.gateway}, volume ${names.volume}, image ${IMAGE}, files ${work}`);
+      return;
+    }
+    await engine.podman(['rm', '-f', '-t', '0', names.gateway, names.emulator]);
+    await engine.podman(['volume', 'rm', '-f', names.volume]);
+    await engine.podman(['rmi', '-f', IMAGE]);
+    await engine.podman(['image', 'prune', '-f']);
+  };
+  stopping = async () => {
+    await cleanup().catch(() => undefined);
+    unlock?.();
+  };
   try {
-    log(`container-check: ${dockerfile} (context ${context}) in ${root}`);
-    const stages = parseDockerfile(readFileSync(dockerfile, 'utf8'));
-    const defaultPort = httpSchema.parse({}).port;
-    const problems = policyProblems(stages, defaultPort);
-    if (problems.length) throw new CheckFailure(`the Dockerfile does not meet the container requirements:\n  ${problems.join('\n  ')}`);
-    log(`static checks passed: ${stages.length} stages; the runtime has no compiler, a non-root USER, a VOLUME, HEALTHCHECK on /healthz, an init, GATEWAY_CONFIG, EXPOSE ${defaultPort}`);
-    const built = await buildStages({ context, stages, root, logDir, log, nice: true });
-    log(`build steps done in ${seconds(Date.now() - started)}`);
-    if (!values['build-only']) await startAndCheck(built[built.length - 1], root, logDir);
+    unlock = await lock(dir);
+    const versions = await engine.run(['sh', '-c', 'buildah --version; podman --version; runc --version | head -1']);
+    log(`container-check in ${dir} (log: ${engine.logFile})\n  ${versions.stdout.trim().split('\n').join('\n  ')}`);
+    await ensureBaseImage(engine, log);
+    const root = await npmRoot(engine);
+    const secret = `cc-${randomBytes(12).toString('hex')}`;
+
+    const buildAt = Date.now();
+    log(`build: buildah bud --format docker --pull=never (FROM ${BASE_IMAGE} stand-in), npm trusting this machine's CAs via ${root} mounted as /root`);
+    let steps = 0;
+    await engine.buildah(['bud', '--isolation', 'chroot', '--format', 'docker', '--pull=never', '--layers=false', '--force-rm', '--volume', `${root}:/root`, '-f', join(REPO, 'Dockerfile'), '-t', IMAGE, REPO], {
+      nice: true,
+      check: 'buildah bud of the Dockerfile',
+      timeoutMs: 40 * 60_000,
+      echo: (line) => {
+        if (/^\[\d+\/\d+\] STEP \d+\/\d+: (FROM|RUN|COMMIT)/.test(line)) log(`  ${line.length > 140 ? `${line.slice(0, 137)}...` : line}`);
+        if (/STEP \d+\/\d+:/.test(line)) steps++;
+      },
+    });
+    log(`image built in ${seconds(Date.now() - buildAt)} (${steps} steps)`);
+
+    await checkImage(engine);
+    const history = await engine.podman(['history', '--no-trunc', '--format', '{{.CreatedBy}}', IMAGE], { check: 'image history' });
+    const imageJson = await engine.podman(['image', 'inspect', IMAGE], { check: 'image inspect' });
+    if (/cafile|_authToken|npmrc/.test(history.stdout)) throw new CheckFailure(`npm settings in the image history:\n${history.stdout}`);
+
+    const emulator = await startEmulatorContainer(engine, work, names, secret);
+    const { outputs } = await runGateway(engine, work, names, secret, emulator);
+    outputs.push(['the image history', history.stdout], ['podman image inspect', imageJson.stdout]);
+    const leaks = outputs.filter(([, text]) => text.includes(secret)).map(([where]) => where);
+    if (leaks.length) throw new CheckFailure(`the client secret appears in ${leaks.join(', ')}`);
+    log(`the client secret is in none of: ${outputs.map(([w]) => w).join(', ')}`);
+
+    const emuStop = Date.now();
+    await engine.podman(['stop', '-t', '10', names.emulator], { check: 'podman stop of the emulator', timeoutMs: 60_000 });
+    const emuExit = (await engine.podman(['inspect', '--format', '{{.State.ExitCode}}', names.emulator])).stdout.trim();
+    if (emuExit !== '0') throw new CheckFailure(`the emulator container exited ${emuExit} on podman stop`);
+    log(`emulator container stopped: exit 0 in ${seconds(Date.now() - emuStop)}`);
     log(`container check passed in ${seconds(Date.now() - started)}`);
     code = 0;
   } catch (err) {
-    if (err instanceof EnvironmentMismatch) {
+    if (err instanceof CannotRunHere) {
       process.stderr.write(`container-check: cannot run here: ${err.message}\n`);
       code = 3;
-    } else if (err instanceof CheckFailure || err instanceof DockerfileError) {
-      process.stderr.write(`container-check: FAILED: ${err.message}\n`);
+    } else if (err instanceof CheckFailure) {
+      process.stderr.write(`container-check: FAILED: ${err.message}\n(engine log: ${engine.logFile})\n`);
     } else {
-      process.stderr.write(`container-check: FAILED: ${(err as Error).stack ?? String(err)}\n`);
+      process.stderr.write(`container-check: FAILED: ${(err as Error).stack ?? String(err)}\n(engine log: ${engine.logFile})\n`);
     }
   } finally {
-    killChildren();
-    if (values.keep) log(`kept ${root}`);
-    else rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+    stopping = undefined;
+    await cleanup().catch(() => undefined);
+    unlock?.();
+    if (code === 0 && !values.keep) rmSync(work, { recursive: true, force: true });
   }
   return code;
 }
 
+let stopping: (() => Promise<void>) | undefined;
+
 if (process.argv[1] && resolve(process.argv[1]) === import.meta.filename) {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => {
-      // Stopped from outside (a test timeout, Ctrl-C): take the builds and processes down too.
-      killChildren();
-      if (workRoot && !process.argv.includes('--keep')) rmSync(workRoot, { recursive: true, force: true });
-      process.exit(130);
+      // Stopped from outside (a test timeout, Ctrl-C): remove the containers and release the lock.
+      void (stopping?.() ?? Promise.resolve()).finally(() => process.exit(130));
     });
   }
   main(process.argv.slice(2)).then((code) => process.exit(code));

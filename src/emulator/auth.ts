@@ -109,6 +109,22 @@ export class Auth {
     return unauthorized('invalid or expired token');
   }
 
+  /** POST /_emulator/tokens/expire: every issued token answers 401 "token expired" from now on. */
+  expireAll(): number {
+    const now = this.monotonic();
+    let n = 0;
+    for (const t of this.tokens.values()) {
+      if (t.expiresAt > now) n++;
+      t.expiresAt = Math.min(t.expiresAt, now);
+    }
+    return n;
+  }
+
+  /** Forgets every issued token (reset with tokens): they answer 401 "invalid or expired token". */
+  clear(): void {
+    this.tokens.clear();
+  }
+
   private sweep(now: number): void {
     for (const [t, v] of this.tokens) if (now >= v.expiresAt) this.tokens.delete(t);
   }

@@ -1,15 +1,19 @@
 import { parseArgs } from 'node:util';
+import { pino } from 'pino';
 import { createLogger } from '../core/logger.js';
 import { describeError } from '../core/errors.js';
 import { DEFAULT_JOB_PROCESSING_DELAY_MS, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_TOKEN_TTL_SECONDS } from './contract.js';
 import { DEMO_API_KEY, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANISATION_ID } from './demo-fixture.js';
 import { startEmulator, type EmulatorOptions } from './emulator.js';
+import { parseFaultFlags } from './faults.js';
+import { DEFAULT_JOURNAL_SIZE } from './contract.js';
 
 /** Default port of `edge-gateway emulator` when --port is not given [A]. */
 export const DEFAULT_CLI_PORT = 8780;
 
 export const EMULATOR_USAGE = `Usage: edge-gateway emulator [--port N] [--host H] [--fixture FILE] [--token-ttl SECONDS]
-                             [--rate-limit PER_MIN] [--job-delay MS]
+                             [--rate-limit PER_MIN] [--job-delay MS] [--fault NAME=VALUE ...]
+                             [--cors ORIGIN ...] [--journal-size N] [--log-level LEVEL]
 
 Runs the tracking-service emulator: the slice of the tracking service the gateway uses
 (token endpoint, machine-data batch and import jobs, annotations, machines and machine
@@ -24,7 +28,18 @@ Options:
   --rate-limit PER_MIN  requests per minute per client IP, all endpoints together
                         (default ${DEFAULT_RATE_LIMIT_PER_MINUTE}; 0 disables the limit)
   --job-delay MS        time an import job stays accepted, and at least processing (default ${DEFAULT_JOB_PROCESSING_DELAY_MS})
+  --fault NAME=VALUE    a fault from the start, as POST /_emulator/faults sets it (repeatable):
+                        error_rate=0.2  status=503  latency_ms=200  drop_connection_rate=0.1
+                        outage_seconds=30  force_429_seconds=10  job_failure_rate=0.5
+                        paths=/machine-data/batch,/oauth2/token
+                        fail_next=COUNT[:STATUS|:drop][@PATH]  e.g. fail_next=3:503@/machine-data/batch
+  --cors ORIGIN         answer browser requests from ORIGIN (repeatable; * for any origin)
+  --journal-size N      requests kept in the journal, GET /_emulator/requests (default ${DEFAULT_JOURNAL_SIZE}; 0 keeps none)
+  --log-level LEVEL     JSON log lines on stderr: info (default, or $LOG_LEVEL), debug (one line per request),
+                        warn, error, silent
   -h, --help            show this text
+
+The start-up text goes to stdout; log lines (JSON) go to stderr.
 
 Guide: src/emulator/README.md`;
 
@@ -38,6 +53,8 @@ export interface CliIo {
 }
 
 class UsageError extends Error {}
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
 function integer(flag: string, raw: string | undefined, min: number, max: number, what: string): number | undefined {
   if (raw === undefined) return undefined;
@@ -78,6 +95,7 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
   const err = io.stderr ?? ((s: string) => process.stderr.write(`${s}\n`));
 
   let opts: EmulatorOptions;
+  let logLevel = 'info';
   try {
     let values;
     try {
@@ -92,6 +110,10 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
           'token-ttl': { type: 'string' },
           'rate-limit': { type: 'string' },
           'job-delay': { type: 'string' },
+          fault: { type: 'string', multiple: true },
+          cors: { type: 'string', multiple: true },
+          'journal-size': { type: 'string' },
+          'log-level': { type: 'string' },
           help: { type: 'boolean', short: 'h' },
         },
       }));
@@ -104,7 +126,22 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
     }
     if (values.host !== undefined && values.host.trim() === '') throw new UsageError('--host: must not be empty');
     if (values.fixture !== undefined && values.fixture.trim() === '') throw new UsageError('--fixture: must not be empty');
+    const level = values['log-level'] ?? process.env.LOG_LEVEL ?? 'info';
+    if (!LOG_LEVELS.includes(level)) throw new UsageError(`--log-level: "${level}"${values['log-level'] === undefined ? ' (from $LOG_LEVEL)' : ''} is not one of ${LOG_LEVELS.join(', ')}`);
+    logLevel = level;
+    let faults;
+    try {
+      faults = values.fault?.length ? parseFaultFlags(values.fault) : undefined;
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    for (const origin of values.cors ?? []) {
+      if (origin !== '*' && !/^https?:\/\/[^/\s]+$/.test(origin)) throw new UsageError(`--cors: "${origin}" is not an origin (scheme://host[:port], no path) or *`);
+    }
     opts = {
+      faults,
+      corsOrigins: values.cors,
+      journalSize: integer('journal-size', values['journal-size'], 0, 100_000, 'a number of requests (0 to 100000)'),
       port: integer('port', values.port, 0, 65_535, 'a port number (0 to 65535)') ?? DEFAULT_CLI_PORT,
       host: values.host,
       fixture: values.fixture,
@@ -121,7 +158,9 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
     throw e;
   }
 
-  const logger = createLogger({ name: 'emulator' });
+  // Log lines go to stderr so that stdout carries only the human start-up text (and a script can
+  // read the URLs from it); one JSON line per request at debug.
+  const logger = createLogger({ name: 'emulator', level: logLevel, format: 'json', destination: pino.destination({ fd: 2, sync: true }) });
   let emulator;
   try {
     emulator = await startEmulator({ ...opts, logger });
@@ -135,7 +174,10 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
   out(`  base URL:   ${emulator.baseUrl}`);
   out(`  auth URL:   ${emulator.authUrl}`);
   out(`  token URL:  ${emulator.tokenUrl}`);
-  out(`  inspection: ${emulator.inspectUrl}/stats  (faults: ${emulator.inspectUrl}/faults)`);
+  out(`  inspection: ${emulator.inspectUrl}/stats  (requests: ${emulator.inspectUrl}/requests, faults: ${emulator.inspectUrl}/faults)`);
+  const faultsNow = emulator.faults();
+  if (opts.faults) out(`Faults set: ${JSON.stringify(faultsNow)}`);
+  if (opts.corsOrigins?.length) out(`CORS: browser requests allowed from ${opts.corsOrigins.join(', ')}`);
   if (opts.fixture === undefined) {
     out('Demo fixture credentials:');
     out(`  organisation (Service-Organisation-Id): ${DEMO_ORGANISATION_ID}`);

@@ -65,3 +65,6 @@ export const DEFAULT_JOB_PROCESSING_DELAY_MS = 500;
  * `items_rejected` still counts every rejected item [A] (§2.9 leaves the objects "not shown").
  */
 export const MAX_JOB_ERRORS = 1_000;
+
+/** Requests kept by the request journal, GET /_emulator/requests [A, emulator only]. */
+export const DEFAULT_JOURNAL_SIZE = 500;

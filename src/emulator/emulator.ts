@@ -5,8 +5,10 @@ import { join } from 'node:path';
 import { systemClock, type Clock } from '../core/clock.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { Auth } from './auth.js';
-import { BASE_PATH, DEFAULT_JOB_PROCESSING_DELAY_MS, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_TOKEN_TTL_SECONDS, TOKEN_PATH } from './contract.js';
-import { FaultState, parseFaults, type Faults } from './faults.js';
+import { BASE_PATH, DEFAULT_JOB_PROCESSING_DELAY_MS, DEFAULT_JOURNAL_SIZE, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_TOKEN_TTL_SECONDS, TOKEN_PATH } from './contract.js';
+import { FaultState, parseFaults, type Faults, type FaultSetting } from './faults.js';
+import { RequestJournal, type JournalEntry, type JournalQuery } from './journal.js';
+import { publicFixture, seedStore } from './seed.js';
 import { loadFixture, type Fixture, type FixtureIndex, type FixtureInput } from './fixture.js';
 import { ImportJobs } from './import-jobs.js';
 import { Inspector } from './inspect.js';
@@ -41,6 +43,20 @@ export interface EmulatorOptions {
   random?: () => number;
   /** Largest number of error objects listed in a job's `errors` (default 1000). */
   maxJobErrors?: number;
+  /** Faults set from the start (same fields as POST /_emulator/faults; `--fault` on the command line). */
+  faults?: FaultSetting;
+  /** Origins whose browser requests are answered with CORS headers (`*` = any); default none. */
+  corsOrigins?: string[];
+  /** Requests kept by the journal, GET /_emulator/requests (default 500; 0 keeps none). */
+  journalSize?: number;
+}
+
+/** What POST /_emulator/reset clears besides the stored data (which goes back to the fixture's seeds). */
+export interface ResetOptions {
+  /** Forget every issued token (they answer 401 afterwards). */
+  tokens?: boolean;
+  /** Clear every fault, as DELETE /_emulator/faults. */
+  faults?: boolean;
 }
 
 export interface EmulatorHandle {
@@ -57,12 +73,19 @@ export interface EmulatorHandle {
   /** The validated, indexed fixture. */
   fixture: FixtureIndex;
   /** Merges a fault setting (same fields and rules as POST /_emulator/faults); throws on a bad value. */
-  setFaults(f: Partial<Faults>): void;
+  setFaults(f: FaultSetting | Record<string, unknown>): void;
   clearFaults(): void;
   faults(): Faults;
   stats(): EmulatorStats;
-  /** Clears stored values, annotations, import jobs, counters and rate-limit windows (not faults or tokens). */
-  reset(): Promise<void>;
+  /**
+   * Clears stored values, annotations, import jobs, counters, the request journal and rate-limit
+   * windows, then puts the fixture's seeds back; tokens and faults too when asked.
+   */
+  reset(opts?: ResetOptions): Promise<void>;
+  /** Expires every issued token now (POST /_emulator/tokens/expire); returns how many were valid. */
+  expireTokens(): number;
+  /** The request journal (GET /_emulator/requests), oldest first. */
+  requests(q?: JournalQuery): JournalEntry[];
   /** Stored values of one variable, sorted by timestamp. */
   values(machineVariableId: string): ValueView[];
   /** One stored value by variable and timestamp (ISO with offset, or epoch ms). */
@@ -94,16 +117,31 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
   const now = () => clock.now();
   const monotonic = () => clock.monotonic();
   const store = new Store();
+  seedStore(fixture, store, now);
   const faults = new FaultState(monotonic, random);
+  if (opts.faults) faults.set(parseFaults(opts.faults));
+  const journal = new RequestJournal(opts.journalSize ?? DEFAULT_JOURNAL_SIZE);
   const limiter = new SlidingWindowRateLimiter(rate, monotonic);
   const auth = new Auth(fixture, ttl, monotonic);
   const jobs = new ImportJobs({ store, faults, now, delayMs: delay, tmpDir, logger, maxErrors: opts.maxJobErrors });
-  const reset = async () => {
+  const reset = async (r: ResetOptions = {}) => {
     await jobs.cancelAll();
     store.reset();
     limiter.reset();
+    journal.clear();
+    seedStore(fixture, store, now);
+    if (r.tokens) auth.clear();
+    if (r.faults) faults.clear();
   };
-  const inspector = new Inspector({ fixture, store, faults, reset });
+  const inspector = new Inspector({
+    fixture,
+    store,
+    faults,
+    reset,
+    journal,
+    expireTokens: () => auth.expireAll(),
+    publicFixture: () => publicFixture(fixture),
+  });
   const server = createEmulatorServer({
     store,
     auth,
@@ -114,6 +152,9 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     trackingRoutes: trackingRoutes({ fixture, store, jobs, now }),
     tokenHandler: tokenHandler(auth, store),
     logger,
+    journal,
+    corsOrigins: opts.corsOrigins ?? [],
+    now,
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -148,6 +189,8 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     faults: () => faults.get(),
     stats: () => store.stats(),
     reset,
+    expireTokens: () => auth.expireAll(),
+    requests: (q) => journal.list(q, BASE_PATH).requests,
     values: (id) => store.valuesOf(id),
     value: (id, t) => {
       const v = store.get(id, toEpoch(t));

@@ -24,9 +24,29 @@ export interface Faults {
   job_failure_rate: number;
   /** Path prefixes the faults apply to (full, or relative to /tracking/v1); null = every path. */
   paths: string[] | null;
+  /**
+   * "Fail the next N requests": one counter per path prefix (null = any path), each answered with
+   * its own status or with a dropped connection. Read back: what is left of each counter.
+   */
+  fail_next: FailNext[];
+}
+
+/** One "fail the next N requests" counter. */
+export interface FailNext {
+  /** Requests still to fail. */
+  count: number;
+  /** Path prefix (full, or relative to /tracking/v1); null = any path. */
+  path: string | null;
+  /** Status of the answer (400-599), or "drop" to destroy the socket without an answer. */
+  status: number | 'drop';
 }
 
 const rate = z.number().min(0).max(1);
+const failNextSchema = z.strictObject({
+  count: z.number().int().min(0).max(1_000_000),
+  path: z.string().startsWith('/').nullable().optional(),
+  status: z.union([z.number().int().min(400).max(599), z.literal('drop')]).optional(),
+});
 export const faultsSchema = z.strictObject({
   error_rate: rate.optional(),
   status: z.number().int().min(400).max(599).optional(),
@@ -36,20 +56,67 @@ export const faultsSchema = z.strictObject({
   force_429_seconds: z.number().min(0).max(86_400).optional(),
   job_failure_rate: rate.optional(),
   paths: z.array(z.string().startsWith('/')).nullable().optional(),
+  fail_next: z.union([failNextSchema, z.array(failNextSchema)]).optional(),
 });
 
 /** Validates a fault setting (HTTP body or in-process call); throws an Error naming the field. */
-export function parseFaults(input: unknown): Partial<Faults> {
+export type FaultSetting = Omit<Partial<Faults>, 'fail_next'> & { fail_next?: Array<{ count: number; path?: string | null; status?: number | 'drop' }> };
+
+export function parseFaults(input: unknown): FaultSetting {
   const r = faultsSchema.safeParse(input);
   if (!r.success) throw new Error(formatIssues(r.error.issues, [], faultsSchema).join('; '));
-  return r.data as Partial<Faults>;
+  const { fail_next, ...rest } = r.data;
+  return fail_next === undefined ? rest : { ...rest, fail_next: Array.isArray(fail_next) ? fail_next : [fail_next] };
 }
 
+/**
+ * The command-line form of a fault setting (`--fault error_rate=0.2`, repeatable), the same fields
+ * and rules as POST /_emulator/faults:
+ *   error_rate, drop_connection_rate, job_failure_rate  a fraction 0-1
+ *   status, latency_ms, outage_seconds, force_429_seconds  a number
+ *   paths=/machine-data/batch,/oauth2/token  comma-separated path prefixes
+ *   fail_next=COUNT[:STATUS|:drop][@PATH]  e.g. fail_next=3:503@/machine-data/batch
+ * Throws an Error naming the flag and the value.
+ */
+export function parseFaultFlags(flags: string[]): FaultSetting {
+  const raw: Record<string, unknown> = {};
+  const failNext: unknown[] = [];
+  for (const flag of flags) {
+    const eq = flag.indexOf('=');
+    if (eq <= 0) throw new Error(`--fault ${flag}: expected NAME=VALUE (for example --fault error_rate=0.2)`);
+    const name = flag.slice(0, eq).trim();
+    const value = flag.slice(eq + 1).trim();
+    if (name === 'paths') raw.paths = value === '' ? null : value.split(',').map((p) => p.trim());
+    else if (name === 'fail_next') {
+      const m = /^(\d+)(?::(\d+|drop))?(?:@(\/\S*))?$/.exec(value);
+      if (!m) throw new Error(`--fault fail_next=${value}: expected COUNT[:STATUS|:drop][@PATH] (for example fail_next=3:503@/machine-data/batch)`);
+      failNext.push({ count: Number(m[1]), ...(m[2] ? { status: m[2] === 'drop' ? 'drop' : Number(m[2]) } : {}), ...(m[3] ? { path: m[3] } : {}) });
+    } else if (name in faultsSchema.shape) {
+      if (value === '' || !Number.isFinite(Number(value))) throw new Error(`--fault ${name}=${value}: "${value}" is not a number`);
+      raw[name] = Number(value);
+    } else {
+      throw new Error(`--fault ${name}: unknown fault (known: ${Object.keys(faultsSchema.shape).join(', ')})`);
+    }
+  }
+  if (failNext.length) raw.fail_next = failNext;
+  try {
+    return parseFaults(raw);
+  } catch (err) {
+    throw new Error(`--fault: ${(err as Error).message}`);
+  }
+}
+
+/** What a request meets; `cause` names the fault (request journal, logs). */
 export type FaultAction =
   | { kind: 'none' }
-  | { kind: 'destroy' }
-  | { kind: 'status'; status: number }
-  | { kind: 'force429'; retryAfterMs: number };
+  | { kind: 'destroy'; cause: string }
+  | { kind: 'status'; status: number; cause: string }
+  | { kind: 'force429'; retryAfterMs: number; cause: string };
+
+/** A path prefix given in full or relative to /tracking/v1. */
+function matches(path: string, prefix: string): boolean {
+  return path.startsWith(prefix) || (path.startsWith(BASE_PATH) && path.slice(BASE_PATH.length).startsWith(prefix));
+}
 
 export class FaultState {
   private errorRate = 0;
@@ -60,13 +127,15 @@ export class FaultState {
   private force429Until = 0;
   private jobFailureRate = 0;
   private paths: string[] | null = null;
+  /** One counter per path (null key = any path); a counter at 0 is removed. */
+  private failNext = new Map<string | null, { count: number; status: number | 'drop' }>();
 
   constructor(
     private readonly now: () => number,
     private readonly random: () => number,
   ) {}
 
-  set(f: Partial<Faults>): void {
+  set(f: FaultSetting): void {
     const t = this.now();
     if (f.error_rate !== undefined) this.errorRate = f.error_rate;
     if (f.status !== undefined) this.status = f.status;
@@ -76,6 +145,11 @@ export class FaultState {
     if (f.force_429_seconds !== undefined) this.force429Until = f.force_429_seconds > 0 ? t + f.force_429_seconds * 1000 : 0;
     if (f.job_failure_rate !== undefined) this.jobFailureRate = f.job_failure_rate;
     if (f.paths !== undefined) this.paths = f.paths === null ? null : [...f.paths];
+    for (const n of f.fail_next ?? []) {
+      const key = n.path ?? null;
+      if (n.count === 0) this.failNext.delete(key);
+      else this.failNext.set(key, { count: n.count, status: n.status ?? f.status ?? this.status });
+    }
   }
 
   clear(): void {
@@ -87,6 +161,7 @@ export class FaultState {
     this.force429Until = 0;
     this.jobFailureRate = 0;
     this.paths = null;
+    this.failNext.clear();
   }
 
   get(): Faults {
@@ -101,6 +176,7 @@ export class FaultState {
       force_429_seconds: left(this.force429Until),
       job_failure_rate: this.jobFailureRate,
       paths: this.paths === null ? null : [...this.paths],
+      fail_next: [...this.failNext].map(([path, n]) => ({ count: n.count, path, status: n.status })),
     };
   }
 
@@ -110,9 +186,19 @@ export class FaultState {
   }
 
   private applies(path: string): boolean {
-    if (this.paths === null) return true;
-    const relative = path.startsWith(BASE_PATH) ? path.slice(BASE_PATH.length) : undefined;
-    return this.paths.some((p) => path.startsWith(p) || (relative !== undefined && relative.startsWith(p)));
+    return this.paths === null || this.paths.some((p) => matches(path, p));
+  }
+
+  /** The first fail_next counter for `path` (a path's own counter before the any-path one), counted down. */
+  private takeFailNext(path: string): FaultAction {
+    if (this.failNext.size === 0) return { kind: 'none' };
+    let key: string | null | undefined;
+    for (const k of this.failNext.keys()) if (k !== null && matches(path, k)) key = k;
+    if (key === undefined && this.failNext.has(null)) key = null;
+    if (key === undefined) return { kind: 'none' };
+    const n = this.failNext.get(key)!;
+    if (--n.count <= 0) this.failNext.delete(key);
+    return n.status === 'drop' ? { kind: 'destroy', cause: 'fail_next' } : { kind: 'status', status: n.status, cause: 'fail_next' };
   }
 
   /** Latency to add before handling a request on `path` (0 when none). */
@@ -121,16 +207,18 @@ export class FaultState {
   }
 
   /**
-   * What to do with a request on `path` (called after the added latency). Order: outage, dropped
-   * connection, forced 429, injected error status.
+   * What to do with a request on `path` (called after the added latency). Order: fail_next (its
+   * own paths, not `paths`), outage, dropped connection, forced 429, injected error status.
    */
   decide(path: string): FaultAction {
+    const next = this.takeFailNext(path);
+    if (next.kind !== 'none') return next;
     const t = this.now();
     if (!this.anyRequestFault(t) || !this.applies(path)) return { kind: 'none' };
-    if (this.outageUntil > t) return { kind: 'destroy' };
-    if (this.dropRate > 0 && this.random() < this.dropRate) return { kind: 'destroy' };
-    if (this.force429Until > t) return { kind: 'force429', retryAfterMs: this.force429Until - t };
-    if (this.errorRate > 0 && this.random() < this.errorRate) return { kind: 'status', status: this.status };
+    if (this.outageUntil > t) return { kind: 'destroy', cause: 'outage_seconds' };
+    if (this.dropRate > 0 && this.random() < this.dropRate) return { kind: 'destroy', cause: 'drop_connection_rate' };
+    if (this.force429Until > t) return { kind: 'force429', retryAfterMs: this.force429Until - t, cause: 'force_429_seconds' };
+    if (this.errorRate > 0 && this.random() < this.errorRate) return { kind: 'status', status: this.status, cause: 'error_rate' };
     return { kind: 'none' };
   }
 

@@ -38,6 +38,32 @@ export const fixtureSchema = z.strictObject({
   machine_variables: z
     .array(z.strictObject({ id: id('mvr'), name: z.string(), machine: z.string().min(1), unit: z.string().default('') }))
     .default([]),
+  // Seeds [A, emulator only]: data the emulated service already holds at start and after a reset
+  // (seed.ts checks them with the same rules as the endpoints that would have stored them).
+  values: z
+    .array(z.strictObject({ machine_variable_id: z.string().min(1), timestamp: z.string().min(1), value: z.number() }))
+    .default([])
+    .meta({ description: 'stored values, as if sent in a batch' }),
+  annotations: z
+    .array(z.looseObject({ organisation: z.string().min(1) }))
+    .default([])
+    .meta({ description: 'annotations: `organisation` plus a POST /machine-data-annotations body (an external_id makes a retry answer 409)' }),
+  import_jobs: z
+    .array(
+      z.strictObject({
+        organisation: z.string().min(1),
+        job_id: z.string().regex(/^job_[A-Za-z0-9_-]+$/).optional(),
+        status: z.enum(['accepted', 'processing', 'finished', 'failed']).default('finished'),
+        items_received: z.number().int().min(0).default(0),
+        items_accepted: z.number().int().min(0).nullable().optional(),
+        items_rejected: z.number().int().min(0).nullable().optional(),
+        errors: z.array(z.strictObject({ index: z.number().int().min(0).nullable(), code: z.string(), message: z.string() })).nullable().optional(),
+        created_at: z.string().optional(),
+        finished_at: z.string().nullable().optional(),
+      }),
+    )
+    .default([])
+    .meta({ description: 'import jobs as GET .../import-jobs/{job_id} shows them; they keep their status (a job left accepted never finishes)' }),
 });
 
 /** A fixture as written in a file (defaults not yet applied). */

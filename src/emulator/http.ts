@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { MAX_DRAIN_BYTES, MAX_JSON_BODY_BYTES } from './contract.js';
+import { noteBodyBytes } from './journal.js';
 
 /**
  * Small HTTP helpers: replies, errors in the standard envelope `{code, message}` (§7), and body
@@ -86,7 +87,10 @@ export function readBody(req: IncomingMessage, limit = MAX_JSON_BODY_BYTES): Pro
       chunks.push(chunk);
     };
     req.on('data', onData);
-    req.once('end', () => finish(() => (over ? reject(tooLarge(limit)) : resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)))));
+    req.once('end', () => {
+      noteBodyBytes(req, size);
+      finish(() => (over ? reject(tooLarge(limit)) : resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))));
+    });
     req.once('error', () => finish(() => reject(new ClientGone())));
     req.once('close', () => finish(() => reject(new ClientGone())));
   });

@@ -13,6 +13,7 @@ import { ClientGone, HttpError, badRequest, errorReply, notFound, type Reply } f
 import { newId } from './ids.js';
 import { checkItem, describeProblem, isProblem, type ItemScope } from './items.js';
 import { ItemsScanner } from './items-scanner.js';
+import { noteBody, noteBodyBytes } from './journal.js';
 import type { ImportJobRecord, ImportJobView, Store } from './store.js';
 
 /**
@@ -101,7 +102,9 @@ export class ImportJobs {
     }
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: req.headers, limits: { fileSize: MAX_IMPORT_FILE_BYTES, files: 1, fieldSize: 1024, parts: 20 } });
+      // busboy's fileSize fires its 'limit' when the file reaches that many bytes, but a file of
+      // exactly MAX_IMPORT_FILE_BYTES is allowed (CONTRACT.md "at most 128 MB"): one byte more.
+      bb = busboy({ headers: req.headers, limits: { fileSize: MAX_IMPORT_FILE_BYTES + 1, files: 1, fieldSize: 1024, parts: 20 } });
     } catch (err) {
       throw badRequest(`Content-Type: ${(err as Error).message}`);
     }
@@ -112,6 +115,7 @@ export class ImportJobs {
     let problem: HttpError | null = null;
     let gotFile = false;
     let truncated = false;
+    let fileBytes = 0;
     // Set from busboy callbacks; an object so TypeScript does not narrow them to null.
     const part: { stream: Readable | null; writing: Promise<void> | null } = { stream: null, writing: null };
 
@@ -129,6 +133,7 @@ export class ImportJobs {
         });
         const count = new Transform({
           transform(chunk: Buffer, _enc, cb) {
+            fileBytes += chunk.length;
             counter.push(chunk);
             cb(null, chunk);
           },
@@ -165,6 +170,8 @@ export class ImportJobs {
       if (err instanceof HttpError || err instanceof ClientGone) throw err;
       throw new HttpError(errorReply(500, 'internal_server_error', `cannot store the upload: ${(err as Error).message}`));
     }
+    noteBodyBytes(req, Number.isFinite(declared) ? declared : fileBytes);
+    noteBody(req, { file_bytes: fileBytes });
     if (problem || truncated || !gotFile) {
       await unlink(path).catch(() => undefined);
       if (problem) throw problem;
@@ -172,6 +179,7 @@ export class ImportJobs {
       throw badRequest('file: required part is missing');
     }
     counter.end();
+    noteBody(req, { items_received: counter.count, job_id: jobId });
 
     const view: ImportJobView = {
       job_id: jobId,

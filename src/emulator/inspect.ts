@@ -1,8 +1,11 @@
 import type { IncomingMessage } from 'node:http';
-import { EMULATOR_PATH } from './contract.js';
+import { z } from 'zod';
+import { formatIssues } from '../config/issues.js';
+import { BASE_PATH, EMULATOR_PATH } from './contract.js';
 import { parseFaults, type FaultState } from './faults.js';
 import type { FixtureIndex } from './fixture.js';
-import { badRequest, errorReply, notFound, readJson, type Reply } from './http.js';
+import { badRequest, errorReply, notFound, parseJsonBody, readBody, readJson, type Reply } from './http.js';
+import type { JournalQuery, RequestJournal } from './journal.js';
 import type { Store } from './store.js';
 
 /**
@@ -14,16 +17,24 @@ import type { Store } from './store.js';
  *   GET    /_emulator/annotations
  *   GET    /_emulator/import-jobs
  *   GET    /_emulator/faults     POST (merge a setting)     DELETE (clear)
- *   POST   /_emulator/reset
+ *   GET    /_emulator/requests[?limit=N&path=/machine-data/batch&status=400]   DELETE (clear)
+ *   GET    /_emulator/fixture    (client secrets and API keys redacted)
+ *   POST   /_emulator/tokens/expire
+ *   POST   /_emulator/reset      optional body {"tokens": true, "faults": true}
  */
 
 export interface InspectorDeps {
   fixture: FixtureIndex;
   store: Store;
   faults: FaultState;
-  /** Clears stored data, jobs, counters and rate-limit windows. */
-  reset: () => Promise<void>;
+  /** Clears stored data, jobs, counters, journal and rate-limit windows; re-seeds; tokens and faults when asked. */
+  reset: (opts: { tokens?: boolean; faults?: boolean }) => Promise<void>;
+  journal: RequestJournal;
+  expireTokens: () => number;
+  publicFixture: () => unknown;
 }
+
+const resetSchema = z.strictObject({ tokens: z.boolean().optional(), faults: z.boolean().optional() });
 
 const ENDPOINTS = [
   'GET /_emulator/stats',
@@ -34,8 +45,35 @@ const ENDPOINTS = [
   'GET /_emulator/faults',
   'POST /_emulator/faults',
   'DELETE /_emulator/faults',
+  'GET /_emulator/requests?limit=N&path=/machine-data/batch&status=400',
+  'DELETE /_emulator/requests',
+  'GET /_emulator/fixture',
+  'POST /_emulator/tokens/expire',
   'POST /_emulator/reset',
+  'POST /_emulator/reset with body {"tokens": true, "faults": true}',
 ];
+
+/** ?limit=&path=&status= of GET /_emulator/requests; 400 naming the parameter. */
+function journalQuery(query: URLSearchParams): JournalQuery {
+  const q: JournalQuery = {};
+  const limit = query.get('limit');
+  if (limit !== null) {
+    if (!/^\d+$/.test(limit) || Number(limit) < 1) throw badRequest(`limit: "${limit}" is not a whole number of 1 or more`);
+    q.limit = Number(limit);
+  }
+  const path = query.get('path');
+  if (path !== null) {
+    if (!path.startsWith('/')) throw badRequest(`path: "${path}" must start with / (full, or relative to ${BASE_PATH})`);
+    q.path = path;
+  }
+  const status = query.get('status');
+  if (status !== null) {
+    if (status === 'dropped') q.status = 'dropped';
+    else if (/^\d{3}$/.test(status)) q.status = Number(status);
+    else throw badRequest(`status: "${status}" is not an HTTP status or "dropped"`);
+  }
+  return q;
+}
 
 export class Inspector {
   constructor(private readonly deps: InspectorDeps) {}
@@ -78,10 +116,25 @@ export class Inspector {
           return { status: 200, body: faults.get() };
         }
         return notAllowed('GET, POST, DELETE');
-      case '/reset':
+      case '/reset': {
         if (method !== 'POST') return notAllowed('POST');
-        await this.deps.reset();
+        const raw = await readBody(req);
+        const parsed = resetSchema.safeParse(raw.length === 0 ? {} : parseJsonBody(raw));
+        if (!parsed.success) throw badRequest(formatIssues(parsed.error.issues, [], resetSchema).join('; '));
+        await this.deps.reset(parsed.data);
         return { status: 200, body: { reset: true } };
+      }
+      case '/requests':
+        if (method === 'GET') return { status: 200, body: this.deps.journal.list(journalQuery(query), BASE_PATH) };
+        if (method === 'DELETE') {
+          this.deps.journal.clear();
+          return { status: 200, body: { cleared: true } };
+        }
+        return notAllowed('GET, DELETE');
+      case '/fixture':
+        return method === 'GET' ? { status: 200, body: this.deps.publicFixture() } : notAllowed('GET');
+      case '/tokens/expire':
+        return method === 'POST' ? { status: 200, body: { expired: this.deps.expireTokens() } } : notAllowed('POST');
       default:
         throw notFound(`no emulator endpoint ${path}; see GET ${EMULATOR_PATH}/`);
     }

@@ -6,6 +6,7 @@ import type { FaultState } from './faults.js';
 import { ClientGone, HttpError, codeForStatus, errorReply, type Reply } from './http.js';
 import { newId } from './ids.js';
 import type { ImportJobs } from './import-jobs.js';
+import { errorOf, noteClient, notesOf, redactHeaders, type RequestJournal } from './journal.js';
 import type { Inspector } from './inspect.js';
 import type { SlidingWindowRateLimiter } from './rate-limit.js';
 import type { Store } from './store.js';
@@ -55,6 +56,10 @@ export interface ServerDeps {
   trackingRoutes: Record<string, Record<string, TrackingHandler>>;
   tokenHandler: Handler;
   logger: Logger;
+  journal: RequestJournal;
+  /** Origins allowed for browser requests (`*` = any); empty: no CORS headers [A]. */
+  corsOrigins: string[];
+  now: () => number;
 }
 
 const JOB_PATH = new RegExp(`^${BASE_PATH}/(v1/)?machine-data/import-jobs/([^/]+)$`);
@@ -76,6 +81,7 @@ export function createEmulatorServer(deps: ServerDeps): Server {
   const tracked = (handler: TrackingHandler): Handler => (ctx) => {
     const principal = auth.authenticate(ctx.req.headers.authorization);
     if (isFailure(principal)) return { status: principal.status, body: principal.body, headers: principal.headers };
+    noteClient(ctx.req, principal.name);
     const org = ctx.req.headers[ORGANISATION_HEADER];
     const organisationId = Array.isArray(org) ? org[0] : org;
     if (organisationId === undefined || organisationId.trim() === '') return errorReply(400, 'bad_request', 'missing Service-Organisation-Id header (§5.6)');
@@ -98,19 +104,79 @@ export function createEmulatorServer(deps: ServerDeps): Server {
     doubled: { name: '/v1/machine-data/import-jobs/{job_id}', methods: { GET: tracked((ctx) => deps.jobs.get(ctx.param, ctx.organisationId)) } },
   };
 
-  function send(res: ServerResponse, requestId: string, route: string | null, reply: Reply): void {
+  function send(res: ServerResponse, requestId: string, route: string | null, reply: Reply, cors?: Record<string, string>): void {
     if (res.headersSent || res.destroyed) return;
     const body = reply.body === undefined ? '' : JSON.stringify(reply.body);
     const headers: Record<string, string | number> = {
       [REQUEST_ID_HEADER]: requestId,
       'Content-Type': 'application/json; charset=utf-8',
       'Content-Length': Buffer.byteLength(body),
+      ...cors,
       ...reply.headers,
     };
     if (reply.close) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(body);
     if (route !== null) store.countRequest(route, reply.status);
+  }
+
+  /**
+   * CORS [A, emulator only]: with --cors, a request whose Origin is allowed gets
+   * Access-Control-Allow-Origin (and the request id and Retry-After exposed to scripts); a preflight
+   * (OPTIONS with Access-Control-Request-Method) is answered 204 before auth, rate limit and faults.
+   */
+  const corsAll = deps.corsOrigins.includes('*');
+  function corsHeaders(req: IncomingMessage): Record<string, string> | undefined {
+    if (deps.corsOrigins.length === 0) return undefined;
+    const origin = req.headers.origin;
+    if (origin === undefined || !(corsAll || deps.corsOrigins.includes(origin))) return undefined;
+    return {
+      'Access-Control-Allow-Origin': corsAll ? '*' : origin,
+      'Access-Control-Expose-Headers': `${REQUEST_ID_HEADER}, Retry-After, WWW-Authenticate`,
+      ...(corsAll ? {} : { Vary: 'Origin' }),
+    };
+  }
+  function preflight(req: IncomingMessage, res: ServerResponse, cors: Record<string, string>): void {
+    res.writeHead(204, {
+      ...cors,
+      'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS',
+      'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? 'Authorization, Content-Type, Service-Organisation-Id',
+      'Access-Control-Max-Age': '600',
+      'Content-Length': 0,
+    });
+    res.end();
+  }
+
+  /** The journal entry and the debug line of one answered (or dropped) request. */
+  function record(req: IncomingMessage, requestId: string, startedAt: number, arrivedAt: number, path: string, query: string, status: number | 'dropped', reply: Reply | null, fault: string | null): void {
+    const notes = notesOf(req);
+    const declared = Number(req.headers['content-length']);
+    const body: Record<string, unknown> = {
+      bytes: notes.bytes ?? (Number.isFinite(declared) ? declared : 0),
+      content_type: req.headers['content-type'] ?? null,
+      ...notes.summary,
+    };
+    const duration = Math.round((performance.now() - startedAt) * 10) / 10;
+    const orgHeader = req.headers[ORGANISATION_HEADER];
+    const entry = {
+      request_id: requestId,
+      at: new Date(arrivedAt).toISOString(),
+      method: req.method ?? 'GET',
+      path,
+      query: query === '' ? null : query,
+      status,
+      duration_ms: duration,
+      client: notes.client ?? null,
+      organisation_id: (Array.isArray(orgHeader) ? orgHeader[0] : orgHeader) ?? null,
+      headers: redactHeaders(req.headers),
+      body,
+      error: reply && reply.status >= 400 ? errorOf(reply.body) : null,
+      fault,
+    };
+    deps.journal.add(entry);
+    if (logger.isLevelEnabled('debug')) {
+      logger.debug({ request_id: requestId, method: entry.method, path, status, duration_ms: duration, client: entry.client, organisation_id: entry.organisation_id, body, error: entry.error, fault }, 'request');
+    }
   }
 
   /** §7: the 429 envelope differs from the standard one. */
@@ -123,18 +189,32 @@ export function createEmulatorServer(deps: ServerDeps): Server {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const startedAt = performance.now();
+    const arrivedAt = deps.now();
     const requestId = newId('req');
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    const rawQuery = q < 0 ? '' : url.slice(q + 1);
+    const query = new URLSearchParams(rawQuery);
     const method = req.method ?? 'GET';
+    const cors = corsHeaders(req);
+    if (cors && method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+      preflight(req, res, cors);
+      drain(req);
+      return;
+    }
 
     if (path === EMULATOR_PATH || path.startsWith(`${EMULATOR_PATH}/`)) {
       const reply = await run(() => deps.inspector.handle(method, path, query, req));
-      if (reply !== GONE) send(res, requestId, null, reply);
+      if (reply !== GONE) send(res, requestId, null, reply, cors);
       return;
     }
+    // Every answer below is sent, journalled and logged through here.
+    const answer = (route: string, reply: Reply, fault: string | null = null) => {
+      send(res, requestId, route, reply, cors);
+      record(req, requestId, startedAt, arrivedAt, path, rawQuery, reply.status, reply, fault);
+    };
 
     let route = exact.get(path);
     let param = '';
@@ -153,6 +233,7 @@ export function createEmulatorServer(deps: ServerDeps): Server {
     if (fault.kind === 'destroy') {
       store.droppedConnections++;
       store.countRequest(routeName, 'dropped');
+      record(req, requestId, startedAt, arrivedAt, path, rawQuery, 'dropped', null, fault.cause);
       req.socket.destroy();
       return;
     }
@@ -160,37 +241,37 @@ export function createEmulatorServer(deps: ServerDeps): Server {
     const slot = limiter.take(req.socket.remoteAddress ?? 'unknown');
     if (!slot.ok) {
       store.rateLimited++;
-      send(res, requestId, routeName, tooMany(requestId, slot.retryAfterMs, `rate limit of ${limiter.limit} requests per minute exceeded`));
+      answer(routeName, tooMany(requestId, slot.retryAfterMs, `rate limit of ${limiter.limit} requests per minute exceeded`));
       drain(req);
       return;
     }
     if (fault.kind === 'force429') {
-      send(res, requestId, routeName, tooMany(requestId, fault.retryAfterMs, 'rate limit exceeded (injected fault: force_429_seconds)'));
+      answer(routeName, tooMany(requestId, fault.retryAfterMs, 'rate limit exceeded (injected fault: force_429_seconds)'), fault.cause);
       drain(req);
       return;
     }
     if (fault.kind === 'status') {
-      const reply = fault.status === 429 ? tooMany(requestId, 1000, 'rate limit exceeded (injected fault: error_rate)') : errorReply(fault.status, codeForStatus(fault.status), 'injected fault (error_rate)');
-      send(res, requestId, routeName, reply);
+      const reply = fault.status === 429 ? tooMany(requestId, 1000, `rate limit exceeded (injected fault: ${fault.cause})`) : errorReply(fault.status, codeForStatus(fault.status), `injected fault (${fault.cause})`);
+      answer(routeName, reply, fault.cause);
       drain(req);
       return;
     }
 
     if (route === undefined) {
-      send(res, requestId, routeName, errorReply(404, 'not_found', `no route for ${method} ${path}`));
+      answer(routeName, errorReply(404, 'not_found', `no route for ${method} ${path}`));
       drain(req);
       return;
     }
     const handler = route.methods[method];
     if (handler === undefined) {
       const allow = Object.keys(route.methods).join(', ');
-      send(res, requestId, routeName, errorReply(405, 'method_not_allowed', `${method} is not allowed on ${path} (allowed: ${allow})`, { headers: { Allow: allow } }));
+      answer(routeName, errorReply(405, 'method_not_allowed', `${method} is not allowed on ${path} (allowed: ${allow})`, { headers: { Allow: allow } }));
       drain(req);
       return;
     }
     const reply = await run(() => handler({ req, query, param }));
     if (reply === GONE) return;
-    send(res, requestId, routeName, reply);
+    answer(routeName, reply);
     if (!req.complete) drain(req);
   }
 

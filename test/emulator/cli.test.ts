@@ -41,6 +41,12 @@ describe('edge-gateway emulator (runEmulatorCli)', () => {
     [['--prot', '8080'], 'unknown flag --prot'],
     [['serve'], 'unexpected argument "serve"'],
     [['--host', ''], '--host: must not be empty'],
+    [['--log-level', 'loud'], '--log-level: "loud" is not one of trace, debug, info, warn, error, fatal, silent'],
+    [['--cors', 'localhost:5173'], '--cors: "localhost:5173" is not an origin (scheme://host[:port], no path) or *'],
+    [['--cors', 'http://app.test/path'], '--cors: "http://app.test/path" is not an origin'],
+    [['--journal-size', '-1'], '--journal-size: a value is required'],
+    [['--journal-size', 'many'], '--journal-size: "many" is not a number of requests (0 to 100000)'],
+    [['--fault', 'latency_ms=-5'], '--fault: latency_ms'],
   ])('%j -> exit 2 naming the flag and value', async (argv, message) => {
     const r = await run(argv);
     expect(r.code).toBe(2);
@@ -53,7 +59,7 @@ describe('edge-gateway emulator (runEmulatorCli)', () => {
     const r = await run(['--help']);
     expect(r.code).toBe(0);
     expect(r.out).toBe(EMULATOR_USAGE);
-    for (const flag of ['--port', '--host', '--fixture', '--token-ttl', '--rate-limit', '--job-delay']) expect(r.out).toContain(flag);
+    for (const flag of ['--port', '--host', '--fixture', '--token-ttl', '--rate-limit', '--job-delay', '--fault', '--cors', '--journal-size', '--log-level']) expect(r.out).toContain(flag);
     expect((await run(['-h'])).out).toBe(EMULATOR_USAGE);
   });
 

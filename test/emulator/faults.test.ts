@@ -30,7 +30,7 @@ describe('faults (/_emulator/faults and the handle)', () => {
 
   it('GET shows the defaults; POST merges; DELETE clears', async () => {
     const g = await call(`${em.inspectUrl}/faults`);
-    expect(g.body).toEqual({ error_rate: 0, status: 500, latency_ms: 0, drop_connection_rate: 0, outage_seconds: 0, force_429_seconds: 0, job_failure_rate: 0, paths: null });
+    expect(g.body).toEqual({ error_rate: 0, status: 500, latency_ms: 0, drop_connection_rate: 0, outage_seconds: 0, force_429_seconds: 0, job_failure_rate: 0, paths: null, fail_next: [] });
     expect((await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { error_rate: 0.25, status: 503 } })).status).toBe(200);
     const p = await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { latency_ms: 5 } });
     expect(p.body).toMatchObject({ error_rate: 0.25, status: 503, latency_ms: 5 });
