@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { annotationsSectionSchema } from '../annotations/config.js';
 import { bufferSchema } from '../buffer/config.js';
+import { gapsSchema } from '../buffer/gaps-config.js';
 import { httpSchema } from '../http/config.js';
 import { generatorSectionSchema } from '../sources/generator/config.js';
 import { modbusSectionSchema } from '../sources/modbus/config.js';
@@ -40,6 +41,11 @@ export const gatewaySchema = z
     modbus: modbusSectionSchema,
     mqtt: mqttSectionSchema,
     annotations: annotationsSectionSchema,
+    gaps: gapsSchema.prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    // Issue 14 §3: a gap annotation needs the site and the outbox of the annotations section.
+    if (c.gaps.annotate && !c.annotations) ctx.addIssue({ code: 'custom', path: ['gaps', 'annotate'], message: 'true needs the annotations section (its site and outbox); add annotations: {site: ...} or set gaps.annotate: false', input: true });
   })
   .meta({ description: 'Edge gateway configuration' });
 
