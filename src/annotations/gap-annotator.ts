@@ -114,16 +114,13 @@ export class GapAnnotator {
   }
 
   private text(gap: GapRow, variables: readonly string[], kind: string | undefined): string {
+    // The configured machines the variables belong to ("Press 1"), else the source's name.
     const names = new Set<string>();
-    let covered = 0;
     for (const v of variables) {
       const m = this.o.machines.find((x) => x.machine_variables.includes(v));
-      if (m) {
-        names.add(m.name ?? m.key);
-        covered += 1;
-      }
+      if (m) names.add(m.name ?? m.key);
     }
-    const who = names.size > 0 && covered === variables.length ? [...names].join(', ') : gap.source;
+    const who = names.size > 0 ? [...names].join(', ') : gap.source;
     const device = gap.scope.startsWith('device:') ? `, device ${gap.scope.slice(7)}` : '';
     let text = `No data from ${who} (${KIND_LABEL[kind ?? ''] ?? kind ?? 'source'}${device}): ${REASON_TEXT[gap.reason] ?? gap.reason}`;
     if (gap.filled === 'partial') text += `; partly filled from the server's history${gap.note ? ` (${gap.note})` : ''}`;

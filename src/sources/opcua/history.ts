@@ -190,9 +190,12 @@ export class HistoryBackfill {
       });
       run.wake = null;
     }
+    // The runtime closes the source's open gap when the source reports itself connected, at the
+    // end of the connect; the gap's end is needed before it can be settled.
+    const deadline = this.o.clock.monotonic() + this.o.firstValueTimeoutMs;
+    while (!run.aborted && this.o.ctx.gaps.openGap(this.o.source) && this.o.clock.monotonic() < deadline) await sleep(100);
     if (run.aborted) return;
     const now = this.o.clock.now();
-    // Read after the wait: by now the runtime has closed the gap of this (re)connect.
     const pending = this.o.ctx.gaps.pending(this.o.source);
 
     const windows: NodeWindow[] = [];
@@ -391,6 +394,8 @@ export class HistoryBackfill {
     );
   }
 }
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
 function accessBits(dv: DataValue | undefined): number | null {
   if (!dv || severityOf(dv.statusCode?.value ?? 0) === 'bad') return null;
