@@ -54,6 +54,7 @@ export function describeSources(config: GatewayConfig): Map<string, SourceInfo> 
         vars.push(...Object.values(s.variable_from_topic?.variables ?? {}));
       } else if (s.format === 'json') vars.push(...s.values.map((v) => v.variable));
       else if (s.format === 'metrics') vars.push(...Object.values(s.names));
+      else if (s.format === 'sparkplug') vars.push(...s.metrics.map((m) => m.variable));
     }
     out.set(c.name, { kind: 'mqtt', variables: vars, devices: new Map(), historyAuto: false });
   }
