@@ -9,7 +9,7 @@
  *            delivering. Measured: values/s backfilled (committed), and the freshness of live
  *            values during the backfill (commit time minus the value's source timestamp).
  *   bare:    a plain node-opcua client reading the same interval with HistoryRead (same
- *            values_per_request, 50 nodes per request, continuation points), counting the values
+ *            values_per_request and nodes per request as the gateway, continuation points), counting the values
  *            and doing nothing with them. The baseline: what the protocol stack alone costs.
  *
  * Each side runs in its own child process, one after the other, against one simulator in a third.
@@ -87,8 +87,10 @@ async function runBare(p: Payload): Promise<Result> {
   const t0 = performance.now();
   let values = 0;
   const details = new ReadRawModifiedDetails({ isReadModified: false, startTime: new Date(p.fromMs), endTime: new Date(p.toMs), numValuesPerNode: VALUES_PER_REQUEST, returnBounds: false });
-  for (let start = 0; start < p.nodeIds.length; start += 50) {
-    let open = p.nodeIds.slice(start, start + 50).map((nodeId) => ({ nodeId, cp: undefined as Buffer | undefined }));
+  const { nodesPerRequest } = await import('../src/sources/opcua/history.js');
+  const perRequest = nodesPerRequest(VALUES_PER_REQUEST);
+  for (let start = 0; start < p.nodeIds.length; start += perRequest) {
+    let open = p.nodeIds.slice(start, start + perRequest).map((nodeId) => ({ nodeId, cp: undefined as Buffer | undefined }));
     while (open.length > 0) {
       const r = await session.historyRead(new HistoryReadRequest({ historyReadDetails: details, timestampsToReturn: TimestampsToReturn.Source, nodesToRead: open.map((x) => ({ nodeId: resolveNodeId(x.nodeId), continuationPoint: x.cp })) }));
       const next: typeof open = [];

@@ -54,8 +54,16 @@ export interface HistoryContext {
   gaps: GapLedger;
 }
 
-/** Nodes per HistoryRead request (each with its own continuation point). */
-const NODES_PER_REQUEST = 50;
+/**
+ * Nodes per HistoryRead request (each with its own continuation point): at most 50, and about
+ * 10,000 values per response, so one response decoded and committed never stalls the event loop
+ * (and the live subscription) for long.
+ */
+export function nodesPerRequest(valuesPerRequest: number): number {
+  return Math.max(1, Math.min(50, Math.floor(10_000 / valuesPerRequest)));
+}
+/** Responses handed to the buffer and not yet committed, at most. */
+const APPENDS_IN_FLIGHT = 2;
 /** Attribute reads per Read request when checking AccessLevel. */
 const READ_CHUNK = 500;
 
@@ -72,6 +80,8 @@ interface Run {
   firstLive: Map<number, number>;
   waitingFor: number;
   wake: (() => void) | null;
+  /** Buffer appends of responses not yet committed. */
+  appends: Array<Promise<void>>;
 }
 
 export interface HistoryStatus {
@@ -121,7 +131,7 @@ export class HistoryBackfill {
       const lc = this.o.ctx.lastCommitted.get(b.variable);
       if (lc !== null) starts.set(b.index, lc);
     }
-    const run: Run = { id: ++this.runSeq, aborted: false, firstLive: new Map(), waitingFor: 0, wake: null };
+    const run: Run = { id: ++this.runSeq, aborted: false, firstLive: new Map(), waitingFor: 0, wake: null, appends: [] };
     this.current = run;
     void this.execute(run, session, bindings, starts).catch((err) => {
       this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: historical backfill failed; the gap stays pending and is read again at the next connect`);
@@ -294,16 +304,19 @@ export class HistoryBackfill {
     for (const w of windows) for (const [from, to] of w.ranges) units.push({ binding: w.binding, from, to });
     units.sort((a, b) => a.from - b.from || a.to - b.to);
     let total = 0;
+    const perRequest = nodesPerRequest(this.o.settings.values_per_request);
     let i = 0;
     while (i < units.length && !run.aborted) {
       // Group units that share a time domain closely enough (within a second of each other);
       // each keeps its own range when values are filtered.
       const group = [units[i]];
       let j = i + 1;
-      while (j < units.length && group.length < NODES_PER_REQUEST && units[j].from - units[i].from <= 1_000 && Math.abs(units[j].to - units[i].to) <= 1_000) group.push(units[j++]);
+      while (j < units.length && group.length < perRequest && units[j].from - units[i].from <= 1_000 && Math.abs(units[j].to - units[i].to) <= 1_000) group.push(units[j++]);
       i = j;
       total += await this.readGroup(run, session, group);
     }
+    // Every value read is committed before the backfill reports (and the gap is settled).
+    while (run.appends.length > 0) await run.appends.shift();
     return total;
   }
 
@@ -362,11 +375,18 @@ export class HistoryBackfill {
         if (cp && cp.length > 0) next.push({ unit: x.unit, cp });
       });
       if (samples.length > 0) {
-        // Resolves after the group commit: the buffer paces the backfill.
-        await this.o.sink.append(samples);
-        total += samples.length;
-        this.valuesTotal += samples.length;
-        this.o.metrics.historyValues.inc({ source: this.o.source }, samples.length);
+        // The next request goes out while this response commits; at most APPENDS_IN_FLIGHT wait
+        // for their group commit, so the buffer paces the backfill and memory stays bounded.
+        const n = samples.length;
+        const committed = this.o.sink.append(samples).then(() => {
+          this.valuesTotal += n;
+          this.o.metrics.historyValues.inc({ source: this.o.source }, n);
+        });
+        // Handled here so a read that fails meanwhile leaves no unhandled rejection; awaited below.
+        committed.catch(() => undefined);
+        run.appends.push(committed);
+        total += n;
+        while (run.appends.length >= APPENDS_IN_FLIGHT) await run.appends.shift();
       }
       open = next;
     }
