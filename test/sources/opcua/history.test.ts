@@ -139,6 +139,33 @@ describe('OPC UA historical backfill (issue 14)', () => {
     expect(status.gaps?.recent.some((g) => g.id === gap.id)).toBe(true);
   }, 120_000);
 
+  it('reads a gap again that a previous run left pending (a backfill cut short by a crash)', async () => {
+    const sim = await startOpcuaSimulator({ pkiDir: tmpPki('hist-sim-'), updateIntervalMs: 200 });
+    cleanup.push(() => sim.close());
+    const emu = await startEmulator({ port: 0 });
+    cleanup.push(() => emu.close());
+    const dir = mkdtempSync(join(tmpdir(), 'gw-pending-'));
+    const sections = { opcua: opcuaSection(sim.endpointUrl, sim), http: { enabled: true, port: 0 } };
+    const first = await startTestGateway(emu, sections, { dir });
+    cleanup.push(() => first.close());
+    await waitFor(() => emu.values('mvr_press1_temperature').length >= 3, { timeoutMs: 30_000, what: 'live values upstream' });
+    const from = Date.now();
+    await waitFor(() => emu.values('mvr_press1_temperature').filter((v) => Date.parse(v.timestamp) > from + 3_000).length > 0, { timeoutMs: 30_000, what: '3 s more of live values' });
+    const to = from + 3_000;
+    // A previous run was reading [from, to] back when it died: the ledger holds the gap as pending,
+    // while the last committed timestamps are already newer. The values never reached the service.
+    first.handle.gaps.open({ source: 'press1', variables: null, from, to, reason: 'source_disconnected', filled: 'pending' }, Date.now());
+    await first.close();
+    await emu.reset();
+    expect(emu.values('mvr_press1_temperature').filter((v) => Date.parse(v.timestamp) >= from && Date.parse(v.timestamp) <= to)).toHaveLength(0);
+
+    const second = await startTestGateway(emu, sections, { dir });
+    cleanup.push(() => second.destroy());
+    await waitFor(async () => (await apiGaps(second)).find((g) => g.from === from && g.filled === 'yes'), { timeoutMs: 45_000, what: 'the pending gap read again and filled', intervalMs: 500 });
+    const compared = await expectHistoryUpstream(sim, emu, from, to);
+    expect(compared).toBeGreaterThan(30);
+  }, 120_000);
+
   it('fills a network cut (TCP proxy) from history', async () => {
     const sim = await startOpcuaSimulator({ pkiDir: tmpPki('hist-sim-'), updateIntervalMs: 200 });
     cleanup.push(() => sim.close());
