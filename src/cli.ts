@@ -28,6 +28,7 @@ const COMMANDS: Record<string, Command> = {
 const OPTIONAL_COMMANDS: Record<string, { summary: string; module: string; fn: string }> = {
   'set-aside': { summary: 'list, requeue or drop samples the service refused', module: './commands/set-aside.js', fn: 'setAsideCommand' },
   annotate: { summary: 'create an operator annotation (instant or range)', module: './commands/annotate.js', fn: 'annotateCommand' },
+  gaps: { summary: 'list intervals without data and whether history filled them', module: './commands/gaps.js', fn: 'gapsCommand' },
   browse: { summary: 'browse an OPC UA server and print a config snippet', module: './sources/opcua/browse-cli.js', fn: 'runBrowseCli' },
   'modbus-probe': { summary: 'read Modbus registers and print every candidate decoding', module: './sources/modbus/probe-cli.js', fn: 'runModbusProbeCli' },
 };

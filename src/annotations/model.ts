@@ -25,8 +25,8 @@ export type AnnotationType = 'instant' | 'range';
 /** §2.2: a site reference in a request is exactly one of these. */
 export type SiteRef = { id: string } | { external_id: string };
 /** Where an annotation came from; a metric label and shown on the operator page. */
-export type Origin = 'api' | 'hmi' | 'mqtt' | 'cli' | 'detector';
-export const ORIGINS: readonly Origin[] = ['api', 'hmi', 'mqtt', 'cli', 'detector'];
+export type Origin = 'api' | 'hmi' | 'mqtt' | 'cli' | 'detector' | 'gap';
+export const ORIGINS: readonly Origin[] = ['api', 'hmi', 'mqtt', 'cli', 'detector', 'gap'];
 
 /** Delivery state of an outbox entry. */
 export type DeliveryState = 'queued' | 'delivered' | 'refused';

@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { GatewayError } from '../core/errors.js';
+import { GAPS_MIGRATION } from './gaps.js';
 
 /**
  * Schema of the buffer file, as ordered migrations keyed by `PRAGMA user_version`. A migration is
@@ -105,6 +106,12 @@ const MIGRATIONS: Array<{ version: number; up: string }> = [
         created_at        INTEGER NOT NULL
       ) WITHOUT ROWID;
     `,
+  },
+  {
+    // The gap ledger and the per-variable last committed timestamp (issue 14: src/buffer/gaps.ts,
+    // src/buffer/last-committed.ts).
+    version: 3,
+    up: GAPS_MIGRATION,
   },
 ];
 

@@ -30,6 +30,7 @@ import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleSink } from '../core/sample.js';
 import { RateMeter } from '../core/rate-meter.js';
+import { LastCommitted } from './last-committed.js';
 
 export interface BufferOptions {
   commitIntervalMs: number;
@@ -144,6 +145,8 @@ export class SampleBuffer implements SampleSink {
   private readonly walPath: string;
   private lastWalCheck = 0;
   private walBlocked = false;
+  /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
+  readonly lastCommitted: LastCommitted;
 
   private readonly st: {
     insert: Statement;
@@ -170,6 +173,7 @@ export class SampleBuffer implements SampleSink {
     this.db = db;
     this.opts = { maxPendingSamples: 2_000_000, commitEagerSamples: 50_000, episodeQuietMs: 10_000, walLimitBytes: 64 * 1024 * 1024, ...options };
     this.walPath = `${db.name}-wal`;
+    this.lastCommitted = new LastCommitted(db);
     this.st = {
       insert: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
       insertMany: db.prepare(`INSERT INTO samples (seq, var, ts, value) VALUES ${Array(INSERT_ROWS).fill('(?, ?, ?, ?)').join(', ')}`),
@@ -278,6 +282,7 @@ export class SampleBuffer implements SampleSink {
       for (let i = 0; i < n; i += 4) this.st.insert.run(args[i], args[i + 1], args[i + 2], args[i + 3]);
       if (inserted > 0) this.st.setNextSeq.run(String(seq));
       this.nextSeq = seq;
+      if (inserted > 0) this.lastCommitted.record(batch);
     }
     for (const seq of acks) this.st.deleteSeq.run(seq);
     return inserted;

@@ -27,10 +27,17 @@ export interface StoryTimings {
   /** The tracking service becomes unreachable this long after the start, for `outageMs`. */
   outageAfterMs: number;
   outageMs: number;
+  /**
+   * The gateway is stopped for `restartMs` this long after the start (and not before the outage
+   * was caught up), while the plant keeps producing: Press 1's gap is read back from its OPC UA
+   * server's history (issue 14).
+   */
+  restartAfterMs: number;
+  restartMs: number;
 }
 
-/** Press 1's downtime is recorded about a minute after the start, the outage caught up by about 80 s. */
-export const DEFAULT_TIMINGS: StoryTimings = { downtimeAfterMs: 40_000, downtimeMs: 20_000, outageAfterMs: 62_000, outageMs: 15_000 };
+/** Press 1's downtime is recorded about a minute after the start, the outage caught up by about 80 s, the restart at 100 s. */
+export const DEFAULT_TIMINGS: StoryTimings = { downtimeAfterMs: 40_000, downtimeMs: 20_000, outageAfterMs: 62_000, outageMs: 15_000, restartAfterMs: 100_000, restartMs: 12_000 };
 
 /** The buffer is "back to the live tail" when nothing older than this waits in it. */
 const LIVE_TAIL_AGE_S = 3;
@@ -228,6 +235,8 @@ export interface StoryOptions {
   timings: StoryTimings;
   /** When the plant (and so Press 1's script) started. */
   plantStartedAt: number;
+  /** Stops the gateway, waits `downMs`, starts it again on the same buffer; the new handle. Absent: no restart in the story. */
+  restart?: (downMs: number) => Promise<GatewayHandle>;
 }
 
 export interface DemoStory {
@@ -249,14 +258,16 @@ type OutagePhase =
   | { kind: 'done' };
 
 export function startDemoStory(o: StoryOptions): DemoStory {
-  const { view, emulator, gateway, timings } = o;
+  const { view, emulator, timings } = o;
+  let gateway = o.gateway;
   const startedAt = Date.now();
   view.follow(() => gateway.status());
   const detector = gateway.config.annotations?.detectors.find((d) => d.variable === 'mvr_press1_state');
   const minDowntime = detector ? ` (the gateway records stops of ${seconds(detector.min_duration)} or more)` : '';
   view.event(
     `script: Press 1 stops at ${clockTime(o.plantStartedAt + timings.downtimeAfterMs)} for ${seconds(timings.downtimeMs)}${minDowntime}; ` +
-      `the tracking service is unreachable from ${clockTime(startedAt + timings.outageAfterMs)} for ${seconds(timings.outageMs)}`,
+      `the tracking service is unreachable from ${clockTime(startedAt + timings.outageAfterMs)} for ${seconds(timings.outageMs)}` +
+      (o.restart ? `; the gateway restarts at ${clockTime(startedAt + timings.restartAfterMs)} (down ${seconds(timings.restartMs)})` : ''),
   );
 
   const seen = new Set(emulator.annotations().map((a) => a.id));
@@ -269,7 +280,8 @@ export function startDemoStory(o: StoryOptions): DemoStory {
       if (a.type === 'range' && a.started_at && a.ended_at) {
         const from = Date.parse(a.started_at);
         const to = Date.parse(a.ended_at);
-        view.event(`downtime annotation stored upstream: "${a.text}" ${clockTime(from)}–${clockTime(to)} (${seconds(to - from)})`);
+        const what = a.text.startsWith('No data from') ? 'gap annotation' : 'downtime annotation';
+        view.event(`${what} stored upstream: "${a.text}" ${clockTime(from)}–${clockTime(to)} (${seconds(to - from)})`);
       } else {
         view.event(`annotation stored upstream: "${a.text}"${a.occurred_at ? ` at ${clockTime(Date.parse(a.occurred_at))}` : ''}`);
       }
@@ -316,10 +328,47 @@ export function startDemoStory(o: StoryOptions): DemoStory {
     }
   };
 
+  // --- the restart (issue 14): stop, the plant keeps producing, start, Press 1's gap read from history
+  let restart: { kind: 'waiting' } | { kind: 'restarting' } | { kind: 'filling'; since: number; reported: Set<number> } | { kind: 'done' } = { kind: 'waiting' };
+  const followRestart = () => {
+    if (!o.restart || restart.kind === 'done' || restart.kind === 'restarting') return;
+    if (restart.kind === 'waiting') {
+      if (Date.now() - startedAt < timings.restartAfterMs || outage.kind !== 'done') return;
+      restart = { kind: 'restarting' };
+      view.event(`restart: the gateway stops for ${seconds(timings.restartMs)} (an update, a power cut) while the plant keeps producing; Press 1's OPC UA server keeps the history of its values`);
+      o.restart(timings.restartMs).then(
+        (next) => {
+          gateway = next;
+          view.follow(() => gateway.status());
+          view.event('the gateway runs again: it records the interval it was stopped as a gap per source and reads Press 1\'s gap back from the server\'s history (HistoryRead)');
+          restart = { kind: 'filling', since: Date.now(), reported: new Set() };
+        },
+        (err: unknown) => {
+          view.event(`the gateway could not be started again: ${(err as Error).message}`);
+          restart = { kind: 'done' };
+        },
+      );
+      return;
+    }
+    // filling: report each gateway_stopped gap once history has decided about it.
+    for (const g of gateway.gaps.list({ state: 'all', limit: 20 })) {
+      if (g.reason !== 'gateway_stopped' || g.to === null || g.filled === 'pending' || restart.reported.has(g.id)) continue;
+      restart.reported.add(g.id);
+      const span = `${clockTime(g.from)}–${clockTime(g.to)} (${seconds(g.to - g.from)})`;
+      view.event(
+        g.filled === 'yes' || g.filled === 'partial'
+          ? `gap of ${g.source} ${span} filled from the OPC UA server's history: ${count(g.filledValues)} values read back${g.filled === 'partial' ? ` (partly: ${g.note ?? ''})` : ''}`
+          : `gap of ${g.source} ${span} recorded (no history to read it from; edge-gateway gaps list shows it)`,
+      );
+    }
+    if (Date.now() - restart.since > 60_000) restart = { kind: 'done' };
+  };
+
   const timer = setInterval(() => {
     try {
       reportAnnotations();
       followOutage();
+      followRestart();
     } catch (err) {
       gateway.logger.warn({ err: String(err) }, 'demo story step failed');
     }

@@ -22,7 +22,10 @@ plant and delivering to the emulator. The operator status is shown every few sec
 
 About 40 s after the start Press 1 stops for 20 s: the gateway's downtime detector posts a range
 annotation for it. About a minute after the start the tracking service is unreachable for 15 s:
-the gateway keeps buffering and catches up. Ctrl-C stops everything.
+the gateway keeps buffering and catches up. About 100 s after the start the gateway is stopped for
+12 s while the plant keeps producing: when it runs again it reads Press 1's gap back from the OPC UA
+server's history, and records the gap of every source (edge-gateway gaps list). Ctrl-C stops
+everything.
 
 Options:
   -c, --config FILE   demo configuration (default: config/demo.yaml of this package); its
@@ -72,6 +75,8 @@ export async function demoCommand(argv: string[]): Promise<number> {
       downtime: { type: 'string' },
       'outage-after': { type: 'string' },
       outage: { type: 'string' },
+      'restart-after': { type: 'string' },
+      restart: { type: 'string' },
     },
     HELP,
   );
@@ -82,6 +87,8 @@ export async function demoCommand(argv: string[]): Promise<number> {
     downtimeMs: durationFlag('downtime', v.downtime, DEFAULT_TIMINGS.downtimeMs, { positive: true }),
     outageAfterMs: durationFlag('outage-after', v['outage-after'], DEFAULT_TIMINGS.outageAfterMs),
     outageMs: durationFlag('outage', v.outage, DEFAULT_TIMINGS.outageMs, { positive: true }),
+    restartAfterMs: durationFlag('restart-after', v['restart-after'], DEFAULT_TIMINGS.restartAfterMs),
+    restartMs: durationFlag('restart', v.restart, DEFAULT_TIMINGS.restartMs, { positive: true }),
   };
   const portsFrom = portsFromFlag(v['ports-from']);
 
@@ -126,15 +133,41 @@ export async function demoCommand(argv: string[]): Promise<number> {
   });
 
   let story: DemoStory | null = null;
+  // The story's gateway restart (issue 14) stops the gateway alone: the plant and the emulator go on.
+  let restarting = false;
+  let stopRequested = false;
   const stopPlantAndEmulator = async () => {
+    if (restarting) return;
     story?.stop();
     await startedPlant.close();
     await emulator.close();
   };
-  const running = await runUntilSignal(config, { logger, onStatus: () => story?.showStatus(), extraClose: stopPlantAndEmulator }).catch(async (err: unknown) => {
+  const runOptions = { logger, onStatus: () => story?.showStatus(), extraClose: stopPlantAndEmulator };
+  let running = await runUntilSignal(config, runOptions).catch(async (err: unknown) => {
     await stopPlantAndEmulator();
     throw err;
   });
+  let restartInFlight: Promise<unknown> | null = null;
+  const restartGateway = (downMs: number) => {
+    const p = restartOnce(downMs);
+    restartInFlight = p.catch(() => undefined).finally(() => (restartInFlight = null));
+    return p;
+  };
+  const restartOnce = async (downMs: number) => {
+    restarting = true;
+    try {
+      await running.stop();
+    } finally {
+      restarting = false;
+    }
+    await new Promise((r) => setTimeout(r, downMs));
+    if (stopRequested) {
+      await stopPlantAndEmulator();
+      throw new Error('the demo is stopping');
+    }
+    running = await runUntilSignal(config, runOptions);
+    return running.handle;
+  };
   try {
     await startedPlant.startPublisher();
   } catch (err) {
@@ -143,16 +176,22 @@ export async function demoCommand(argv: string[]): Promise<number> {
 
   const banner = demoBanner({ plant: startedPlant.describe(), serviceUrl: emulator.baseUrl, gatewayUrl: running.handle.httpUrl, logFile: process.stdout.isTTY ? logFile : null });
   view.setBanner(banner.lines, banner.essential);
-  story = startDemoStory({ view, emulator, gateway: running.handle, timings, plantStartedAt: startedPlant.startedAt });
+  story = startDemoStory({ view, emulator, gateway: running.handle, timings, plantStartedAt: startedPlant.startedAt, restart: restartGateway });
   story.showStatus();
 
   const onStopping = () => {
+    stopRequested = true;
     story?.stop();
     view.final('stopping: the gateway commits what it read and closes its connections, then the plant and the emulator stop ...');
   };
   process.once('SIGINT', onStopping);
   process.once('SIGTERM', onStopping);
-  await running.done;
+  // A restart replaces `running`; the demo ends when the current gateway has stopped.
+  for (let r = running; ; r = running) {
+    await r.done;
+    if (restartInFlight) await restartInFlight;
+    if (r === running) break;
+  }
   process.off('SIGINT', onStopping);
   process.off('SIGTERM', onStopping);
   view.final('demo stopped.');

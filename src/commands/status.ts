@@ -279,6 +279,14 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
     if (trigger && typeof trigger.connected === 'boolean') out.push(`  MQTT trigger ${trigger.connected ? 'connected' : 'NOT connected'}`);
   }
 
+  // Issue 14: intervals without data, and whether history filled them (edge-gateway gaps list).
+  const g = s.gaps;
+  if (g && g.recent.length > 0) {
+    out.push('');
+    out.push('GAPS');
+    out.push(`  ${g.open} open; newest: ${g.recent.slice(0, 3).map((x) => `${x.source} ${x.reason} ${x.to === null ? `since ${new Date(x.from).toISOString()}` : `${formatDuration((x.to - x.from) / 1000)}`}, filled ${x.filled}`).join('; ')} (edge-gateway gaps list)`);
+  }
+
   out.push('');
   out.push(statusLine(s));
   return `${out.join('\n')}\n`;

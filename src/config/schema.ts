@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { annotationsSectionSchema } from '../annotations/config.js';
 import { bufferSchema } from '../buffer/config.js';
 import { fleetSchema } from '../fleet/config.js';
+import { gapsSchema } from '../buffer/gaps-config.js';
 import { httpSchema } from '../http/config.js';
 import { generatorSectionSchema } from '../sources/generator/config.js';
 import { modbusSectionSchema } from '../sources/modbus/config.js';
@@ -43,8 +44,11 @@ export const gatewaySchema = z
     mqtt: mqttSectionSchema,
     annotations: annotationsSectionSchema,
     fleet: fleetSchema.optional(),
+    gaps: gapsSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
+    // Issue 14 §3: a gap annotation needs the site and the outbox of the annotations section.
+    if (c.gaps.annotate && !c.annotations) ctx.addIssue({ code: 'custom', path: ['gaps', 'annotate'], message: 'true needs the annotations section (its site and outbox); add annotations: {site: ...} or set gaps.annotate: false', input: true });
     // Source names label metrics and status entries, so they are unique across protocols (issue 12
     // §4: a duplicate used to be refused at start without saying where the two names are).
     const named: Array<{ path: Array<string | number>; name: string }> = [];

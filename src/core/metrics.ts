@@ -84,6 +84,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector)', labelNames: ['origin'], registers: r }),
     annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged)', labelNames: ['outcome'], registers: r }),
 
+    // --- gap ledger and OPC UA historical backfill (issue 14) ---
+    gapsOpen: new Gauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
+    gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full)', labelNames: ['reason'], registers: r }),
+    gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
+    historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),
+    historyRequests: new Counter({ name: 'gateway_opcua_history_requests_total', help: 'OPC UA HistoryRead requests, by outcome (ok, error)', labelNames: ['source', 'outcome'], registers: r }),
+
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
     httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),

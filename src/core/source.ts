@@ -53,6 +53,8 @@ export interface SourceContext {
   clock: Clock;
   /** Directory for the source's own files (OPC UA certificates, ...). Exists. */
   dataDir: string;
+  /** Buffer state for the OPC UA historical backfill (issue 14); absent in tests that build a source alone. */
+  history?: import('../sources/opcua/history.js').HistoryContext;
 }
 
 /**
@@ -85,9 +87,25 @@ export class SourceStats {
 
   setState(state: SourceState): void {
     if (state === this.state) return;
+    const previous = this.state;
     this.state = state;
     this.since = this.clock.now();
     this.metrics.sourceConnected.set(this.labels, state === 'connected' || state === 'degraded' ? 1 : 0);
+    for (const l of this.stateListeners) {
+      try {
+        l(state, previous, this.since);
+      } catch {
+        // an observer (the gap ledger) must never break a source
+      }
+    }
+  }
+
+  private readonly stateListeners = new Set<(state: SourceState, previous: SourceState, at: number) => void>();
+
+  /** Observes state changes (the gap ledger, issue 14). Returns the function that stops it. */
+  onStateChange(listener: (state: SourceState, previous: SourceState, at: number) => void): () => void {
+    this.stateListeners.add(listener);
+    return () => this.stateListeners.delete(listener);
   }
 
   samplesRead(n: number): void {

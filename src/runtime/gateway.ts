@@ -26,6 +26,10 @@ import { ImportLedger } from '../buffer/import-ledger.js';
 import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
 import type { ConfigStatus, GatewayStatus } from './status.js';
+import { GapLedger } from '../buffer/gaps.js';
+import { describeSources, GapWatcher } from './gap-watch.js';
+import { registerGapRoutes } from '../http/gap-routes.js';
+import type { GapAnnotator } from '../annotations/gap-annotator.js';
 
 let lastMemory = { rss_bytes: 0, heap_used_bytes: 0, external_bytes: 0 };
 /**
@@ -70,6 +74,8 @@ export interface GatewayHandle {
   readonly http: LocalHttpServer | null;
   /** Operator annotations (outbox, local API, HMI page, detectors), when configured. */
   readonly annotations: AnnotationsRuntime | null;
+  /** The gap ledger (issue 14): intervals without data, and whether history filled them. */
+  readonly gaps: GapLedger;
   /** Base URL of the local HTTP server, or null when disabled. */
   readonly httpUrl: string | null;
   status(): GatewayStatus;
@@ -162,17 +168,23 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     clock,
   });
 
+  // Issue 14: the gap ledger in the buffer file, fed by the sources' state changes.
+  const gaps = new GapLedger(opened.db, metrics);
+  let gapAnnotator: GapAnnotator | null = null;
+  // Replaced in place by reloads, so `handle.sources` always lists the running ones.
+  const sources: Source[] = [];
+  let current = config;
+  const gapWatcher = new GapWatcher({ ledger: gaps, buffer, sources: () => sources, info: () => describeSources(current), clock, logger: logger.child({ component: 'gaps' }), onClosed: () => gapAnnotator?.run() });
+
   const sourceStats = new Map<string, SourceStats>();
   const makeContext = (name: string, kind: SourceKind): SourceContext => {
     const dir = join(dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
     const stats = new SourceStats(name, kind, metrics, clock);
     sourceStats.set(name, stats);
-    return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir };
+    gapWatcher.attach(name, stats);
+    return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps } };
   };
-  // Replaced in place by reloads, so `handle.sources` always lists the running ones.
-  const sources: Source[] = [];
-  let current = config;
   try {
     sources.push(...(await buildSources(config, makeContext)));
   } catch (err) {
@@ -246,6 +258,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal },
       },
       backfill: bf,
+      gaps: gapsStatus(),
       set_aside: { samples: setAside },
       backlog_eta_s: eta,
       ...(annotations ? { annotations: annotations.status() } : {}),
@@ -254,12 +267,39 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     };
   };
 
+  function gapsStatus(): NonNullable<GatewayStatus['gaps']> {
+    const open = gaps.list({ state: 'open', limit: 50 });
+    gaps.refreshGauge();
+    return { open: open.length, recent: gaps.list({ state: 'all', limit: 10 }).map((g) => gaps.view(g)), annotate: current.gaps.annotate };
+  }
+
   async function startAnnotationsFor(cfg: GatewayConfig): Promise<void> {
     if (!cfg.annotations) return;
     // Loaded only when configured: it brings the HMI page and an MQTT client with it.
     const { startAnnotations } = await import('../annotations/index.js');
     annotations = await startAnnotations({ config: cfg, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
     if (annotations) untapAnnotations = sink.addTap(annotations);
+    gapAnnotator?.stop();
+    gapAnnotator = null;
+    const running = annotations as AnnotationsRuntime | null;
+    if (running && config.gaps.annotate) {
+      // Issue 14 §3: unfilled gaps become range annotations through the same outbox.
+      const { GapAnnotator } = await import('../annotations/gap-annotator.js');
+      gapAnnotator = new GapAnnotator({
+        ledger: gaps,
+        store: running.store,
+        gatewayName: cfg.gateway.name,
+        site: cfg.annotations.site,
+        machines: cfg.annotations.machines,
+        sources: () => describeSources(current),
+        minDurationMs: config.gaps.min_duration,
+        onQueued: () => running.sender.notify(),
+        logger: logger.child({ component: 'gaps' }),
+        metrics,
+        clock,
+      });
+      gapAnnotator.start();
+    }
   }
 
   async function startSources(list: readonly Source[]): Promise<void> {
@@ -324,6 +364,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     closed = true;
     // Sources first, so nothing new arrives; then commit what is pending; then the uplink.
     await Promise.allSettled(sources.map((s) => s.close()));
+    gapAnnotator?.stop();
+    gapWatcher.stop();
     await buffer.flush();
     await reloading.catch(() => undefined);
     await annotations?.close();
@@ -363,8 +405,10 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       });
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
+      registerGapRoutes(http, gaps);
     }
     await startAnnotationsFor(config);
+    gapWatcher.start(startedAt);
     await startSources(sources);
     await http?.listen();
   } catch (err) {
@@ -394,6 +438,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     get annotations() {
       return annotations;
     },
+    gaps,
     httpUrl: http?.url ?? null,
     status,
     reload,

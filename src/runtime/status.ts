@@ -37,6 +37,8 @@ export interface GatewayStatus {
   /** Import-job backfill. */
   backfill: BackfillStats;
   set_aside: { samples: number };
+  /** The gap ledger (issue 14): open gaps and the newest ones, in the /api/gaps shape. */
+  gaps?: { open: number; recent: import('../buffer/gaps.js').GapView[]; annotate: boolean };
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
   annotations?: Record<string, unknown>;

@@ -65,6 +65,20 @@ export interface OpcuaSimulatorOptions {
   onStateChange?: (state: number, previous: number) => void;
   /** Extra Double variables `Bulk.V<i>` (i from 1) whose value changes at every read (sampling); for the benchmark. */
   bulkVariables?: number;
+  /**
+   * Keep the history of the Press1 process variables (Temperature, Pressure, Speed, MachineState,
+   * PartCount) so clients can HistoryRead them (OPC UA Part 11; AccessLevel gets HistoryRead).
+   * Default true: a gateway that was away fills its gap from here. false: a server without history.
+   */
+  historize?: boolean;
+  /** Values kept per historized variable (default 100,000, about a day at one change a second). */
+  historyValues?: number;
+  /**
+   * Extra historized Double variables `Hist.V<i>` for the backfill benchmark, with history already
+   * holding one value every `stepMs` from `fromMs` to `toMs` (epoch ms), and a live value every
+   * `updateIntervalMs` afterwards.
+   */
+  historizedBulk?: { count: number; fromMs: number; toMs: number; stepMs: number };
   /** Log server start/stop lines to stderr (default false). */
   verbose?: boolean;
 }
@@ -89,6 +103,8 @@ export interface OpcuaSimulator {
   nodeIds: Record<SimVariableName, string>;
   /** Node id string of bulk variable i (1-based). */
   bulkNodeId(i: number): string;
+  /** Node id string of historized bulk variable i (1-based), see `historizedBulk`. */
+  histNodeId(i: number): string;
   /** Same ids in `nsu=<uri>;s=...` form (independent of the namespace index). */
   nsuNodeIds: Record<SimVariableName, string>;
   /** Path of the server's certificate (DER or PEM), to put in a client's trust folder. */
@@ -265,6 +281,25 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     }
   }
 
+  // Part 11: the process variables keep their history in memory; every value set from here on is
+  // recorded with its source timestamp.
+  const historized: SimVariableName[] = ['temperature', 'pressure', 'speed', 'state', 'count'];
+  if (opts.historize ?? true) {
+    for (const name of historized) addressSpace.installHistoricalDataNode(vars[name], { maxOnlineValues: opts.historyValues ?? 100_000 });
+  }
+  const histVars: UAVariable[] = [];
+  if (opts.historizedBulk && opts.historizedBulk.count > 0) {
+    const hb = opts.historizedBulk;
+    const folder = ns.addFolder(addressSpace.rootFolder.objects, { browseName: 'Hist', nodeId: 's=Hist' });
+    const perNode = Math.floor((hb.toMs - hb.fromMs) / hb.stepMs) + 1;
+    for (let i = 1; i <= hb.count; i++) {
+      const v = ns.addVariable({ componentOf: folder, browseName: `V${i}`, nodeId: `s=Hist.V${i}`, dataType: 'Double', value: new Variant({ dataType: DataType.Double, value: 0 }) });
+      addressSpace.installHistoricalDataNode(v, { maxOnlineValues: perNode + 100_000 });
+      for (let t = hb.fromMs; t <= hb.toMs; t += hb.stepMs) v.setValueFromSource(new Variant({ dataType: DataType.Double, value: i + (t % 1_000_000) / 1e6 }), StatusCodes.Good, new Date(t));
+      histVars.push(v);
+    }
+  }
+
   await server.start();
   const endpointUrl = `opc.tcp://127.0.0.1:${port}/UA/Press1`;
   if (opts.verbose) process.stderr.write(`OPC UA simulator listening on ${endpointUrl}\n`);
@@ -305,6 +340,8 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
       count += 1;
       set(vars.count, DataType.UInt32, count);
     }
+    const now = Date.now();
+    for (let i = 0; i < histVars.length; i++) set(histVars[i], DataType.Double, i + 1 + (now % 1_000_000) / 1e6);
   };
   const timer = setInterval(() => {
     if (!paused) update();
@@ -326,6 +363,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     nodeIds,
     nsuNodeIds,
     bulkNodeId: (i) => `ns=${nsIndex};s=Bulk.V${i}`,
+    histNodeId: (i) => `ns=${nsIndex};s=Hist.V${i}`,
     certificateFile: server.certificateFile,
     setValue(name, value, o = {}) {
       const v = vars[name];

@@ -126,6 +126,25 @@ export const opcuaServerSchema = z
     request_timeout: durationMs({ min: 1_000, max: 600_000 }).default(15_000).meta({ description: 'Timeout of one request to the server', examples: ['15s'] }),
     max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
     nodes: z.array(opcuaNodeSchema).min(1).meta({ description: 'Nodes to read' }),
+    history: z
+      .strictObject({
+        backfill: z
+          .enum(['auto', 'off'])
+          .default('auto')
+          .meta({ description: 'auto: after any gap (gateway stopped, session lost, subscription re-created, watchdog rebuild) read the values the server historized meanwhile (HistoryRead raw, OPC UA Part 11) for nodes whose AccessLevel has HistoryRead; off: never' }),
+        max_window: durationMs({ min: 1_000, max: 366 * 86_400_000 })
+          .default(86_400_000)
+          .meta({ description: 'Longest interval read back after one gap; of a longer gap only the newest part is read (the gap is then marked partially filled)', examples: ['24h', '2h'] }),
+        values_per_request: z
+          .number()
+          .int()
+          .min(1)
+          .max(100_000)
+          .default(1_000)
+          .meta({ description: 'Values per node in one HistoryRead (numValuesPerNode); more are fetched with continuation points', examples: [1000] }),
+      })
+      .prefault({})
+      .meta({ description: 'Historical backfill: fill gaps in the data from the server\'s history (issue 14)' }),
   })
   .superRefine((s, ctx) => {
     const policy = s.security_policy;

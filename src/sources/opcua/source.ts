@@ -20,6 +20,7 @@ import { SampleQueue } from './sample-queue.js';
 import { startSubscription, type SubscriptionReader } from './subscription-reader.js';
 import { planNodes, type InvalidNode } from './validate-nodes.js';
 import { Watchdog } from './watchdog.js';
+import { HistoryBackfill } from './history.js';
 
 /** Why a working link was given up; becomes the `how` label of gateway_opcua_session_recoveries_total. */
 interface Broken {
@@ -36,6 +37,8 @@ interface Link {
   poller: PollingReader | null;
   watchdog: Watchdog | null;
   namespaceArray: string[];
+  /** Valid nodes of this link (the historical backfill reads these). */
+  bindings: NodeBinding[];
   established: boolean;
   broken: Promise<Broken>;
   break(b: Broken): void;
@@ -83,6 +86,8 @@ export class OpcuaSource implements Source {
   private nextRetryMs: number | null = null;
   /** Polling mode: last forwarded value and source time per node, for deadband and de-duplication. */
   private readonly lastPolled = new Map<number, { value: number; ts: number }>();
+  /** Historical backfill after gaps (history.ts); null when off or without buffer state. */
+  private readonly history: HistoryBackfill | null;
 
   constructor(
     private readonly cfg: OpcuaServerConfig,
@@ -95,6 +100,20 @@ export class OpcuaSource implements Source {
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     this.queue = new SampleQueue(ctx.sink, ctx.stats, this.throttle, ctx.logger, cfg.max_pending_samples);
     this.backoff = new Backoff({ initialMs: cfg.reconnect.initial_delay, maxMs: cfg.reconnect.max_delay, factor: 2, jitterRatio: 0.2 });
+    this.history =
+      ctx.history && cfg.history.backfill === 'auto'
+        ? new HistoryBackfill({
+            source: cfg.name,
+            path: this.path,
+            settings: cfg.history,
+            ctx: ctx.history,
+            sink: ctx.sink,
+            logger: ctx.logger.child({ part: 'history' }),
+            metrics: ctx.metrics,
+            clock: ctx.clock,
+            firstValueTimeoutMs: Math.max(10_000, 3 * (cfg.mode === 'polling' ? cfg.polling_interval : cfg.publishing_interval)),
+          })
+        : null;
   }
 
   async start(): Promise<void> {
@@ -146,6 +165,7 @@ export class OpcuaSource implements Source {
       next_retry_ms: this.nextRetryMs,
       pending_samples: this.queue.size,
       pki_dir: this.pkiDir,
+      history: this.history?.status() ?? { backfill: this.cfg.history.backfill },
     });
   }
 
@@ -213,6 +233,7 @@ export class OpcuaSource implements Source {
       poller: null,
       watchdog: null,
       namespaceArray: [],
+      bindings: [],
       established: false,
       broken,
       break(b) {
@@ -299,6 +320,9 @@ export class OpcuaSource implements Source {
       this.onValue(b, dv);
     };
     let invalid = plan.invalid;
+    link.bindings = plan.valid;
+    // Before the subscription exists, so the first live value cannot move where the gap starts.
+    this.history?.begin(session, plan.valid);
     if (this.cfg.mode === 'subscription') {
       const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed() });
       link.subscription = sub;
@@ -357,6 +381,9 @@ export class OpcuaSource implements Source {
       const p = parseNodeId(n.node_id);
       return !('problem' in p) && 'uri' in p.namespace;
     });
+    // A repaired session may have missed values (a subscription re-created, not transferred): read
+    // them back from history (issue 14 §1). Overlap with transferred values is harmless.
+    if (link.session && this.link === link) this.history?.begin(link.session, link.bindings);
     if (link.session) await this.checkClock(link, this.certificateManager, false);
     if (!usesNsu || !link.session) return;
     try {
@@ -429,6 +456,7 @@ export class OpcuaSource implements Source {
       }
       this.lastPolled.set(b.index, { value: d.sample.value, ts: d.sample.ts });
     }
+    this.history?.noteLive(b.index, d.sample.ts);
     this.queue.push(d.sample);
   }
 
@@ -438,6 +466,7 @@ export class OpcuaSource implements Source {
    */
   private async teardown(link: Link, graceful: boolean): Promise<void> {
     if (link.teardown) return link.teardown;
+    if (this.link === link || this.stopped) this.history?.end();
     link.teardown = (async () => {
       link.watchdog?.stop();
       await link.poller?.stop();

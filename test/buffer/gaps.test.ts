@@ -1,0 +1,144 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import BetterSqlite3 from 'better-sqlite3';
+import { openBufferDatabase } from '../../src/buffer/database.js';
+import { GapLedger } from '../../src/buffer/gaps.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { createMetrics } from '../../src/core/metrics.js';
+import { clampNewest, mergeRanges } from '../../src/sources/opcua/history.js';
+import { gapExternalId } from '../../src/annotations/gap-annotator.js';
+import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+function testBuffer(): TestBuffer {
+  const b = openTestBuffer();
+  cleanup.push(() => b.destroy());
+  return b;
+}
+
+describe('last committed timestamp per variable (issue 14, last-committed.ts)', () => {
+  it('follows the newest committed sample, never moves back, and survives delivery and reopening', async () => {
+    const b = testBuffer();
+    const lc = b.buffer.lastCommitted;
+    expect(lc.get('mvr_a')).toBeNull();
+    await b.buffer.append([
+      { variable: 'mvr_a', ts: 1_000, value: 1 },
+      { variable: 'mvr_a', ts: 3_000, value: 3 },
+      { variable: 'mvr_a', ts: 2_000, value: 2 },
+      { variable: 'mvr_b', ts: 500, value: 1 },
+    ]);
+    expect(lc.get('mvr_a')).toBe(3_000);
+    expect(lc.get('mvr_b')).toBe(500);
+    // An older value (a backfill) does not move it back (L2).
+    await b.buffer.append([{ variable: 'mvr_a', ts: 1_500, value: 9 }]);
+    expect(lc.get('mvr_a')).toBe(3_000);
+    // Delivered rows leave `samples`; the timestamp stays (L3).
+    const rows = b.buffer.claimNewest(100);
+    b.buffer.ack(rows);
+    await b.buffer.flush();
+    expect(b.rows()).toHaveLength(0);
+    expect(lc.get('mvr_a')).toBe(3_000);
+    await b.close();
+    const { db } = openBufferDatabase(b.path, { synchronous: 'full', logger: silentLogger() });
+    expect(db.prepare('SELECT ts FROM last_committed WHERE variable = ?').pluck(true).get('mvr_a')).toBe(3_000);
+    db.close();
+  });
+
+  it('is written in the commit transaction: a failed commit leaves no trace (L1)', async () => {
+    const b = testBuffer();
+    await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }]);
+    // Make the next commit fail inside its transaction, after the samples were inserted.
+    b.buffer.database.exec("CREATE TRIGGER fail_next AFTER INSERT ON last_committed WHEN NEW.variable = 'mvr_fail' BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+    const p = b.buffer.append([{ variable: 'mvr_fail', ts: 9_000, value: 1 }]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(b.buffer.stats().writable).toBe(false);
+    expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(false);
+    expect(b.buffer.lastCommitted.get('mvr_fail')).toBeNull();
+    b.buffer.database.exec('DROP TRIGGER fail_next');
+    await p; // the retry commits it
+    expect(b.buffer.lastCommitted.get('mvr_fail')).toBe(9_000);
+    expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(true);
+  });
+});
+
+describe('gap ledger (gaps.ts)', () => {
+  it('keeps one open gap per source and scope, closes it, counts its seconds, and serves the API shape', async () => {
+    const b = testBuffer();
+    const metrics = createMetrics();
+    const ledger = new GapLedger(b.buffer.database, metrics);
+    const g = ledger.open({ source: 'press1', variables: null, from: 10_000, reason: 'source_disconnected', filled: 'pending' }, 10_000);
+    const again = ledger.open({ source: 'press1', variables: null, from: 12_000, reason: 'gateway_stopped', filled: 'no' }, 12_000);
+    expect(again.id).toBe(g.id); // G1
+    const dev = ledger.open({ source: 'modbus', scope: 'device:mixer1', variables: ['mvr_x'], from: 11_000, reason: 'device_error', filled: 'no' }, 11_000);
+    expect(dev.id).not.toBe(g.id);
+    expect(ledger.openCount()).toBe(2);
+    expect(ledger.closeOpen('press1', 'source', 25_000, 25_000)?.to).toBe(25_000);
+    expect(ledger.closeOpen('press1', 'source', 26_000, 26_000)).toBeUndefined();
+    expect(ledger.pending('press1').map((x) => x.id)).toEqual([g.id]);
+    ledger.setFilled(g.id, 'yes', 42, null, 27_000);
+    expect(ledger.pending('press1')).toEqual([]);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/gateway_gap_seconds_total\{reason="source_disconnected"\} 15/);
+    expect(text).toMatch(/gateway_gap_filled_total\{result="yes"\} 1/);
+    expect(text).toMatch(/gateway_gaps_open 1/);
+    expect(ledger.list({ state: 'open' }).map((x) => ledger.view(x))).toEqual([{ id: dev.id, source: 'modbus', variables: ['mvr_x'], from: 11_000, to: null, reason: 'device_error', filled: 'no', annotation: null }]);
+    expect(ledger.view(ledger.get(g.id)!)).toEqual({ id: g.id, source: 'press1', variables: null, from: 10_000, to: 25_000, reason: 'source_disconnected', filled: 'yes', annotation: null });
+  });
+
+  it('offers a closed unfilled gap for annotation once (G3), long enough ones only', () => {
+    const b = testBuffer();
+    const ledger = new GapLedger(b.buffer.database);
+    const short = ledger.open({ source: 's', variables: null, from: 0, to: 500, reason: 'gateway_stopped', filled: 'no' }, 1);
+    const long = ledger.open({ source: 't', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'no' }, 1);
+    const filled = ledger.open({ source: 'u', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'pending' }, 1);
+    ledger.setFilled(filled.id, 'yes', 1, null, 2);
+    expect(ledger.annotatable(1_000).map((g) => g.id)).toEqual([long.id]);
+    expect(ledger.setAnnotations(long.id, ['x-1'], 3)).toBe(true);
+    expect(ledger.setAnnotations(long.id, ['x-2'], 4)).toBe(false);
+    expect(ledger.annotatable(0).map((g) => g.id)).toEqual([short.id]);
+    expect(ledger.view(ledger.get(long.id)!).annotation).toEqual({ state: 'unknown', external_id: 'x-1' });
+  });
+
+  it('migrates a buffer file written before the ledger existed (schema 2 → 3) without touching its samples', () => {
+    const b = testBuffer();
+    const path = b.path;
+    return b.close().then(() => {
+      const raw = new BetterSqlite3(path);
+      raw.exec('DROP TABLE gaps; DROP TABLE last_committed;');
+      raw.pragma('user_version = 2');
+      raw.exec("INSERT INTO variables (id, name) VALUES (1, 'mvr_a'); INSERT INTO samples (seq, var, ts, value) VALUES (1, 1, 5, 1.5)");
+      raw.close();
+      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(3);
+      expect(db.prepare('SELECT count(*) FROM samples').pluck(true).get()).toBe(1);
+      expect(new GapLedger(db).list()).toEqual([]);
+      db.close();
+    });
+  });
+});
+
+describe('backfill windows (history.ts)', () => {
+  it('merges overlapping and touching ranges', () => {
+    expect(mergeRanges([[10, 20], [5, 9], [30, 40], [15, 25], [41, 41], [50, 49]])).toEqual([[5, 25], [30, 41]]);
+  });
+  it('keeps the newest max_window and says when it cut', () => {
+    expect(clampNewest([[0, 100], [200, 300]], 1_000)).toEqual({ kept: [[0, 100], [200, 300]], clamped: false });
+    expect(clampNewest([[0, 100], [200, 300]], 150)).toEqual({ kept: [[200, 300]], clamped: true });
+    expect(clampNewest([[0, 100], [200, 300]], 80)).toEqual({ kept: [[220, 300]], clamped: true });
+    expect(clampNewest([[0, 100], [200, 300]], 250)).toEqual({ kept: [[50, 100], [200, 300]], clamped: true });
+  });
+});
+
+describe('gap annotation external ids', () => {
+  it('are stable, follow §2.1 and differ per source, reason, start and part', () => {
+    const g = { source: 'press1', scope: 'source' as const, reason: 'gateway_stopped' as const, from: 1_795_000_000_000 };
+    const id = gapExternalId('plant-a-line-3', g, 0);
+    expect(id).toBe(gapExternalId('plant-a-line-3', { ...g }, 0));
+    expect(id).toMatch(/^[A-Za-z0-9_-]{1,100}$/);
+    expect(new Set([id, gapExternalId('plant-a-line-3', g, 1), gapExternalId('plant-a-line-3', { ...g, from: g.from + 1 }, 0), gapExternalId('plant-a-line-3', { ...g, source: 'x' }, 0), gapExternalId('plant-a-line-3', { ...g, reason: 'device_error' }, 0)]).size).toBe(5);
+    expect(gapExternalId('a'.repeat(40), g, 99).length).toBeLessThanOrEqual(100);
+  });
+});
