@@ -335,6 +335,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         apiToken: config.http.api_token,
         maxBodyBytes: config.http.max_body_bytes,
         rateLimitPerMinute: config.http.rate_limit_per_minute,
+        requireTokenForReads: config.http.require_token_for_reads,
+        allowedHosts: config.http.allowed_hosts,
         logger: logger.child({ component: 'http' }),
         metrics,
       });
