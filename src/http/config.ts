@@ -15,7 +15,7 @@ export const httpSchema = z
         // An unresolved secret (a command that does not need it) is empty: nothing to judge.
         if (token.origin.startsWith('unresolved') || token.reveal().length >= MIN_TOKEN_LENGTH) return;
         // The value is never echoed, only its length.
-        ctx.addIssue({ code: 'custom', input: '[secret]', message: `is ${token.reveal().length} characters long; use at least ${MIN_TOKEN_LENGTH} (for example the output of "openssl rand -hex 16")` });
+        ctx.addIssue({ code: 'custom', input: '[secret]', message: `is ${token.reveal().length} character${token.reveal().length === 1 ? '' : 's'} long; use at least ${MIN_TOKEN_LENGTH} (for example the output of "openssl rand -hex 16")` });
       })
       .optional()
       .meta({

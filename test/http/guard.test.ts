@@ -182,7 +182,7 @@ describe('configuration', () => {
     }
     expect(err).toBeInstanceOf(ConfigError);
     const text = (err as Error).message;
-    expect(text).toMatch(/http\.api_token: is 1 characters long; use at least 16/);
+    expect(text).toMatch(/http\.api_token: is 1 character long; use at least 16/);
     const short = 'Sh0rtT0ken-15ch';
     expect(() => validateConfig(input({ api_token: short }))).toThrow(/http\.api_token: is 15 characters long/);
     try {

@@ -281,7 +281,7 @@ describe('secrets never reach logs, status, metrics, health or CLI output', () =
     expect(found).toEqual([]);
     // A multi-process scenario: two gateways and ten CLI runs from the TypeScript sources. On a busy
     // 2-core machine this takes minutes; every wait inside is on a condition, so this is a ceiling.
-  }, 300_000);
+  }, 480_000);
 
   it('configuration errors do not echo secrets written in the file', async () => {
     const file = join(dir, 'bad.yaml');
