@@ -19,9 +19,11 @@ import type { Decision } from './retry-policy.js';
  * a poll and an annotation can be in flight when the service goes away, and they all fail
  * together. Counting each failure as a step of the shared backoff moved it several steps per
  * outage wave, up to its cap. So:
- * - One wave is one step. `ready()` hands each request a ticket (the wave it started in); a
- *   failure whose request started before the last counted failure is the tail of that wave and
- *   moves nothing. The first failure while `ok` always counts.
+ * - One wave is one step. `ready()` hands each request a ticket (the epoch it started in; the
+ *   epoch advances at every counted failure and every success); a failure whose request started
+ *   before the last counted failure is the tail of that wave and moves nothing, and one whose
+ *   request started before the last success is stale (the service answered since). A new outage
+ *   is noticed by the requests that start after that.
  * - While the condition is not `ok`, the end of a pause lets ONE request through (the probe); the
  *   others wait in `ready()`/`settled()`. The probe's failure is the next step (a new pause); its
  *   success (or any success) resumes everyone at once. A probe that never reports (stop, crash of
@@ -90,13 +92,13 @@ export class UplinkHealth {
 
   /**
    * Applies a failed call's decision. Returns the pause in ms. `ticket` is what `ready()` returned
-   * before the call: a failure of a request that started before the last counted failure is the
-   * tail of the same wave and changes neither the step nor the pause (0 is returned). Without a
-   * ticket every failure counts.
+   * before the call: a failure of a request that started before the last counted failure (the tail
+   * of the same wave) or before the last success (stale) changes neither the step nor the pause
+   * (0 is returned). Without a ticket every failure counts.
    */
   failure(decision: Decision, description: string, ticket?: number): number {
     if (decision.action === 'retry') this.metrics.uplinkRetries.inc({ reason: decision.reason });
-    if (ticket !== undefined && ticket !== this.epoch && this.state !== 'ok') return 0;
+    if (ticket !== undefined && ticket !== this.epoch) return 0;
     this.failures += 1;
     this.epoch += 1;
     this.probeSince = null;

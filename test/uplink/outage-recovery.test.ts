@@ -45,7 +45,6 @@ describe('recovery after an outage of the tracking service', () => {
     const during = stored();
     const firstAt = await waitFor(() => (stored() > during ? performance.now() : null), { timeoutMs: 90_000, intervalMs: 20, what: 'the first delivery after the outage' });
     const recovery = (firstAt - back) / 1000;
-    expect(gw.handle.health.condition).toBe('ok');
     expect(recovery).toBeLessThanOrEqual(BOUND_S);
     // One step per wave: probes 1 s, 2 s, 3 s, 3 s apart make at most about 4 waves in 6 s (plus
     // the first); counting every failed batch of every wave made it 8 and more.

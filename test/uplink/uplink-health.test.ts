@@ -52,13 +52,15 @@ describe('uplink health: waves and probes', () => {
     expect(await settlesWithin(Promise.all([h.ready(), h.ready(), h.ready()]), 20)).toBe(true);
   });
 
-  it('a failure of a request started before the last success still counts: a new outage begins', async () => {
+  it('a failure of a request started before the last success is stale; the next request notices a new outage', async () => {
     const h = health();
-    const old = await h.ready();
-    h.failure(retry(10), 'no response', old);
-    await h.ready();
+    const slow = await h.ready(); // an upload, say, still in flight through the whole episode
+    h.failure(retry(10), 'no response', await h.ready());
     h.success();
-    expect(h.failure(retry(20), 'no response', old)).toBe(20);
+    expect(h.failure(retry(20), 'no response', slow)).toBe(0);
+    expect(h.condition).toBe('ok');
+    const fresh = await h.ready();
+    expect(h.failure(retry(20), 'no response', fresh)).toBe(20);
     expect(h.condition).toBe('retrying');
   });
 
