@@ -6,8 +6,8 @@ import { hmiPage } from './hmi-page.js';
 
 /**
  * The local HTTP API of operator annotations, on the gateway's own server (src/http/server.ts gives
- * every route the rate limit, the body size limit, and — for writes, whenever the server listens
- * beyond localhost — the bearer token check).
+ * every route the rate limit, the body size limit, and the checks of src/http/guard.ts: Host, and
+ * for writes same origin, a JSON or X-Requested-By request and the bearer token).
  *
  *   GET  /                                       operator (HMI) page
  *   GET  /api/panel                              what the page shows, in one request
@@ -78,7 +78,9 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
           'referrer-policy': 'no-referrer',
         },
       }),
-      { name: 'hmi' },
+      // The page itself is a static shell without data (public); what it shows comes from
+      // /api/panel, a read: when reads need the token the page asks for it (hmi-page.ts).
+      { name: 'hmi', access: 'public' },
     );
   }
 
@@ -138,7 +140,10 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
     { name: 'machines_list' },
   );
 
-  /** Start/stop/cancel accept an empty body (no Content-Type needed) or a JSON object. */
+  /**
+   * Start/stop/cancel accept an empty body or a JSON object. Bodiless, they still need
+   * `Content-Type: application/json` or an `X-Requested-By` header (the guard's CSRF rule).
+   */
   const optionalBody = async (ctx: RouteContext): Promise<unknown> => {
     const length = Number(ctx.req.headers['content-length'] ?? 0);
     const chunked = ctx.req.headers['transfer-encoding'] !== undefined;

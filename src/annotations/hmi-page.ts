@@ -14,9 +14,12 @@
  * too.
  *
  * API token: when the gateway listens beyond localhost, writes need `Authorization: Bearer
- * <http.api_token>`. The first write that gets a 401 opens a dialog; the operator (or whoever sets up
- * the panel) enters the token once and the page keeps it in localStorage ("Token" button to change
- * or forget it).
+ * <http.api_token>`, and when api_token is set reads need it too (http.require_token_for_reads).
+ * The first request that gets a 401 (the panel's data at load, or a write) opens a dialog; the
+ * operator (or whoever sets up the panel) enters the token once and the page keeps it in
+ * localStorage ("Token" button to change or forget it). The page itself (`/`) holds no data and
+ * needs no token. Its writes are same-origin JSON requests, which the server's CSRF guard
+ * (src/http/guard.ts) lets through.
  *
  * The page script avoids template literals so this module can hold it in a String.raw template.
  */
@@ -125,6 +128,7 @@ const PAGE = String.raw`<!doctype html>
     if (token) headers['authorization'] = 'Bearer ' + token;
     var init = { method: method, headers: headers, cache: 'no-store' };
     if (body !== undefined) { headers['content-type'] = 'application/json'; init.body = JSON.stringify(body); }
+    else if (method !== 'GET') headers['x-requested-by'] = 'hmi'; // a bodiless write (cancel): the server's CSRF rule
     return fetch(path, init).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (j) { return { status: r.status, body: j }; });
     });
@@ -316,6 +320,14 @@ const PAGE = String.raw`<!doctype html>
 
   function refresh() {
     api('GET', '/api/panel').then(function (r) {
+      if (r.status === 401) {
+        // Reads need the token too (http.require_token_for_reads): ask once, then show the data.
+        if (document.getElementById('dialog').style.display !== 'flex') {
+          state.pending = refresh;
+          openDialog('This gateway needs its API token (http.api_token) to show its machines' + (load(TOKEN_KEY) ? ': the saved token was refused.' : '.') + ' It is kept on this panel.');
+        }
+        return;
+      }
       if (r.status !== 200) throw new Error('status ' + r.status);
       state.failures = 0;
       state.panel = r.body;

@@ -85,11 +85,11 @@ export class OutboxSender {
           await this.wake.wait(5_000);
           continue;
         }
-        await this.o.health.ready(this.abort.signal);
+        const ticket = await this.o.health.ready(this.abort.signal);
         if (this.stopping) break;
         this.inflight = true;
         try {
-          await this.deliver(entry);
+          await this.deliver(entry, ticket);
         } finally {
           this.inflight = false;
           this.idle.notify();
@@ -102,7 +102,8 @@ export class OutboxSender {
     }
   }
 
-  private async deliver(entry: OutboxEntry): Promise<void> {
+  /** `ticket`: what health.ready() returned for this request (one outage wave is one backoff step). */
+  private async deliver(entry: OutboxEntry, ticket?: number): Promise<void> {
     const { store, clock, metrics, logger, health } = this.o;
     const r = await this.o.client.postAnnotation(requestBody(entry), this.abort.signal);
     if (this.abort.signal.aborted && !r.ok) return; // stopping: stays queued, not an attempt against it
@@ -139,7 +140,7 @@ export class OutboxSender {
       }
       default: {
         const description = describeResult(r);
-        health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, description);
+        health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, description, ticket);
         store.markAttemptFailed(entry.seq, description, r.requestId ?? null, now);
         this.changed(entry.seq);
       }

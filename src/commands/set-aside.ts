@@ -111,7 +111,7 @@ async function chooseTarget(config: string | undefined, url: string | undefined,
     try {
       const res = await request(`${base}/healthz`, { headersTimeout: 2_000, bodyTimeout: 2_000 });
       await res.body.dump();
-      if (res.statusCode === 200) return { kind: 'api', base, token };
+      if (res.statusCode === 200) return { kind: 'api', base, token: token ?? (c.http.api_token?.reveal() || undefined) };
     } catch {
       // no gateway answers: work on the file
     }

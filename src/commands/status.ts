@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
 import { describeError } from '../core/errors.js';
+import { resolveSecret, secretRefSchema } from '../config/secrets.js';
 import { formatDuration, statusLine, type GatewayStatus } from '../runtime/status.js';
 import type { SourceStatus } from '../core/source.js';
 import { parseFlags, UsageError } from './flags.js';
@@ -17,6 +18,8 @@ Options:
   -u, --url URL        base URL of the gateway's HTTP server (default: from $GATEWAY_CONFIG
                        when set, else http://127.0.0.1:8080)
   -c, --config FILE    read http.host and http.port from this configuration instead
+      --token TOKEN    the local API token, when reads need it (default $GATEWAY_API_TOKEN,
+                       else http.api_token of --config when it can be read here)
       --json           print the raw JSON of /status
   -w, --watch SECONDS  refresh every SECONDS until Ctrl-C
   -h, --help           show this help
@@ -33,18 +36,19 @@ interface Reading {
 }
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const parsed = parseFlags(argv, { url: { type: 'string', short: 'u' }, config: { type: 'string', short: 'c' }, json: { type: 'boolean' }, watch: { type: 'string', short: 'w' } }, HELP);
+  const parsed = parseFlags(argv, { url: { type: 'string', short: 'u' }, config: { type: 'string', short: 'c' }, json: { type: 'boolean' }, watch: { type: 'string', short: 'w' }, token: { type: 'string' } }, HELP);
   if (!parsed) return 0;
   let base = parsed.values.url ?? 'http://127.0.0.1:8080';
   // Inside the container GATEWAY_CONFIG names the running gateway's file: use its http.port.
   const configFile = parsed.values.config ?? (parsed.values.url ? undefined : process.env.GATEWAY_CONFIG);
   if (configFile) base = statusUrlFromConfig(configFile);
+  const token = parsed.values.token ?? (process.env.GATEWAY_API_TOKEN || undefined) ?? (configFile ? tokenFromConfig(configFile) : undefined);
   base = base.replace(/\/+$/, '');
   const watch = parsed.values.watch === undefined ? 0 : Number(parsed.values.watch);
   if (!Number.isFinite(watch) || watch < 0) throw new UsageError(`--watch: "${parsed.values.watch}" is not a number of seconds`);
   let previous: Reading | null = null;
   for (;;) {
-    let reading = await fetchStatus(base);
+    let reading = await fetchStatus(base, token);
     if (!reading) return 1;
     if (parsed.values.json) {
       process.stdout.write(`${JSON.stringify(reading.status, null, 2)}\n`);
@@ -52,7 +56,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
       // Rates need two readings when the gateway does not measure them itself.
       if (!reading.status.source_rates && reading.status.sources.length > 0 && !previous && watch <= 0) {
         await new Promise((r) => setTimeout(r, RATE_SAMPLE_MS));
-        const second = await fetchStatus(base);
+        const second = await fetchStatus(base, token);
         if (!second) return 1;
         previous = reading;
         reading = second;
@@ -91,12 +95,26 @@ export function statusUrlFromConfig(file: string): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-async function fetchStatus(base: string): Promise<Reading | null> {
+/** http.api_token of the config file when it resolves here (env or file); undefined otherwise. */
+function tokenFromConfig(file: string): string | undefined {
   try {
-    const res = await request(`${base}/status`, { headersTimeout: 5_000, bodyTimeout: 5_000 });
+    const ref = rec(rec(parseYaml(readFileSync(file, 'utf8'))).http).api_token;
+    const parsed = secretRefSchema.safeParse(ref);
+    if (!parsed.success) return undefined;
+    const r = resolveSecret(parsed.data);
+    return r.ok ? r.secret.reveal() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function fetchStatus(base: string, token?: string): Promise<Reading | null> {
+  try {
+    const res = await request(`${base}/status`, { headersTimeout: 5_000, bodyTimeout: 5_000, headers: token ? { authorization: `Bearer ${token}` } : {} });
     if (res.statusCode !== 200) {
       await res.body.dump();
-      process.stderr.write(`edge-gateway status: ${base}/status answered HTTP ${res.statusCode}\n`);
+      const hint = res.statusCode === 401 ? ` (${token ? 'the token was refused' : 'this gateway needs its API token for reads: give --token or $GATEWAY_API_TOKEN'})` : '';
+      process.stderr.write(`edge-gateway status: ${base}/status answered HTTP ${res.statusCode}${hint}\n`);
       return null;
     }
     return { status: (await res.body.json()) as GatewayStatus, at: performance.now() };

@@ -4,6 +4,7 @@ import { isAlias, isPair, isScalar, LineCounter, parseAllDocuments, visit, type 
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
 import { withoutRequiredSecrets } from './secrets.js';
+import { isLoopbackHost } from '../http/guard.js';
 import { gatewaySchema, type GatewayConfig } from './schema.js';
 
 export interface LoadedConfig {
@@ -188,5 +189,6 @@ function warningsFor(config: GatewayConfig): string[] {
 }
 
 export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+  // A literal address, not a prefix: "127.evil.example" is a name that resolves anywhere.
+  return isLoopbackHost(host);
 }

@@ -78,9 +78,10 @@ export function registerOpsRoutes(http: LocalHttpServer, deps: OpsDeps): void {
     deps.buffer.refreshGauges();
     return { text: await deps.metrics.registry.metrics(), contentType: deps.metrics.registry.contentType };
   }, { name: 'metrics' });
-  http.route('GET', '/healthz', () => ({ json: { ok: true } }), { name: 'healthz' });
+  // /healthz and /readyz stay open (access 'public') for orchestrators' probes, which carry no token.
+  http.route('GET', '/healthz', () => ({ json: { ok: true } }), { name: 'healthz', access: 'public' });
   http.route('GET', '/readyz', () => {
     const r = readiness(deps);
     return { status: r.ready ? 200 : 503, json: r };
-  }, { name: 'readyz' });
+  }, { name: 'readyz', access: 'public' });
 }

@@ -1,12 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { timingSafeEqual } from 'node:crypto';
 import type { Metrics } from '../core/metrics.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Secret } from '../config/secrets.js';
-import { isLoopback } from '../config/load.js';
+import { defaultAccess, RequestGuard, type Refusal, type RouteAccess } from './guard.js';
 
 /** An error a handler throws to answer with JSON `{error: {code, message, field?}}`. */
 export class HttpError extends Error {
@@ -47,7 +46,7 @@ interface Route {
   parts: string[];
   handler: Handler;
   name: string;
-  write: boolean;
+  access: RouteAccess;
 }
 
 export interface LocalHttpOptions {
@@ -60,36 +59,45 @@ export interface LocalHttpOptions {
   maxConnections?: number;
   logger: Logger;
   metrics: Metrics;
+  /** http.require_token_for_reads (default: on when apiToken is set); see guard.ts. */
+  requireTokenForReads?: boolean;
+  /** http.allowed_hosts: extra names accepted in the Host header; see guard.ts. */
+  allowedHosts?: readonly string[];
 }
 
 /**
  * The gateway's own HTTP server: operator (HMI) page, local API, `/status`, `/metrics`,
  * `/healthz`, `/readyz`. Components add routes with `route()`.
  *
- * Guards every route gets: a per-address request rate limit, a body size limit, and for writes
- * (POST, PUT, PATCH, DELETE) a bearer token whenever the server listens beyond localhost (without a
- * configured token such writes are refused). Errors are JSON naming the field.
+ * Guards every route gets: a per-address request rate limit, a body size limit, and the checks of
+ * guard.ts (Host against DNS rebinding; for writes same origin, a JSON or X-Requested-By request
+ * and the bearer token; for reads the token when required). How a route declares itself read,
+ * write or public is described at the top of guard.ts. Errors are JSON naming the field.
  */
 export class LocalHttpServer {
   private readonly routes: Route[] = [];
   private server: Server | null = null;
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
-  private readonly requireToken: boolean;
+  private readonly guard: RequestGuard;
 
   /** A failing route is logged once a minute (with a count), not on every request. */
   private readonly throttle: LogThrottle;
 
   constructor(private readonly o: LocalHttpOptions) {
     this.throttle = new LogThrottle(o.logger, 60_000);
-    this.requireToken = !isLoopback(o.host) || o.apiToken !== undefined;
+    this.guard = new RequestGuard({ host: o.host, apiToken: o.apiToken, requireTokenForReads: o.requireTokenForReads, allowedHosts: o.allowedHosts });
   }
 
   /**
    * Adds a route; `pattern` segments starting with `:` are parameters (`/api/annotations/:id`).
    * A route with the same method and pattern replaces the earlier one: a component rebuilt by a
    * configuration reload registers its routes again.
+   *
+   * `access` (see guard.ts): 'read' by default for GET/HEAD, 'write' for the other methods;
+   * 'public' only for what holds no data and changes nothing. `write: true|false` is the older
+   * spelling of 'write'/'read'.
    */
-  route(method: string, pattern: string, handler: Handler, options: { name?: string; write?: boolean } = {}): void {
+  route(method: string, pattern: string, handler: Handler, options: { name?: string; access?: RouteAccess; write?: boolean } = {}): void {
     const m = method.toUpperCase();
     const parts = pattern.split('/').filter(Boolean);
     const existing = this.routes.findIndex((r) => r.method === m && r.parts.join('/') === parts.join('/'));
@@ -99,7 +107,7 @@ export class LocalHttpServer {
       parts,
       handler,
       name: options.name ?? `${m} ${pattern}`,
-      write: options.write ?? !['GET', 'HEAD', 'OPTIONS'].includes(m),
+      access: options.access ?? (options.write === undefined ? defaultAccess(m) : options.write ? 'write' : 'read'),
     });
   }
 
@@ -152,7 +160,7 @@ export class LocalHttpServer {
       const params: Record<string, string> = {};
       let ok = true;
       for (let i = 0; i < parts.length; i++) {
-        if (r.parts[i].startsWith(':')) params[r.parts[i].slice(1)] = decodeURIComponent(parts[i]);
+        if (r.parts[i].startsWith(':')) params[r.parts[i].slice(1)] = decodePathPart(parts[i]);
         else if (r.parts[i] !== parts[i]) {
           ok = false;
           break;
@@ -170,7 +178,8 @@ export class LocalHttpServer {
     const method = (req.method ?? 'GET').toUpperCase();
     let routeName = 'unmatched';
     try {
-      const url = new URL(req.url ?? '/', 'http://local');
+      this.refuseIf(this.guard.checkHost(req.headers), ip);
+      const url = parseRequestUrl(req.url);
       if (!this.allow(ip)) throw new HttpError(429, 'rate_limited', `more than ${this.o.rateLimitPerMinute} requests per minute from ${ip}`);
       const found = this.match(method, url.pathname);
       if (!found) throw new HttpError(404, 'not_found', `no such path: ${url.pathname}`);
@@ -179,7 +188,7 @@ export class LocalHttpServer {
         throw new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (allowed: ${found.allowed.join(', ')})`);
       }
       routeName = found.route.name;
-      if (found.route.write) this.checkToken(req);
+      this.refuseIf(this.guard.checkAccess(req.headers, found.route.access), ip);
       const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req) };
       const reply = await found.route.handler(ctx);
       if (reply && !res.headersSent) send(res, reply);
@@ -193,18 +202,11 @@ export class LocalHttpServer {
     }
   }
 
-  private checkToken(req: IncomingMessage): void {
-    if (!this.requireToken) return;
-    if (!this.o.apiToken) {
-      throw new HttpError(403, 'writes_disabled', 'this API listens beyond localhost and http.api_token is not set, so writes are refused');
-    }
-    const header = req.headers.authorization ?? '';
-    const m = /^Bearer\s+(.+)$/i.exec(header);
-    const given = Buffer.from(m?.[1] ?? '');
-    const expected = Buffer.from(this.o.apiToken.reveal());
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      throw new HttpError(401, 'unauthorized', 'writes need "Authorization: Bearer <http.api_token>"');
-    }
+  /** Throws the guard's refusal; host and origin refusals are logged (once a minute per rule). */
+  private refuseIf(refusal: Refusal | null, ip: string): void {
+    if (!refusal) return;
+    if (refusal.rule === 'host' || refusal.rule === 'origin') this.throttle.warn(`refused:${refusal.rule}`, { ip, code: refusal.code, reason: refusal.message }, 'local API refused a request');
+    throw new HttpError(refusal.status, refusal.code, refusal.message);
   }
 
   private allow(ip: string): boolean {
@@ -246,10 +248,29 @@ export class LocalHttpServer {
   }
 }
 
+/** The request target as a URL; a target that is not a path is a 400, not a 500. */
+function parseRequestUrl(target: string | undefined): URL {
+  try {
+    return new URL(target ?? '/', 'http://local');
+  } catch {
+    throw new HttpError(400, 'bad_request', 'the request target is not a valid path');
+  }
+}
+
+/** A path parameter, percent-decoded; malformed percent-encoding (`%E0%A4%A`) is the client's error. */
+function decodePathPart(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new HttpError(400, 'bad_request', `the path segment "${part.slice(0, 100)}" has malformed percent-encoding`);
+  }
+}
+
 function send(res: ServerResponse, reply: Reply): void {
   res.statusCode = reply.status ?? 200;
   for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
   res.setHeader('cache-control', 'no-store');
+  res.setHeader('x-content-type-options', 'nosniff');
   if (reply.json !== undefined) {
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.end(JSON.stringify(reply.json));

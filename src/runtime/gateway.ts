@@ -52,6 +52,8 @@ export interface StartOptions {
   metrics?: Metrics;
   /** The file the configuration came from (shown in /status; reloads read it again). */
   configPath?: string | null;
+  /** Builds the shared uplink health (bench/outage-recovery.ts passes the former behaviour as its baseline). */
+  uplinkHealth?: (clock: Clock, logger: Logger, metrics: Metrics) => UplinkHealth;
 }
 
 export interface ReloadResult extends ReloadPlan {
@@ -135,7 +137,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   });
 
   const budget = new RequestBudget(config.uplink.requests_per_minute, clock, metrics);
-  const health = new UplinkHealth(clock, logger.child({ component: 'uplink' }), metrics);
+  const health = (options.uplinkHealth ?? ((c, l, m) => new UplinkHealth(c, l, m)))(clock, logger.child({ component: 'uplink' }), metrics);
   const client = new TrackingClient({ service: config.service, budget, metrics, logger: logger.child({ component: 'client' }), clock, connections: config.uplink.max_in_flight + 4 });
   const sync = new SyncSender({
     buffer,
@@ -400,6 +402,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         maxBodyBytes: config.http.max_body_bytes,
         rateLimitPerMinute: config.http.rate_limit_per_minute,
         maxConnections: config.http.max_connections,
+        requireTokenForReads: config.http.require_token_for_reads,
+        allowedHosts: config.http.allowed_hosts,
         logger: logger.child({ component: 'http' }),
         metrics,
       });

@@ -238,7 +238,7 @@ export class BackfillManager {
             entry.state = 'building';
             continue;
           }
-          await this.o.health.ready(signal);
+          const ticket = await this.o.health.ready(signal);
           this.o.logger.debug({ event: 'import_upload_started', ledger_id: entry.id }, 'uploading import file');
           const r = await this.o.client.uploadImportFile(file, signal, this.o.config.upload_timeout);
           if (this.stopping) return;
@@ -257,7 +257,7 @@ export class BackfillManager {
             file = null;
             if (!this.failed(entry, `upload refused: ${describeResult(r)}`)) return;
           } else {
-            this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+            this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r), ticket);
           }
           continue;
         }
@@ -280,9 +280,10 @@ export class BackfillManager {
   private async poll(entry: LedgerEntry, signal: AbortSignal): Promise<ImportJob | null> {
     let delay = this.o.config.poll_interval;
     for (;;) {
+      let ticket: number;
       try {
         await sleep(delay, signal);
-        await this.o.health.ready(signal);
+        ticket = await this.o.health.ready(signal);
       } catch {
         return null;
       }
@@ -301,7 +302,7 @@ export class BackfillManager {
         this.o.health.success();
         return { job_id: entry.jobId!, status: 'failed', items_received: 0, created_at: '' };
       }
-      this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+      this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r), ticket);
     }
   }
 

@@ -30,8 +30,13 @@ export type Decision =
 
 /** §7/§8: on 429 wait 1 s, double each time up to 30 s, with about ±500 ms of jitter. */
 export const RATE_LIMIT_BACKOFF = { initialMs: 1_000, maxMs: 30_000, factor: 2, jitterMs: 500 } as const;
-/** 5xx, timeouts, resets: capped exponential backoff with jitter (±20 %). */
-export const SERVER_ERROR_BACKOFF = { initialMs: 1_000, maxMs: 60_000, factor: 2, jitterRatio: 0.2 } as const;
+/**
+ * 5xx, timeouts, resets: capped exponential backoff with jitter (±20 %). The cap is short because
+ * after the first failed wave only ONE request (the probe, uplink-health.ts) retries at this pace:
+ * it bounds how long the gateway takes to notice the service is back (≤ 3.6 s), not the load on
+ * the service (one request every 3 s). It used to be 60 s, when every sender retried at it.
+ */
+export const SERVER_ERROR_BACKOFF = { initialMs: 1_000, maxMs: 3_000, factor: 2, jitterRatio: 0.2 } as const;
 /** Wrong credentials are not fixed by hammering the token endpoint: 30 s doubling to 10 min. */
 export const CREDENTIALS_BACKOFF = { initialMs: 30_000, maxMs: 600_000, factor: 2, jitterRatio: 0.1 } as const;
 

@@ -103,7 +103,8 @@ export class SyncSender {
     const { buffer, batchSize, flushIntervalMs, maxInFlight, clock } = this.o;
     while (!this.stopping) {
       try {
-        await this.o.health.ready(this.abort.signal);
+        // Not ready(): that is for the request itself, which may be the one probe (uplink-health.ts).
+        await this.o.health.settled(this.abort.signal);
         if (this.stopping) break;
         if (this.inflight >= maxInFlight) {
           await this.wake.wait(1_000);
@@ -195,8 +196,9 @@ export class SyncSender {
       // Never send a body over the 1 MB limit (§8); halve until it fits.
       return this.deliverHalves(rows, refused);
     }
+    let ticket: number;
     try {
-      await this.o.health.ready(this.abort.signal);
+      ticket = await this.o.health.ready(this.abort.signal);
     } catch {
       this.o.buffer.release(rows);
       return 'stopped';
@@ -228,7 +230,7 @@ export class SyncSender {
         }
         return this.deliverHalves(rows, refused);
       default:
-        this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r));
+        this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r), ticket);
         this.o.buffer.release(rows);
         return 'stopped';
     }

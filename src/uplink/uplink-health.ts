@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
-import { sleep } from '../core/clock.js';
 import type { Decision } from './retry-policy.js';
 
 /**
@@ -15,12 +14,28 @@ import type { Decision } from './retry-policy.js';
  *                buffering, try again after a long backoff in case they are fixed upstream.
  * - halted:      the organisation is not authorised (403) or the endpoint does not exist (404):
  *                a configuration error. Stop sending, alert, keep buffering; probe rarely.
+ *
+ * Waves and probes (recovering in seconds, not a minute). Up to max_in_flight batches, an upload,
+ * a poll and an annotation can be in flight when the service goes away, and they all fail
+ * together. Counting each failure as a step of the shared backoff moved it several steps per
+ * outage wave, up to its cap. So:
+ * - One wave is one step. `ready()` hands each request a ticket (the epoch it started in; the
+ *   epoch advances at every counted failure and every success); a failure whose request started
+ *   before the last counted failure is the tail of that wave and moves nothing, and one whose
+ *   request started before the last success is stale (the service answered since). A new outage
+ *   is noticed by the requests that start after that.
+ * - While the condition is not `ok`, the end of a pause lets ONE request through (the probe); the
+ *   others wait in `ready()`/`settled()`. The probe's failure is the next step (a new pause); its
+ *   success (or any success) resumes everyone at once. A probe that never reports (stop, crash of
+ *   its caller) is given up after PROBE_LEASE_MS and another request probes.
  */
 export type UplinkCondition = 'ok' | 'retrying' | 'auth_failed' | 'halted';
 
 const CONDITION_GAUGE: Record<UplinkCondition, number> = { ok: 0, retrying: 1, auth_failed: 2, halted: 2 };
 /** How often a halted uplink probes whether the configuration was fixed upstream. */
 export const HALT_PROBE_MS = 5 * 60_000;
+/** A probe that has not reported after this long no longer holds back the others. */
+export const PROBE_LEASE_MS = 15_000;
 
 export class UplinkHealth {
   private state: UplinkCondition = 'ok';
@@ -28,6 +43,10 @@ export class UplinkHealth {
   private sinceMs: number;
   private resumeAtMono = 0;
   private failures = 0;
+  /** Advances at each counted failure and each success: the tickets `ready()` hands out. */
+  private epoch = 0;
+  /** Monotonic time the probe in flight was let through; null when none. */
+  private probeSince: number | null = null;
   private waiters = new Set<() => void>();
 
   constructor(
@@ -43,7 +62,7 @@ export class UplinkHealth {
     return this.state;
   }
 
-  /** Consecutive failed calls, the `attempt` for the retry policy's next decision. */
+  /** Consecutive failed waves, the `attempt` for the retry policy's next decision. */
   get attempt(): number {
     return this.failures + 1;
   }
@@ -58,9 +77,11 @@ export class UplinkHealth {
     };
   }
 
-  /** A call succeeded: clear any pause. */
+  /** A call succeeded: clear any pause, resume every sender. */
   success(): void {
     this.failures = 0;
+    this.epoch += 1;
+    this.probeSince = null;
     if (this.state !== 'ok') {
       this.logger.info({ after: this.state, reason: this.reasonText }, 'tracking service reachable again; delivery resumes');
       this.set('ok', '');
@@ -69,14 +90,22 @@ export class UplinkHealth {
     this.wake();
   }
 
-  /** Applies a failed call's decision. Returns the pause in ms. */
-  failure(decision: Decision, description: string): number {
+  /**
+   * Applies a failed call's decision. Returns the pause in ms. `ticket` is what `ready()` returned
+   * before the call: a failure of a request that started before the last counted failure (the tail
+   * of the same wave) or before the last success (stale) changes neither the step nor the pause
+   * (0 is returned). Without a ticket every failure counts.
+   */
+  failure(decision: Decision, description: string, ticket?: number): number {
+    if (decision.action === 'retry') this.metrics.uplinkRetries.inc({ reason: decision.reason });
+    if (ticket !== undefined && ticket !== this.epoch) return 0;
     this.failures += 1;
+    this.epoch += 1;
+    this.probeSince = null;
     let delay = 0;
     switch (decision.action) {
       case 'retry':
         delay = decision.delayMs;
-        this.metrics.uplinkRetries.inc({ reason: decision.reason });
         if (this.state === 'ok' || this.state === 'retrying') this.set('retrying', description);
         break;
       case 'credentials_failed':
@@ -104,26 +133,67 @@ export class UplinkHealth {
         return 0;
     }
     this.resumeAtMono = Math.max(this.resumeAtMono, this.clock.monotonic() + delay);
+    // Waiters see the new pause (and that the probe has reported).
+    this.wake();
     return delay;
   }
 
-  /** Resolves once sending may go on (immediately when no pause is in force). */
-  async ready(signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves when this request may go: at once while `ok`; otherwise after the pause, as the one
+   * probe. Returns the ticket to give `failure()` for this request.
+   */
+  async ready(signal?: AbortSignal): Promise<number> {
     for (;;) {
-      const wait = this.resumeAtMono - this.clock.monotonic();
-      if (wait <= 0) return;
-      await new Promise<void>((resolve, reject) => {
-        const done = () => {
-          this.waiters.delete(done);
-          resolve();
-        };
-        this.waiters.add(done);
-        sleep(wait, signal).then(done, (err) => {
-          this.waiters.delete(done);
-          reject(err);
-        });
-      });
+      const wait = this.holdFor();
+      if (wait <= 0) {
+        if (this.state !== 'ok') this.probeSince = this.clock.monotonic();
+        return this.epoch;
+      }
+      await this.sleepOrWake(wait, signal);
     }
+  }
+
+  /**
+   * Resolves when a request could go (no pause, and no probe in flight), without going: for a
+   * loop that decides what to send next (it then calls `ready()` for the request itself).
+   */
+  async settled(signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      const wait = this.holdFor();
+      if (wait <= 0) return;
+      await this.sleepOrWake(wait, signal);
+    }
+  }
+
+  /** ms a request must still wait: the pause, then while not ok a probe's lease. */
+  private holdFor(): number {
+    const now = this.clock.monotonic();
+    const pause = this.resumeAtMono - now;
+    if (pause > 0) return pause;
+    if (this.state === 'ok' || this.probeSince === null) return 0;
+    return Math.max(0, this.probeSince + PROBE_LEASE_MS - now);
+  }
+
+  /** Waits `ms`, or until woken (success, failure, retryNow); rejects when `signal` aborts. */
+  private sleepOrWake(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason ?? new Error('aborted'));
+        return;
+      }
+      const finish = (err?: unknown) => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const done = () => finish();
+      const onAbort = () => finish(signal?.reason ?? new Error('aborted'));
+      const timer = setTimeout(done, Math.max(1, ms));
+      this.waiters.add(done);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Ends a pause early (a config reload, an operator command). */

@@ -22,6 +22,9 @@ async function harness(options: Parameters<typeof startHarness>[0] = {}): Promis
   return h;
 }
 
+/** A write without a body carries this header instead of a JSON Content-Type (src/http/guard.ts). */
+const BODILESS = { 'x-requested-by': 'api-test' };
+
 describe('local annotation API', () => {
   it('creates an instant annotation, queues it with a gateway-prefixed external_id, and delivers it', async () => {
     const { url } = await harness();
@@ -135,7 +138,7 @@ describe('local annotation API', () => {
   it('starts and stops a downtime: the stop posts the range with reason + text and the machine\'s variables', async () => {
     const { url } = await harness();
     const before = Date.now();
-    const start = await call(url, 'POST', '/api/machines/press1/downtime/start');
+    const start = await call(url, 'POST', '/api/machines/press1/downtime/start', undefined, BODILESS);
     expect(start.status).toBe(201);
     const startedMs = start.body.downtime.started_ms;
     expect(startedMs).toBeGreaterThanOrEqual(before);
@@ -172,8 +175,8 @@ describe('local annotation API', () => {
     const stop = await call(url, 'POST', '/api/machines/mixer1/downtime/stop', { at: at + 30_000 });
     expect(stop.body.annotation).toMatchObject({ text: 'Cleaning', started_at: new Date(at).toISOString(), ended_at: new Date(at + 30_000).toISOString() });
 
-    await call(url, 'POST', '/api/machines/mixer1/downtime/start');
-    const cancel = await call(url, 'POST', '/api/machines/mixer1/downtime/cancel');
+    await call(url, 'POST', '/api/machines/mixer1/downtime/start', undefined, BODILESS);
+    const cancel = await call(url, 'POST', '/api/machines/mixer1/downtime/cancel', undefined, BODILESS);
     expect(cancel.status).toBe(200);
     expect((await call(url, 'GET', '/api/machines')).body.machines.every((m: { downtime: unknown }) => m.downtime === null)).toBe(true);
     await waitFor(() => stored(emu, stop.body.annotation.external_id).length === 1);
@@ -182,7 +185,7 @@ describe('local annotation API', () => {
 
   it('names the field for unknown machines and bad downtime bodies', async () => {
     const { url } = await harness();
-    const unknown = await call(url, 'POST', '/api/machines/lathe9/downtime/start');
+    const unknown = await call(url, 'POST', '/api/machines/lathe9/downtime/start', undefined, BODILESS);
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toMatchObject({ code: 'unknown_machine', field: 'machine' });
     const badAt = await call(url, 'POST', '/api/machines/press1/downtime/start', { at: '08:00' });
@@ -213,15 +216,15 @@ describe('local annotation API', () => {
 });
 
 describe('local API guards', () => {
-  it('needs the bearer token for writes when listening beyond localhost; reads stay open', async () => {
-    const { url } = await harness({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'panel-token-123' } } });
+  it('needs the bearer token for writes when listening beyond localhost; reads stay open when so configured', async () => {
+    const { url } = await harness({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'panel-token-123456', require_token_for_reads: false } } });
     const body = { type: 'instant', occurred_at: Date.now(), text: 'With token', machine_variables: [] };
     const none = await call(url, 'POST', '/api/annotations', body);
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe('unauthorized');
     const wrong = await call(url, 'POST', '/api/machines/press1/downtime/start', {}, { authorization: 'Bearer nope' });
     expect(wrong.status).toBe(401);
-    const ok = await call(url, 'POST', '/api/annotations', body, { authorization: 'Bearer panel-token-123' });
+    const ok = await call(url, 'POST', '/api/annotations', body, { authorization: 'Bearer panel-token-123456' });
     expect(ok.status).toBe(201);
     expect((await call(url, 'GET', '/api/panel')).status).toBe(200);
     expect((await call(url, 'GET', '/')).status).toBe(200);

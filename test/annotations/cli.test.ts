@@ -142,14 +142,14 @@ describe('edge-gateway annotate (through the gateway\'s local API)', () => {
   });
 
   it('sends the token from --token, $GATEWAY_API_TOKEN or the config\'s http.api_token when the API needs one', async () => {
-    const guarded = await startHarness({ emu, sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'cli-token-42' } } });
+    const guarded = await startHarness({ emu, sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'cli-token-42-abcdefgh' } } });
     try {
       const url = guarded.url;
       const none = await run(['instant', '--url', url, '--text', 'x']);
       expect(none.code).toBe(1);
       expect(none.err).toMatch(/api_token/);
-      expect((await run(['instant', '--url', url, '--text', 'with flag', '--token', 'cli-token-42'])).code).toBe(0);
-      process.env.GATEWAY_API_TOKEN = 'cli-token-42';
+      expect((await run(['instant', '--url', url, '--text', 'with flag', '--token', 'cli-token-42-abcdefgh'])).code).toBe(0);
+      process.env.GATEWAY_API_TOKEN = 'cli-token-42-abcdefgh';
       try {
         expect((await run(['instant', '--url', url, '--text', 'with env'])).code).toBe(0);
       } finally {
@@ -159,7 +159,7 @@ describe('edge-gateway annotate (through the gateway\'s local API)', () => {
       const file = join(dir, 'guarded.yaml');
       writeFileSync(
         file,
-        `service: { base_url: "${emu.baseUrl}", auth_url: "${emu.authUrl}", organisation_id: org_demo, auth: { mode: client_credentials, client_id: x, client_secret: y } }\nhttp: { host: 0.0.0.0, port: ${port}, api_token: cli-token-42 }\n`,
+        `service: { base_url: "${emu.baseUrl}", auth_url: "${emu.authUrl}", organisation_id: org_demo, auth: { mode: client_credentials, client_id: x, client_secret: y } }\nhttp: { host: 0.0.0.0, port: ${port}, api_token: cli-token-42-abcdefgh }\n`,
       );
       expect((await run(['instant', '--config', file, '--text', 'with config'])).code).toBe(0);
     } finally {

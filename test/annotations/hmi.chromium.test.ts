@@ -39,7 +39,7 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
 
-async function open(options: Parameters<typeof startHarness>[0] = {}): Promise<{ h: Harness; page: Page }> {
+async function open(options: Parameters<typeof startHarness>[0] = {}, waitForTiles = true): Promise<{ h: Harness; page: Page }> {
   const h = await startHarness({ emu, ...options });
   cleanup.push(() => h.close());
   // A fresh context is a fresh profile: empty localStorage, no token.
@@ -50,7 +50,7 @@ async function open(options: Parameters<typeof startHarness>[0] = {}): Promise<{
   page.on('pageerror', (e) => pageErrors.push(e.message));
   cleanup.push(async () => expect(pageErrors).toEqual([]));
   await page.goto(`${h.url}/`);
-  await page.getByTestId('start-press1').waitFor({ state: 'visible', timeout: 15_000 });
+  if (waitForTiles) await page.getByTestId('start-press1').waitFor({ state: 'visible', timeout: 15_000 });
   return { h, page };
 }
 
@@ -143,11 +143,30 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     }
   });
 
-  it('asks once for the API token when the gateway listens beyond localhost, and keeps it', async () => {
-    const { page } = await open({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'hmi-token-7' } } });
+  it('asks for the API token at load when reads need it, shows the machines, and keeps it for writes', async () => {
+    const { page } = await open({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'hmi-token-7-abcdefgh' } } }, false);
+    // http.require_token_for_reads is on by default with a token: the page's data needs it.
+    await page.getByTestId('token-input').waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await page.getByTestId('start-press1').count()).toBe(0);
+    await page.getByTestId('token-input').fill('hmi-token-7-abcdefgh');
+    await page.getByTestId('token-save').tap();
+    await page.getByTestId('start-press1').waitFor({ state: 'visible', timeout: 15_000 });
+    await page.getByTestId('start-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toMatch(/^DOWN /);
+    expect(await page.getByTestId('token-input').isVisible()).toBe(false);
+    await page.reload();
+    await page.getByTestId('reason-press1-0').tap();
+    await page.getByTestId('stop-press1').tap();
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    expect(await page.getByTestId('token-input').isVisible()).toBe(false);
+    await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
+  });
+
+  it('asks once for the API token at the first write when reads are open, and keeps it', async () => {
+    const { page } = await open({ sections: { http: { enabled: true, port: 0, host: '0.0.0.0', api_token: 'hmi-token-7-abcdefgh', require_token_for_reads: false } } });
     await page.getByTestId('start-press1').tap();
     await page.getByTestId('token-input').waitFor({ state: 'visible', timeout: 10_000 });
-    await page.getByTestId('token-input').fill('hmi-token-7');
+    await page.getByTestId('token-input').fill('hmi-token-7-abcdefgh');
     await page.getByTestId('token-save').tap();
     // The pending start goes through with the token.
     await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toMatch(/^DOWN /);

@@ -182,7 +182,7 @@ describe('MQTT trigger', () => {
     cleanup.push(() => h.close());
     await waitFor(() => triggerStatus(h).last_error, { what: 'a connection error' });
     expect(triggerStatus(h).connected).toBe(false);
-    const r = await call(h.url, 'POST', '/api/machines/press1/downtime/start');
+    const r = await call(h.url, 'POST', '/api/machines/press1/downtime/start', {});
     expect(r.status).toBe(201);
   });
 });

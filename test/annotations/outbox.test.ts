@@ -67,7 +67,7 @@ describe('annotation outbox', () => {
       expect(Date.now() - t0).toBeLessThan(2_000); // the operator is not kept waiting for the service
       ids.push(r.body.annotation.external_id);
     }
-    await call(h.url, 'POST', '/api/machines/mixer1/downtime/start');
+    await call(h.url, 'POST', '/api/machines/mixer1/downtime/start', {});
     await delay(50);
     const stop = await call(h.url, 'POST', '/api/machines/mixer1/downtime/stop', { reason: 'Cleaning' });
     ids.push(stop.body.annotation.external_id);

@@ -176,6 +176,7 @@ export class OpcuaSource implements Source {
       const link = this.newLink();
       this.link = link;
       let broken: Broken | null = null;
+      let untrusted = false;
       try {
         this.ctx.stats.setState('connecting');
         await this.establish(link);
@@ -185,10 +186,12 @@ export class OpcuaSource implements Source {
         if (this.stopped) break;
         const delay = this.peekDelay();
         const e = err instanceof GatewayError && err.code.startsWith('OPCUA_') ? err : classifyConnectError(err, this.errorContext(`Retrying in ${formatSeconds(delay)}.`));
+        untrusted = e.code === OpcuaErrorCodes.serverCertUntrusted;
         this.ctx.stats.error(e, e.code);
         this.throttle.warn(`connect:${e.code}`, { code: e.code, endpoint: this.cfg.endpoint }, e.message);
       }
       await this.teardown(link, broken === null || broken.how === 'stopped');
+      if (untrusted) await this.forgetTrustIndex();
       this.connectedAt = null;
       this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, 0);
       if (this.stopped) break;
@@ -275,6 +278,21 @@ export class OpcuaSource implements Source {
     }
     this.certificateManager = cm;
     return cm;
+  }
+
+  /**
+   * Drops the certificate manager after a refused (untrusted) server certificate, so the next
+   * attempt reads the trust folders afresh. node-opcua-pki 6.x keeps an in-memory index of
+   * `trusted/` and `rejected/` fed by file watchers, and the file it writes to `rejected/` is
+   * indexed without its file name: when the operator moves it to `trusted/certs` before the
+   * watcher has reported the new file (immediately, or on a busy machine), the `unlink` is never
+   * matched, the certificate stays "rejected" in memory (rejected wins over trusted) and the
+   * source would be refused until restarted. A fresh manager scans the folders as they are now.
+   */
+  private async forgetTrustIndex(): Promise<void> {
+    const cm = this.certificateManager;
+    this.certificateManager = null;
+    if (cm) await cm.dispose().catch(() => undefined);
   }
 
   private async establish(link: Link): Promise<void> {

@@ -73,6 +73,33 @@ describe('OPC UA security', () => {
     expect(h.source.status().state).toBe('connected');
   });
 
+  it('connects once trusted even when the trust folders are never re-read by a file watcher', async () => {
+    // node-opcua-pki indexes trusted/ and rejected/ in memory and learns of changes from file
+    // watchers. Polling every 10 minutes stands for a watcher that has not reported the new
+    // rejected file yet (a busy machine, or an operator quicker than the watcher): the source
+    // must read the folders afresh after a refusal, or the certificate stays "rejected" forever.
+    const saved = { poll: process.env.OPCUA_PKI_USE_POLLING, interval: process.env.OPCUA_PKI_POLLING_INTERVAL };
+    process.env.OPCUA_PKI_USE_POLLING = 'true';
+    process.env.OPCUA_PKI_POLLING_INTERVAL = '600000';
+    try {
+      const pki = tmpPki('opcua-sec-nowatch-');
+      const h = start({ security_mode: 'SignAndEncrypt', security_policy: 'Basic256Sha256', user: userPass }, pki);
+      const err = await waitFor(() => h.source.status().lastError, { what: 'a connect error' });
+      expect(err.code).toBe('OPCUA_SERVER_CERT_UNTRUSTED');
+      const files = readdirSync(join(pki, 'rejected')).filter((f) => f.endsWith('.pem'));
+      expect(files).toHaveLength(1);
+      mkdirSync(join(pki, 'trusted', 'certs'), { recursive: true });
+      renameSync(join(pki, 'rejected', files[0]), join(pki, 'trusted', 'certs', files[0]));
+      await waitFor(() => h.sink.of('mvr_press1_temperature').length >= 2, { timeoutMs: 30_000, what: 'data after trusting the server' });
+      expect(h.source.status().state).toBe('connected');
+    } finally {
+      for (const [k, v] of [['OPCUA_PKI_USE_POLLING', saved.poll], ['OPCUA_PKI_POLLING_INTERVAL', saved.interval]] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
+
   for (const policy of ['Basic256Sha256', 'Aes128_Sha256_RsaOaep', 'Aes256_Sha256_RsaPss'] as const) {
     it(`reads with SignAndEncrypt / ${policy} and username authentication`, async () => {
       const h = start({ security_mode: 'SignAndEncrypt', security_policy: policy, user: userPass });
