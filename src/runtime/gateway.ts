@@ -112,6 +112,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     commitIntervalMs: config.buffer.commit_interval,
     maxBytes: config.buffer.max_bytes,
     whenFull: config.buffer.when_full,
+    sealAfterMs: config.buffer.seal_after,
+    sealRows: config.buffer.seal_rows,
     logger: logger.child({ component: 'buffer' }),
     metrics,
     clock,
