@@ -461,6 +461,7 @@ export class SampleBuffer implements SampleSink {
     if (!range) return;
     if (!overdue && !range.cut && range.hi - range.lo + 1 < this.opts.sealRows) return;
     const started = performance.now();
+    this.opts.logger.debug({ event: 'buffer_seal_started', seq_from: range.lo, seq_to: range.hi }, 'sealing rows into chunks');
     try {
       const r = this.sealer.seal(range.lo, range.hi);
       this.sealedUpto = range.hi;
@@ -852,6 +853,7 @@ export class SampleBuffer implements SampleSink {
 
   private unseal(c: ChunkRow): void {
     const n = this.db.transaction(() => this.store.unseal(c))();
+    this.opts.logger.debug({ event: 'chunk_unsealed', seq_from: c.seq_from, samples: n }, 'a sealed chunk went back to rows for the sync path');
     this.rowCount += n;
     this.sealedSamples -= n;
     this.chunkCount -= 1;

@@ -133,6 +133,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     logger: logger.child({ component: 'sync' }),
     metrics,
     clock,
+    maxUnsentAgeMs: config.uplink.max_unsent_age,
+    importJobsTakeOldest: () => backfill.takesOldest(),
   });
 
   // Sources write through a tapped sink so observers (the downtime detector) see committed samples.
@@ -217,6 +219,14 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         used_bytes: b.usedBytes,
         max_bytes: b.maxBytes,
         oldest_unsent_age_s: b.oldestTs === null ? null : Math.max(0, (now - b.oldestTs) / 1000),
+        max_unsent_age_s: config.uplink.max_unsent_age / 1000,
+        live_rows: b.liveRows,
+        sealed_samples: b.sealedSamples,
+        chunks: b.chunks,
+        chunks_sealed_total: b.chunksSealedTotal,
+        bytes_per_sample: b.bytesPerSample,
+        compression_ratio: b.compressionRatio,
+        capacity_s: b.capacitySeconds,
         committed_total: b.committedTotal,
         dropped_total: b.droppedTotal,
         writable: b.writable,
@@ -232,7 +242,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         budget_per_minute: budget.perMinute,
         requests_last_minute: budget.usedLastMinute(),
         freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
-        sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal },
+        sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal, oldest_first_batches: s.oldestFirstBatches },
       },
       backfill: bf,
       set_aside: { samples: setAside },
