@@ -150,9 +150,9 @@ interface PendingAppend {
 const CLAIM_COLUMNS = 'seq, var, ts, value';
 
 /** Rows are sealed once committed this long ago (buffer.seal_after; bench/buffer-footprint.ts). */
-export const DEFAULT_SEAL_AFTER_MS = 10 * 60_000;
+export const DEFAULT_SEAL_AFTER_MS = 2 * 60_000;
 /** Seqs per sealing step (buffer.seal_rows): big enough for chunks of hundreds of samples per variable. */
-export const DEFAULT_SEAL_ROWS = 1_000_000;
+export const DEFAULT_SEAL_ROWS = 500_000;
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
