@@ -243,7 +243,7 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   if (b.recovered_from) out.push(`  a damaged buffer was moved aside at start: ${b.recovered_from}`);
   if (b.live_rows !== undefined) {
     // Buffer v2 (older gateways do not report these).
-    const cap = b.capacity_s === null ? 'capacity left: - (nothing ingested)' : `capacity left ${formatDuration(b.capacity_s)} at the current ingest rate`;
+    const cap = b.capacity_s === null ? 'capacity left: - (nothing ingested)' : `capacity left ${b.capacity_s >= 172_800 ? `${(b.capacity_s / 86_400).toFixed(1)} days` : formatDuration(b.capacity_s)} at the current ingest rate`;
     out.push(`  ${n(b.live_rows)} live rows, ${n(b.sealed_samples)} sealed in ${n(b.chunks)} chunks${b.compression_ratio === null ? '' : ` (${b.compression_ratio.toFixed(1)}:1)`}, ${b.bytes_per_sample === null ? '-' : b.bytes_per_sample.toFixed(2)} bytes/sample; ${cap}`);
     if (b.oldest_unsent_age_s !== null && b.oldest_unsent_age_s > b.max_unsent_age_s) out.push(`  oldest unsent sample is older than uplink.max_unsent_age (${formatDuration(b.max_unsent_age_s)}): the sync path alternates oldest-first batches`);
   }
