@@ -457,10 +457,7 @@ export function decodeChunk(chunk: Uint8Array): DecodedChunk {
     if (n > 1) {
       let delta = r.svar();
       ts[1] = ts[0] + delta;
-      for (let i = 2; i < n; i++) {
-        delta += r.svar();
-        ts[i] = ts[i - 1] + delta;
-      }
+      r.pos = readSvarDeltas(body, r.pos, ts, 2, delta, true);
     }
   }
   if (n > 0) {
@@ -468,11 +465,8 @@ export function decodeChunk(chunk: Uint8Array): DecodedChunk {
       const k = r.byte();
       if (k > MAX_DECIMALS) throw new ChunkFormatError(`bad decimal scale ${k}`);
       const p = POW10[k];
-      let x = 0;
-      for (let i = 0; i < n; i++) {
-        x += r.svar();
-        values[i] = x / p;
-      }
+      r.pos = readSvarDeltas(body, r.pos, values, 0, 0, false);
+      if (p !== 1) for (let i = 0; i < n; i++) values[i] = values[i] / p;
     } else if (valueLayout === VAL_XOR) {
       decodeXor(r.rest, n, values);
     } else if (valueLayout === VAL_RAW) {
@@ -480,6 +474,35 @@ export function decodeChunk(chunk: Uint8Array): DecodedChunk {
     } else throw new ChunkFormatError(`unknown value layout ${valueLayout}`);
   }
   return { ts, values };
+}
+
+/**
+ * The hot loop of decoding, inlined: zigzag varints from `pos`, summed into `out[from..]`. With
+ * `dod` each varint changes the running delta (timestamps); without, each one is the delta itself
+ * (decimal values, from 0). Returns the position after the last varint.
+ */
+function readSvarDeltas(buf: Uint8Array, pos: number, out: Float64Array, from: number, delta: number, dod: boolean): number {
+  const len = buf.length;
+  let acc = from > 0 ? out[from - 1] : 0;
+  for (let i = from; i < out.length; i++) {
+    let z = 0;
+    let mul = 1;
+    for (;;) {
+      if (pos >= len) throw new ChunkFormatError('chunk ends early');
+      const b = buf[pos++];
+      z += (b & 127) * mul;
+      if (b < 128) break;
+      mul *= 128;
+      if (mul > 2 ** 56) throw new ChunkFormatError('varint too long');
+    }
+    const v = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    if (dod) {
+      delta += v;
+      acc += delta;
+    } else acc += v;
+    out[i] = acc;
+  }
+  return pos;
 }
 
 /** Number of samples in a chunk, from its header alone. */
