@@ -410,7 +410,7 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
     const packed =
       compressor === 'brotli'
         ? brotliCompressSync(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length, [zlibConstants.BROTLI_PARAM_LGWIN]: 18 } })
-        : deflateRawSync(body, { level: 9, memLevel: 9 });
+        : deflateRawSync(body, { level: 9, memLevel: 8, windowBits: 14 });
     if (packed.length < body.length) {
       payload = packed;
       comp = COMP[compressor];

@@ -69,7 +69,8 @@ export class Sealer {
       for (const [varId, g] of byVar) {
         for (let i = 0; i < g.ts.length; i += MAX_CHUNK_SAMPLES) {
           const end = Math.min(g.ts.length, i + MAX_CHUNK_SAMPLES);
-          bytes += this.store.write(seq, varId, g.ts.slice(i, end), g.values.slice(i, end)).length;
+          const whole = i === 0 && end === g.ts.length; // the usual case: no copy
+          bytes += this.store.write(seq, varId, whole ? g.ts : g.ts.slice(i, end), whole ? g.values : g.values.slice(i, end)).length;
           seq += end - i;
           chunks++;
         }
