@@ -18,9 +18,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import BetterSqlite3 from 'better-sqlite3';
 import { stringify } from 'yaml';
+import { readAllSamples } from '../../src/buffer/chunk-store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
-export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled';
+export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'chunk_unsealed';
 
 export interface CrashHarnessOptions {
   cycles: number;
@@ -100,7 +101,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     service: { base_url: emu.baseUrl, auth_url: emu.authUrl, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' }, request_timeout: '2s' },
     // A small budget so the backlog outgrows the sync path and import jobs run in most cycles.
     uplink: { requests_per_minute: 60, flush_interval: 100, max_in_flight: 2, backfill: { threshold: '10s', max_file_bytes: 300_000, max_jobs_in_flight: 2, poll_interval: 100, poll_interval_max: 300 } },
-    buffer: { path: dbPath, commit_interval: 50 },
+    // Buffer v2: seal after a second in small steps, so every cycle seals, claims sealed samples and
+    // builds import files from chunks.
+    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000 },
     http: { enabled: true, host: '127.0.0.1', port: httpPort },
     generator: [{ name: 'ticks', variables, interval: o.tickMs ?? 20, shape: 'counter' }],
   };
@@ -115,7 +118,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   process.once('exit', killAll);
   const killsByPhase: Record<string, number> = {};
   const integrity = { ok: 0, failed: [] as string[] };
-  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled'];
+  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'chunk_unsealed'];
 
   const spawnGateway = (): { child: ChildProcess; events: NodeJS.EventEmitter; ready: Promise<void> } => {
     const args = o.useDist ? [join(ROOT, 'dist', 'cli.js'), 'run', '--config', cfgPath] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), 'run', '--config', cfgPath];
@@ -151,8 +154,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
       const check = db.pragma('integrity_check', { simple: true });
       if (check === 'ok') integrity.ok++;
       else integrity.failed.push(String(check));
-      const v = db.prepare('SELECT max(value) FROM samples WHERE ts >= ? AND ts <= ?').pluck(true).get(run.startedAt, run.endedAt) as number | null;
-      return v ?? -1;
+      let max = -1;
+      for (const s of readAllSamples(db)) if (s.ts >= run.startedAt && s.ts <= run.endedAt && s.value > max) max = s.value;
+      return max;
     } finally {
       db.close();
     }
@@ -244,7 +248,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     let duplicates = 0;
     let unexpected = 0;
     const remaining = new BetterSqlite3(dbPath, { readonly: true });
-    const stillBuffered = remaining.prepare('SELECT v.name AS variable, s.ts, s.value FROM samples s JOIN variables v ON v.id = s.var').all() as Array<{ variable: string; ts: number; value: number }>;
+    const stillBuffered = readAllSamples(remaining);
     remaining.close();
     // A run's samples are those stamped from its start until the next run's start: the previous
     // child is dead (SIGKILL awaited) before the next is spawned, and the generator never stamps

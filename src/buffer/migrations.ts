@@ -108,9 +108,27 @@ const MIGRATIONS: Array<{ version: number; up: string }> = [
     `,
   },
   {
+    // Buffer v2 (chunk-store.ts, sealer.ts): sealed per-variable chunks beside the live rows. A v1
+    // file's backlog is sealed in place afterwards, a seq range at a time (sealed_upto starts at 0).
+    version: 3,
+    up: `
+      -- Sealed samples of one variable: seqs seq_from .. seq_from + n - 1 (chunk-store.ts S1),
+      -- timestamps and values encoded by chunk-codec.ts.
+      CREATE TABLE chunks (
+        seq_from INTEGER PRIMARY KEY,
+        var      INTEGER NOT NULL,
+        n        INTEGER NOT NULL,
+        ts_min   INTEGER NOT NULL,
+        ts_max   INTEGER NOT NULL,
+        data     BLOB    NOT NULL
+      );
+      INSERT OR IGNORE INTO meta (key, value) VALUES ('sealed_upto', '0');
+    `,
+  },
+  {
     // The gap ledger and the per-variable last committed timestamp (issue 14: src/buffer/gaps.ts,
     // src/buffer/last-committed.ts).
-    version: 3,
+    version: 4,
     up: GAPS_MIGRATION,
   },
 ];

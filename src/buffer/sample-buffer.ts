@@ -21,6 +21,25 @@
  *      oldest rows (backfill). They meet only when the backlog is nearly gone.
  *  I6  One gateway process per file: I4's in-memory claims hold only within one process, so the
  *      gateway takes `owner-lock.ts`'s lock before it opens the file.
+ *
+ * BUFFER V2: the same invariants with sealed chunks. A sample is either a row in `samples` (the
+ * live tail) or part of a per-variable compressed chunk in `chunks` (chunk-store.ts), and every
+ * sample keeps a seq in both forms (chunk-store S1). Restated for chunks:
+ *
+ *  I1  Unchanged: `append()` writes rows; sealing happens later, in its own transaction
+ *      (sealer.ts L1), so it can never delay or undo an acknowledgement.
+ *  I2  A sealed sample leaves only as a row would: a finished import job's range deletes rows and
+ *      chunk samples by seq (partial chunks re-encoded, S3), set-aside removes it from its chunk in
+ *      the transaction that records it, and drop_oldest deletes whole unheld chunks and counts
+ *      their `n` exactly. Sealing and unsealing move samples between the forms in one transaction.
+ *  I3  Sealing renumbers only a range nothing holds, into the same range (L2); chunk seqs count
+ *      for `next_seq` at open, so a seq is still never reused.
+ *  I4  The sync path claims rows only: when it needs sealed samples (rows exhausted, or the
+ *      oldest-first turns of `claimOldest`) it first turns the chunk back into rows with the same
+ *      seqs. Import jobs hold seq ranges as before; sealing skips them (L2).
+ *  I5  Unchanged: sealed samples are the oldest, so import jobs take chunks first; the sync path
+ *      reaches them only when no row is left, or for the age bound (`claimOldest`).
+ *  I6  Unchanged.
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { statSync } from 'node:fs';
@@ -31,6 +50,11 @@ import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleSink } from '../core/sample.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
+import { toIsoUtc } from '../core/time.js';
+import type { Compressor } from './chunk-codec.js';
+import { ChunkStore, chunkSamples, type ChunkRow } from './chunk-store.js';
+import { Sealer } from './sealer.js';
+import { fromRowValue, ROW_VALUE_JSON_SQL, toRowValue } from './row-value.js';
 
 export interface BufferOptions {
   commitIntervalMs: number;
@@ -47,6 +71,12 @@ export interface BufferOptions {
   episodeQuietMs?: number;
   /** WAL size above which a TRUNCATE checkpoint is run after a commit. */
   walLimitBytes?: number;
+  /** Rows committed at least this long ago may be sealed into chunks (buffer.seal_after). */
+  sealAfterMs?: number;
+  /** Seqs per sealing step; a full step is sealed at once, a partial one after 2 × sealAfterMs (buffer.seal_rows). */
+  sealRows?: number;
+  /** General compressor over the chunk layout (chunk-codec.ts). */
+  compressor?: Compressor;
 }
 
 export interface BufferedRow {
@@ -79,8 +109,21 @@ export interface FullEpisode {
 }
 
 export interface BufferStats {
-  /** Rows in the samples table (unsent). */
+  /** Unsent samples: live rows plus sealed ones. */
   rows: number;
+  /** Of which in the samples table (the live tail). */
+  liveRows: number;
+  /** Of which sealed in chunks. */
+  sealedSamples: number;
+  chunks: number;
+  chunkBytes: number;
+  chunksSealedTotal: number;
+  /** Bytes in use per unsent sample, or null when empty. */
+  bytesPerSample: number | null;
+  /** Raw bytes (16 per sample) over chunk bytes, or null before the first seal. */
+  compressionRatio: number | null;
+  /** Seconds until max_bytes at the current ingest rate, or null while nothing is ingested. */
+  capacitySeconds: number | null;
   /** Rows claimed by the sync path right now. */
   inflight: number;
   /** Rows inside import-job ranges. */
@@ -107,11 +150,18 @@ interface PendingAppend {
 
 const CLAIM_COLUMNS = 'seq, var, ts, value';
 
+/** Rows are sealed once committed this long ago (buffer.seal_after; bench/buffer-footprint.ts). */
+export const DEFAULT_SEAL_AFTER_MS = 2 * 60_000;
+/** Seqs per sealing step (buffer.seal_rows): big enough for chunks of hundreds of samples per variable. */
+export const DEFAULT_SEAL_ROWS = 500_000;
+/** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
+const RAW_SAMPLE_BYTES = 16;
+
 /** Rows per INSERT statement: one statement step per 64 rows halves the per-row cost (bench/mqtt-throughput.ts). */
 const INSERT_ROWS = 64;
 
 export class SampleBuffer implements SampleSink {
-  private readonly insertArgs: number[] = new Array(INSERT_ROWS * 4);
+  private readonly insertArgs: Array<number | Buffer> = new Array(INSERT_ROWS * 4);
   private readonly db: Database;
   private readonly opts: Required<BufferOptions>;
   private readonly varIds = new Map<string, number>();
@@ -147,6 +197,18 @@ export class SampleBuffer implements SampleSink {
   private walBlocked = false;
   /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
   readonly lastCommitted: LastCommitted;
+  private readonly store: ChunkStore;
+  private readonly sealer: Sealer;
+  private sealedSamples = 0;
+  private chunkCount = 0;
+  private chunkBytes = 0;
+  private chunksSealedTotal = 0;
+  private sealedUpto: number;
+  /** One mark per second of commits: the last seq committed then (for seal_after). */
+  private marks: Array<{ seq: number; at: number }> = [];
+  private lastSealCheck = 0;
+  private sealBusyUntil = 0;
+  private readonly ledgerRanges: Statement;
 
   private readonly st: {
     insert: Statement;
@@ -171,7 +233,16 @@ export class SampleBuffer implements SampleSink {
 
   constructor(db: Database, options: BufferOptions) {
     this.db = db;
-    this.opts = { maxPendingSamples: 2_000_000, commitEagerSamples: 50_000, episodeQuietMs: 10_000, walLimitBytes: 64 * 1024 * 1024, ...options };
+    this.opts = {
+      maxPendingSamples: 2_000_000,
+      commitEagerSamples: 50_000,
+      episodeQuietMs: 10_000,
+      walLimitBytes: 64 * 1024 * 1024,
+      sealAfterMs: DEFAULT_SEAL_AFTER_MS,
+      sealRows: DEFAULT_SEAL_ROWS,
+      compressor: 'deflate',
+      ...options,
+    };
     this.walPath = `${db.name}-wal`;
     this.lastCommitted = new LastCommitted(db);
     this.st = {
@@ -205,8 +276,20 @@ export class SampleBuffer implements SampleSink {
     }
     const storedNext = db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true).get() as string | undefined;
     const maxSeq = (db.prepare('SELECT max(seq) FROM samples').pluck(true).get() as number | null) ?? 0;
-    this.nextSeq = Math.max(Number(storedNext ?? 1), maxSeq + 1);
+    const maxChunkSeq = (db.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true).get() as number | null) ?? 0;
+    this.nextSeq = Math.max(Number(storedNext ?? 1), maxSeq + 1, maxChunkSeq + 1);
     this.rowCount = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
+    this.store = new ChunkStore(db, this.opts.compressor);
+    this.sealer = new Sealer(db, this.store);
+    this.sealedUpto = this.sealer.sealedUpto();
+    const totals = this.store.totals();
+    this.sealedSamples = totals.samples;
+    this.chunkCount = totals.chunks;
+    this.chunkBytes = totals.bytes;
+    this.ledgerRanges = db.prepare('SELECT seq_from AS "from", seq_to AS "to" FROM import_jobs');
+    // Rows already in the file were committed before this start: old enough to seal (this is also
+    // how a v1 file's backlog is converted in place, a step at a time).
+    if (this.nextSeq - 1 > this.sealedUpto) this.marks.push({ seq: this.nextSeq - 1, at: options.clock.monotonic() - 2 * this.opts.sealAfterMs - 1 });
     this.opts.metrics.bufferWritable.set(1);
     this.refreshGauges();
   }
@@ -271,7 +354,7 @@ export class SampleBuffer implements SampleSink {
           args[n++] = seq++;
           args[n++] = this.variableId(s.variable);
           args[n++] = Math.trunc(s.ts);
-          args[n++] = s.value;
+          args[n++] = toRowValue(s.value);
           inserted++;
           if (n === args.length) {
             this.st.insertMany.run(args);
@@ -316,6 +399,8 @@ export class SampleBuffer implements SampleSink {
       for (const p of batch) p.resolve();
       if (this.opts.whenFull === 'drop_oldest' && this.overLimit()) this.dropOldest();
       this.maybeEndEpisode();
+      if (inserted > 0) this.mark();
+      this.maybeSeal();
       this.refreshGauges();
       this.checkWal();
       if (inserted > 0 || acks.length > 0) this.notify();
@@ -351,6 +436,93 @@ export class SampleBuffer implements SampleSink {
       this.varIds.delete(name);
       this.varNames.delete(id);
     }
+  }
+
+  // ---------------------------------------------------------------- sealing (sealer.ts)
+
+  private mark(): void {
+    const now = this.opts.clock.monotonic();
+    const last = this.marks[this.marks.length - 1];
+    if (last && now - last.at < 1_000) last.seq = this.nextSeq - 1;
+    else this.marks.push({ seq: this.nextSeq - 1, at: now });
+  }
+
+  /**
+   * Seals the oldest unheld rows into chunks when a full step (`sealRows` seqs) was committed at
+   * least `sealAfterMs` ago, or when the oldest unsealed rows have waited twice that. At most one
+   * step per second, and never more than half of the time (a v1 backlog is converted in steps
+   * between commits, so ingest keeps going).
+   */
+  private maybeSeal(force = false): void {
+    const now = this.opts.clock.monotonic();
+    if (!force && (now - this.lastSealCheck < 1_000 || now < this.sealBusyUntil)) return;
+    this.lastSealCheck = now;
+    while (this.marks.length > 0 && this.marks[0].seq <= this.sealedUpto) this.marks.shift();
+    let eligible = 0;
+    for (const m of this.marks) if (force || m.at <= now - this.opts.sealAfterMs) eligible = m.seq;
+    if (eligible <= this.sealedUpto) return;
+    const overdue = force || (this.marks.length > 0 && this.marks[0].at <= now - 2 * this.opts.sealAfterMs);
+    const range = this.nextSealRange(eligible);
+    if (!range) return;
+    if (!overdue && !range.cut && range.hi - range.lo + 1 < this.opts.sealRows) return;
+    const started = performance.now();
+    this.opts.logger.debug({ event: 'buffer_seal_started', seq_from: range.lo, seq_to: range.hi }, 'sealing rows into chunks');
+    try {
+      const r = this.sealer.seal(range.lo, range.hi);
+      this.sealedUpto = range.hi;
+      this.rowCount -= r.samples;
+      this.sealedSamples += r.samples;
+      this.chunkCount += r.chunks;
+      this.chunkBytes += r.bytes;
+      this.chunksSealedTotal += r.chunks;
+      this.opts.metrics.bufferSealedChunks.inc(r.chunks);
+      const ms = performance.now() - started;
+      this.sealBusyUntil = this.opts.clock.monotonic() + ms;
+      this.opts.logger.debug({ event: 'buffer_sealed', seq_from: range.lo, seq_to: range.hi, samples: r.samples, chunks: r.chunks, bytes: r.bytes, ms: Math.round(ms) }, 'sealed rows into chunks');
+    } catch (err) {
+      // A full disk or a busy file: the rows stay rows (L1) and sealing is tried again later.
+      this.opts.logger.warn({ err: describeError(err) }, 'sealing rows into chunks failed; they stay rows and sealing is retried');
+      this.sealBusyUntil = this.opts.clock.monotonic() + 5_000;
+    }
+  }
+
+  /**
+   * The next range to seal: from just above `sealed_upto`, at most `sealRows` seqs, up to
+   * `eligible`, stopping before anything held (L2). Held rows at its start are skipped for good
+   * (L3: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
+   */
+  private nextSealRange(eligible: number): { lo: number; hi: number; cut: boolean } | null {
+    const holds: SeqRange[] = [...this.reserved, ...this.syncOnly, ...(this.ledgerRanges.all() as SeqRange[])];
+    for (const seq of this.inflight) if (seq > this.sealedUpto) holds.push({ from: seq, to: seq });
+    holds.sort((a, b) => a.from - b.from);
+    let lo = this.sealedUpto + 1;
+    for (const h of holds) if (h.from <= lo && h.to >= lo) lo = h.to + 1;
+    if (lo > eligible) return null;
+    if (lo - 1 > this.sealedUpto) {
+      this.sealer.skipTo(lo - 1);
+      this.sealedUpto = lo - 1;
+    }
+    let hi = Math.min(eligible, lo + this.opts.sealRows - 1);
+    let cut = false;
+    for (const h of holds) {
+      if (h.from > lo && h.from <= hi) {
+        hi = h.from - 1;
+        cut = true;
+        break;
+      }
+    }
+    return { lo, hi, cut };
+  }
+
+  /** Seals every row not held right now, regardless of age (tests, benchmarks, `seal` after a migration). */
+  sealNow(): void {
+    this.marks = [{ seq: this.nextSeq - 1, at: this.opts.clock.monotonic() }];
+    for (let i = 0; i < 10_000; i++) {
+      const before = this.sealedUpto;
+      this.maybeSeal(true);
+      if (this.sealedUpto === before) break;
+    }
+    this.refreshGauges();
   }
 
   // ---------------------------------------------------------------- disk full and full-buffer policy
@@ -468,11 +640,24 @@ export class SampleBuffer implements SampleSink {
    */
   private dropOldest(diskFull = false): void {
     const used = this.usedBytes();
-    const perRow = this.rowCount > 0 ? Math.max(8, used / this.rowCount) : 32;
+    const total = this.rowCount + this.sealedSamples;
+    const perRow = total > 0 ? Math.max(0.5, used / total) : 32;
     const headroom = this.opts.maxBytes * 0.02;
     let target = diskFull
       ? Math.max(1_000, Math.ceil((this.pendingSamples * perRow + headroom) / perRow))
       : Math.ceil((used - this.opts.maxBytes + headroom) / perRow);
+    target = Math.min(target, total);
+    if (target <= 0) return;
+    // Sealed chunks hold the oldest samples: whole unheld chunks go first, counted by their n.
+    if (this.sealedSamples > 0) {
+      try {
+        const dropped = this.dropOldestChunks(target);
+        target -= dropped;
+      } catch (err) {
+        this.opts.logger.error({ err: describeError(err) }, 'could not delete the oldest chunks to make room');
+      }
+      if (target <= 0) return;
+    }
     target = Math.min(target, this.rowCount);
     if (target <= 0) return;
     const victims = this.oldestUnheld(target);
@@ -486,6 +671,42 @@ export class SampleBuffer implements SampleSink {
     } catch (err) {
       this.opts.logger.error({ err: describeError(err) }, 'could not delete the oldest samples to make room');
     }
+  }
+
+  /** Deletes whole chunks outside every import-job range, oldest first, until `target` samples; returns how many. */
+  private dropOldestChunks(target: number): number {
+    const pick = this.db.prepare('SELECT seq_from, n, ts_min, ts_max, length(data) AS bytes FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from LIMIT 256');
+    const del = this.db.prepare('DELETE FROM chunks WHERE seq_from = ?');
+    let dropped = 0;
+    let chunks = 0;
+    let bytes = 0;
+    let min = Infinity;
+    let max = -Infinity;
+    this.db.transaction(() => {
+      for (const gap of this.gapsAscending()) {
+        let lo = gap.lo;
+        while (dropped < target) {
+          const rows = pick.all(lo, gap.hi) as Array<{ seq_from: number; n: number; ts_min: number; ts_max: number; bytes: number }>;
+          if (rows.length === 0) break;
+          for (const c of rows) {
+            lo = c.seq_from;
+            if (c.seq_from + c.n - 1 >= gap.hi || dropped >= target) continue; // reaches into a job's range
+            del.run(c.seq_from);
+            dropped += c.n;
+            chunks += 1;
+            bytes += c.bytes;
+            min = Math.min(min, c.ts_min);
+            max = Math.max(max, c.ts_max);
+          }
+        }
+        if (dropped >= target) break;
+      }
+    })();
+    this.sealedSamples -= dropped;
+    this.chunkCount -= chunks;
+    this.chunkBytes -= bytes;
+    this.recordDropCount('drop_oldest', dropped, min, max);
+    return dropped;
   }
 
   /** The oldest rows that are neither in flight nor inside an import-job range. */
@@ -512,6 +733,11 @@ export class SampleBuffer implements SampleSink {
       if (t < min) min = t;
       if (t > max) max = t;
     }
+    this.recordDropCount(policy, timestamps.length, min, max);
+  }
+
+  private recordDropCount(policy: FullEpisode['policy'], count: number, min: number, max: number): void {
+    if (count === 0) return;
     const now = this.opts.clock.now();
     if (!this.episode) {
       this.episode = { policy, startedAt: now, samplesLost: 0, fromTs: null, toTs: null };
@@ -525,12 +751,12 @@ export class SampleBuffer implements SampleSink {
       );
     }
     const e = this.episode;
-    e.samplesLost += timestamps.length;
+    e.samplesLost += count;
     e.fromTs = e.fromTs === null ? min : Math.min(e.fromTs, min);
     e.toTs = e.toTs === null ? max : Math.max(e.toTs, max);
-    this.droppedTotal += timestamps.length;
+    this.droppedTotal += count;
     this.lastDropAt = this.opts.clock.monotonic();
-    this.opts.metrics.bufferDroppedSamples.inc({ policy }, timestamps.length);
+    this.opts.metrics.bufferDroppedSamples.inc({ policy }, count);
   }
 
   /** An episode ends once no drop has happened for a while and the buffer is below its limit. */
@@ -560,6 +786,86 @@ export class SampleBuffer implements SampleSink {
   claimNewest(limit: number): BufferedRow[] {
     const out: BufferedRow[] = [];
     if (limit <= 0) return out;
+    // Rows first; when no unheld row is left, the newest unheld chunk becomes rows again (I4).
+    for (;;) {
+      this.claimNewestRows(limit, out);
+      if (out.length >= limit || this.sealedSamples === 0) return out;
+      if (!this.unsealNewest()) return out;
+    }
+  }
+
+  /**
+   * Claims up to `limit` of the oldest samples no one holds, sealed ones included (issue 12 §5:
+   * the sync path alternates to these while the oldest unsent sample is older than its bound).
+   */
+  claimOldest(limit: number): BufferedRow[] {
+    const out: BufferedRow[] = [];
+    if (limit <= 0) return out;
+    for (const gap of this.gapsAscending()) {
+      let lo = gap.lo;
+      while (out.length < limit) {
+        const c = this.store.firstAfter(lo, gap.hi);
+        const rowsHi = c ? c.seq_from : gap.hi; // rows strictly between lo and rowsHi come first
+        while (out.length < limit && rowsHi > lo + 1) {
+          const rows = this.st.oldestBetween.all(lo, rowsHi, limit - out.length + this.inflight.size) as Array<[number, number, number, number | Buffer]>;
+          if (rows.length === 0) break;
+          for (const [seq, varId, ts, value] of rows) {
+            lo = seq;
+            if (this.inflight.has(seq)) continue;
+            this.inflight.add(seq);
+            out.push({ seq, variable: this.varNames.get(varId) ?? `#${varId}`, ts, value: fromRowValue(value) });
+            if (out.length >= limit) break;
+          }
+        }
+        if (out.length >= limit || !c) break;
+        this.unseal(c);
+        // Its samples are rows now, with the same seqs; never below the gap (a job's range).
+        lo = Math.max(gap.lo, Math.min(lo, c.seq_from - 1));
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /** Timestamp of the oldest sample (by seq) that no sender holds, or null (issue 12 §5). */
+  oldestAvailableTs(): number | null {
+    for (const gap of this.gapsAscending()) {
+      const c = this.store.firstAfter(gap.lo, gap.hi);
+      const rowsHi = c ? c.seq_from : gap.hi;
+      let lo = gap.lo;
+      for (;;) {
+        const rows = this.st.oldestBetween.all(lo, rowsHi, 256) as Array<[number, number, number, number]>;
+        if (rows.length === 0) break;
+        for (const r of rows) if (!this.inflight.has(r[0])) return r[2];
+        lo = rows[rows.length - 1][0];
+      }
+      if (c) return c.ts_min;
+    }
+    return null;
+  }
+
+  /** Turns the newest chunk outside every import-job range back into rows; false when there is none. */
+  private unsealNewest(): boolean {
+    for (const gap of this.gapsDescending()) {
+      const c = this.store.lastBefore(gap.lo, gap.hi);
+      if (c) {
+        this.unseal(c);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private unseal(c: ChunkRow): void {
+    const n = this.db.transaction(() => this.store.unseal(c))();
+    this.opts.logger.debug({ event: 'chunk_unsealed', seq_from: c.seq_from, samples: n }, 'a sealed chunk went back to rows for the sync path');
+    this.rowCount += n;
+    this.sealedSamples -= n;
+    this.chunkCount -= 1;
+    this.chunkBytes -= c.data.length;
+  }
+
+  private claimNewestRows(limit: number, out: BufferedRow[]): void {
     // Seqs first (small integers), then whole rows only for the chosen ones: the newest rows are
     // mostly already claimed or acknowledged, and reading them whole only made garbage.
     for (const gap of this.gapsDescending()) {
@@ -570,10 +876,10 @@ export class SampleBuffer implements SampleSink {
         if (seqs.length === 0) break;
         for (const seq of seqs) {
           if (this.inflight.has(seq)) continue;
-          const row = this.st.rowBySeq.get(seq) as [number, number, number] | undefined;
+          const row = this.st.rowBySeq.get(seq) as [number, number, number | Buffer] | undefined;
           if (!row) continue;
           this.inflight.add(seq);
-          out.push({ seq, variable: this.varNames.get(row[0]) ?? `#${row[0]}`, ts: row[1], value: row[2] });
+          out.push({ seq, variable: this.varNames.get(row[0]) ?? `#${row[0]}`, ts: row[1], value: fromRowValue(row[2]) });
           if (out.length >= limit) break;
         }
         if (seqs.length < want) break;
@@ -581,7 +887,6 @@ export class SampleBuffer implements SampleSink {
       }
       if (out.length >= limit) break;
     }
-    return out;
   }
 
   /** Gives claimed rows back (transient failure); they will be claimed again. */
@@ -611,14 +916,21 @@ export class SampleBuffer implements SampleSink {
     if (rows.length === 0) return;
     const now = this.opts.clock.now();
     const detail = info.detail === undefined ? null : JSON.stringify(info.detail);
+    let fromRows = 0;
+    let fromChunks = 0;
     this.db.transaction(() => {
+      const sealed: number[] = [];
       for (const r of rows) {
-        this.st.insertSetAside.run(r.variable, r.ts, r.value, info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
-        this.st.deleteSeq.run(r.seq);
+        this.st.insertSetAside.run(r.variable, r.ts, toRowValue(r.value), info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
+        if (this.st.deleteSeq.run(r.seq).changes > 0) fromRows++;
+        else sealed.push(r.seq);
       }
+      // Items of an import job may be sealed: they leave their chunk in this transaction (I2c).
+      if (sealed.length > 0 && this.sealedSamples > 0) fromChunks = this.store.removeSeqs(sealed);
     })();
     for (const r of rows) this.inflight.delete(r.seq);
-    this.rowCount -= rows.length;
+    this.rowCount -= fromRows;
+    if (fromChunks > 0) this.resyncChunkTotals();
     this.refreshGauges();
   }
 
@@ -626,7 +938,7 @@ export class SampleBuffer implements SampleSink {
 
   /** Marks a seq range as held by an import job (the ledger row is the durable record). */
   reserveRange(range: SeqRange): void {
-    const rows = this.st.countBetween.get(range.from, range.to) as number;
+    const rows = this.countIn(range.from, range.to);
     this.reserved.push({ ...range, rows });
     this.reserved.sort((a, b) => a.from - b.from);
     this.reservedRows += rows;
@@ -638,7 +950,7 @@ export class SampleBuffer implements SampleSink {
     if (!r) return;
     this.reservedRows -= r.rows;
     r.to = newTo;
-    r.rows = this.st.countBetween.get(r.from, r.to) as number;
+    r.rows = this.countIn(r.from, r.to);
     this.reservedRows += r.rows;
     this.notify();
   }
@@ -652,6 +964,20 @@ export class SampleBuffer implements SampleSink {
     this.notify();
   }
 
+  /** Samples (rows and sealed) with seqs in [from, to]. */
+  private countIn(from: number, to: number): number {
+    const rows = this.st.countBetween.get(from, to) as number;
+    return this.sealedSamples > 0 ? rows + this.store.countIn(from, to) : rows;
+  }
+
+  /** Re-reads the chunk totals after an operation that re-encodes chunks (sizes change). */
+  private resyncChunkTotals(): void {
+    const t = this.store.totals();
+    this.sealedSamples = t.samples;
+    this.chunkCount = t.chunks;
+    this.chunkBytes = t.bytes;
+  }
+
   /** A finished import job accounted for the range: delete its rows (I2b) and end the reservation. */
   deleteRange(range: SeqRange): number {
     let deleted = 0;
@@ -663,6 +989,10 @@ export class SampleBuffer implements SampleSink {
       deleted += this.db.transaction(() => del.run(from, to).changes)();
     }
     this.rowCount -= deleted;
+    if (this.sealedSamples > 0) {
+      deleted += this.db.transaction(() => this.store.removeRange(range.from, range.to).removed)();
+      this.resyncChunkTotals();
+    }
     this.releaseRange(range);
     this.refreshGauges();
     return deleted;
@@ -680,38 +1010,93 @@ export class SampleBuffer implements SampleSink {
    * and SQLite >= 3.47 (bundled 3.53) writes a REAL as text that reads back as the same double.
    */
   importReader(range: SeqRange, idField: string, rows = 1_000): ImportReader {
-    const item = `'{"timestamp":"' || strftime('%Y-%m-%dT%H:%M:%fZ', s.ts / 1000.0, 'unixepoch') || '",' || json_quote(@field) || ':' || json_quote(v.name) || ',"value":' || CAST(s.value AS TEXT) || '}'`;
+    const item = `'{"timestamp":"' || strftime('%Y-%m-%dT%H:%M:%fZ', s.ts / 1000.0, 'unixepoch') || '",' || json_quote(@field) || ':' || json_quote(v.name) || ',"value":' || ${ROW_VALUE_JSON_SQL('s.value')} || '}'`;
     const block = this.db.prepare(
       `SELECT string_agg(item, ',' ORDER BY seq) AS text, count(*) AS n, max(seq) AS last FROM (SELECT s.seq AS seq, ${item} AS item FROM samples s JOIN variables v ON v.id = s.var WHERE s.seq > @lo AND s.seq <= @hi ORDER BY s.seq LIMIT @rows)`,
     );
-    const single = this.db.prepare(`SELECT s.seq AS seq, ${item} AS item FROM samples s JOIN variables v ON v.id = s.var WHERE s.seq > @lo AND s.seq <= @hi ORDER BY s.seq LIMIT @rows`).raw(true);
     let lo = range.from - 1;
     let done = false;
+    const fieldJson = JSON.stringify(idField);
+    const names = new Map<number, string>();
+    const jsItem = (varId: number, ts: number, value: number): string => {
+      let name = names.get(varId);
+      if (name === undefined) names.set(varId, (name = JSON.stringify(this.varNames.get(varId) ?? `#${varId}`)));
+      return `{"timestamp":"${toIsoUtc(ts)}",${fieldJson}:${name},"value":${jsonNumber(value)}}`;
+    };
     return {
       nextBlock: () => {
-        if (done) return null;
-        const r = block.get({ field: idField, lo, hi: range.to, rows }) as { text: string | null; n: number; last: number | null };
-        if (r.n < rows) done = true;
-        if (r.n === 0 || r.text === null || r.last === null) return null;
-        const from = lo;
-        lo = r.last;
-        return { text: r.text, count: r.n, afterSeq: from, lastSeq: r.last };
+        while (!done) {
+          // Rows up to the next chunk come from SQLite's serializer; a chunk is decoded and
+          // serialized here, one chunk per block (at most MAX_CHUNK_SAMPLES items).
+          const c = this.sealedSamples > 0 ? this.store.firstAfter(lo, range.to + 1) : undefined;
+          const rowsHi = c ? Math.min(range.to, c.seq_from - 1) : range.to;
+          if (rowsHi > lo) {
+            const r = block.get({ field: idField, lo, hi: rowsHi, rows }) as { text: string | null; n: number; last: number | null };
+            if (r.n > 0 && r.text !== null && r.last !== null) {
+              const from = lo;
+              lo = r.last;
+              if (!c && r.n < rows) done = true;
+              return { text: r.text, count: r.n, afterSeq: from, lastSeq: r.last };
+            }
+          }
+          if (!c) {
+            done = true;
+            return null;
+          }
+          const parts: string[] = [];
+          let last = lo;
+          for (const x of chunkSamples(c, lo + 1, range.to)) {
+            parts.push(jsItem(c.var, x.ts, x.value));
+            last = x.seq;
+          }
+          const from = lo;
+          lo = Math.max(lo, Math.min(range.to, c.seq_from + c.n - 1));
+          if (lo >= range.to) done = true;
+          if (parts.length > 0) return { text: parts.join(','), count: parts.length, afterSeq: from, lastSeq: last };
+        }
+        return null;
       },
-      itemsAfter: (afterSeq: number, n: number) => single.all({ field: idField, lo: afterSeq, hi: range.to, rows: n }) as Array<[number, string]>,
+      itemsAfter: (afterSeq: number, n: number) => {
+        const out: Array<[number, string]> = [];
+        for (const x of this.iterateRange(afterSeq + 1, range.to)) {
+          if (out.length >= n) break;
+          out.push([x.seq, jsItem(x.varId, x.ts, x.value)]);
+        }
+        return out;
+      },
     };
   }
 
-  /** Reads rows of a range in seq order, `chunk` at a time (short reads, so the WAL can checkpoint). */
-  *readRange(range: SeqRange, chunk = 5_000): Generator<BufferedRow[]> {
-    let lo = range.from - 1;
-    const stmt = this.st.oldestBetween;
-    while (true) {
-      const rows = stmt.all(lo, range.to + 1, chunk) as Array<[number, number, number, number]>;
-      if (rows.length === 0) return;
-      yield rows.map(([seq, varId, ts, value]) => ({ seq, variable: this.varNames.get(varId) ?? `#${varId}`, ts, value }));
-      lo = rows[rows.length - 1][0];
-      if (rows.length < chunk) return;
+  /** Every sample with a seq in [from, to], rows and sealed, in seq order. */
+  private *iterateRange(from: number, to: number): Generator<{ seq: number; varId: number; ts: number; value: number }> {
+    let lo = from - 1;
+    while (lo < to) {
+      const c = this.sealedSamples > 0 ? this.store.firstAfter(lo, to + 1) : undefined;
+      const rowsHi = c ? Math.min(to + 1, c.seq_from) : to + 1; // rows strictly between lo and rowsHi
+      while (rowsHi > lo + 1) {
+        const rows = this.st.oldestBetween.all(lo, rowsHi, 5_000) as Array<[number, number, number, number | Buffer]>;
+        if (rows.length === 0) break;
+        for (const [seq, varId, ts, value] of rows) yield { seq, varId, ts, value: fromRowValue(value) };
+        lo = rows[rows.length - 1][0];
+        if (rows.length < 5_000) break;
+      }
+      if (!c) return;
+      for (const x of chunkSamples(c, lo + 1, to)) yield { seq: x.seq, varId: c.var, ts: x.ts, value: x.value };
+      lo = Math.max(lo, Math.min(to, c.seq_from + c.n - 1));
     }
+  }
+
+  /** Reads samples of a range (rows and sealed) in seq order, `chunk` at a time. */
+  *readRange(range: SeqRange, chunk = 5_000): Generator<BufferedRow[]> {
+    let batch: BufferedRow[] = [];
+    for (const x of this.iterateRange(range.from, range.to)) {
+      batch.push({ seq: x.seq, variable: this.varNames.get(x.varId) ?? `#${x.varId}`, ts: x.ts, value: x.value });
+      if (batch.length >= chunk) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length > 0) yield batch;
   }
 
   /**
@@ -725,16 +1110,51 @@ export class SampleBuffer implements SampleSink {
     if (want <= 0) return null;
     const lowestInflight = this.lowestInflight();
     for (const gap of gapsOf([...this.reserved, ...this.syncOnly])) {
-      const first = this.st.firstAfter.get(gap.lo, gap.hi) as number | undefined;
-      if (first === undefined) continue;
+      const firstRow = this.st.firstAfter.get(gap.lo, gap.hi) as number | undefined;
+      const c = this.sealedSamples > 0 ? this.store.firstAfter(gap.lo, gap.hi) : undefined;
+      const first = Math.min(firstRow ?? Infinity, c ? Math.max(c.seq_from, gap.lo + 1) : Infinity);
+      if (first === Infinity) continue;
       // The sync path is already sending rows this old: leave them to it.
       if (lowestInflight !== null && lowestInflight <= first) return null;
       const hi = lowestInflight === null ? gap.hi : Math.min(gap.hi, lowestInflight);
-      const to = (this.st.nthFrom.get(first, hi, want - 1) as number | undefined) ?? (this.st.maxBelow.get(first, hi) as number | null);
-      if (to === null || to === undefined) continue;
+      const to = this.seqAtCount(first, hi, want);
+      if (to === null) continue;
       return { from: first, to };
     }
     return null;
+  }
+
+  /**
+   * The seq at which [first, seq] holds `want` samples (rows and sealed), below `hi`; a chunk is
+   * taken whole when the count falls inside it (one job per chunk, no re-encoding at the end).
+   * The highest seq below `hi` when there are fewer; null when there is none.
+   */
+  private seqAtCount(first: number, hi: number, want: number): number | null {
+    let cur = first;
+    let remaining = want;
+    let last: number | null = null;
+    for (;;) {
+      const c = this.sealedSamples > 0 ? this.store.firstAfter(cur - 1, hi) : undefined;
+      const rowsEnd = c ? Math.max(cur, c.seq_from) : hi; // rows in [cur, rowsEnd)
+      if (rowsEnd > cur) {
+        const nth = this.st.nthFrom.get(cur, rowsEnd, remaining - 1) as number | undefined;
+        if (nth !== undefined) return nth;
+        const count = this.st.countBetween.get(cur, rowsEnd - 1) as number;
+        if (count > 0) {
+          remaining -= count;
+          last = this.st.maxBelow.get(cur, rowsEnd) as number;
+        }
+      }
+      if (!c) return last;
+      const start = Math.max(cur, c.seq_from);
+      const end = Math.min(c.seq_from + c.n - 1, hi - 1);
+      const inChunk = end - start + 1;
+      if (inChunk >= remaining) return end;
+      remaining -= inChunk;
+      last = end;
+      cur = end + 1;
+      if (cur >= hi) return last;
+    }
   }
 
   /** Marks a range as sync-only (it failed twice as an import job), durably. */
@@ -745,7 +1165,7 @@ export class SampleBuffer implements SampleSink {
 
   /** Forgets sync-only ranges whose rows are all gone. */
   pruneSyncOnly(): void {
-    const empty = this.syncOnly.filter((r) => this.st.maxSeqInRange.get(r.from, r.to) === null);
+    const empty = this.syncOnly.filter((r) => this.st.maxSeqInRange.get(r.from, r.to) === null && (this.sealedSamples === 0 || this.store.countIn(r.from, r.to) === 0));
     if (empty.length === 0) return;
     const del = this.db.prepare('DELETE FROM sync_only_ranges WHERE seq_from = ?');
     this.db.transaction(() => {
@@ -801,13 +1221,22 @@ export class SampleBuffer implements SampleSink {
 
   /** Rows a sender may claim now. Acked rows stay in both `inflight` and `rowCount` until deleted. */
   get available(): number {
-    return Math.max(0, this.rowCount - this.inflight.size - this.reservedRows);
+    return Math.max(0, this.rowCount + this.sealedSamples - this.inflight.size - this.reservedRows);
   }
 
   stats(): BufferStats {
     const used = this.usedBytes();
+    const total = this.rowCount + this.sealedSamples;
     return {
-      rows: this.rowCount,
+      rows: total,
+      liveRows: this.rowCount,
+      sealedSamples: this.sealedSamples,
+      chunks: this.chunkCount,
+      chunkBytes: this.chunkBytes,
+      chunksSealedTotal: this.chunksSealedTotal,
+      bytesPerSample: total > 0 ? used / total : null,
+      compressionRatio: this.chunkBytes > 0 ? (this.sealedSamples * RAW_SAMPLE_BYTES) / this.chunkBytes : null,
+      capacitySeconds: this.capacitySeconds(used),
       inflight: this.inflight.size,
       reserved: this.reservedRows,
       available: this.available,
@@ -815,13 +1244,35 @@ export class SampleBuffer implements SampleSink {
       usedBytes: used,
       fileBytes: this.fileBytes(),
       maxBytes: this.opts.maxBytes,
-      oldestTs: (this.st.oldestTs.get() as number | undefined) ?? null,
+      oldestTs: this.oldestTs(),
       committedTotal: this.committedTotal,
       droppedTotal: this.droppedTotal,
       writable: this.writable,
       lastWriteError: this.lastWriteError,
       fullEpisode: this.episode ? { ...this.episode } : null,
     };
+  }
+
+  /** Timestamp of the oldest unsent sample by seq (rows and sealed), or null. */
+  private oldestTs(): number | null {
+    const row = (this.st.oldestTs.get() as number | undefined) ?? null;
+    const sealed = this.sealedSamples > 0 ? this.store.oldestTs() : null;
+    if (row === null) return sealed;
+    if (sealed === null) return row;
+    return Math.min(row, sealed);
+  }
+
+  /**
+   * Seconds until `max_bytes` at the current ingest rate. New samples end up sealed, so once
+   * chunks exist their measured cost per sample (plus the table's per-chunk overhead) is the
+   * marginal cost; before that, the current bytes per sample.
+   */
+  private capacitySeconds(used: number): number | null {
+    const rate = this.ingest.perSecond();
+    if (rate <= 0) return null;
+    const total = this.rowCount + this.sealedSamples;
+    const perSample = this.sealedSamples >= 1_000 ? (this.chunkBytes + this.chunkCount * 40) / this.sealedSamples : total > 0 ? used / total : 25;
+    return Math.max(0, this.opts.maxBytes - used) / (perSample * rate);
   }
 
   private fileBytes(): number {
@@ -831,11 +1282,17 @@ export class SampleBuffer implements SampleSink {
 
   refreshGauges(): void {
     const m = this.opts.metrics;
-    m.bufferRows.set(this.rowCount);
-    m.bufferBytes.set(this.usedBytes());
+    const used = this.usedBytes();
+    const total = this.rowCount + this.sealedSamples;
+    m.bufferRows.set(total);
+    m.bufferBytes.set(used);
     m.bufferFileBytes.set(this.fileBytes());
-    const oldest = this.st.oldestTs.get() as number | undefined;
-    m.bufferOldestAge.set(oldest === undefined ? 0 : Math.max(0, (this.opts.clock.now() - oldest) / 1000));
+    m.bufferSealedSamples.set(this.sealedSamples);
+    m.bufferBytesPerSample.set(total > 0 ? used / total : 0);
+    m.bufferCompressionRatio.set(this.chunkBytes > 0 ? (this.sealedSamples * RAW_SAMPLE_BYTES) / this.chunkBytes : 0);
+    m.bufferCapacitySeconds.set(this.capacitySeconds(used) ?? -1);
+    const oldest = this.oldestTs();
+    m.bufferOldestAge.set(oldest === null ? 0 : Math.max(0, (this.opts.clock.now() - oldest) / 1000));
   }
 
   // ---------------------------------------------------------------- shutdown
@@ -886,4 +1343,9 @@ export function gapsOf(ranges: readonly SeqRange[]): Array<{ lo: number; hi: num
   }
   gaps.push({ lo, hi: Number.MAX_SAFE_INTEGER });
   return gaps;
+}
+
+/** A double as JSON text that reads back as the same double (−0 keeps its sign). */
+export function jsonNumber(v: number): string {
+  return Object.is(v, -0) ? '-0' : String(v);
 }

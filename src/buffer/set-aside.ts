@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { fromRowValue, toRowValue } from './row-value.js';
 
 /**
  * Samples the service refused, kept for the operator (CONTRACT.md error table, "invalid payload").
@@ -46,13 +47,14 @@ export class SetAsideStore {
     const rows = (options.variable
       ? this.db.prepare('SELECT * FROM set_aside WHERE variable = ? ORDER BY id LIMIT ?').all(options.variable, limit)
       : this.db.prepare('SELECT * FROM set_aside ORDER BY id LIMIT ?').all(limit)) as Array<Omit<SetAsideRow, 'detail'> & { detail: string | null }>;
-    return rows.map((r) => ({ ...r, detail: r.detail === null ? null : safeParse(r.detail) }));
+    return rows.map((r) => ({ ...r, value: r.value === null ? null : fromRowValue(r.value as number | Buffer), detail: r.detail === null ? null : safeParse(r.detail) }));
   }
 
   /** The rows matching `filter` that carry a sample (job-level notes have none). */
   select(filter: SetAsideFilter): Array<{ id: number; variable: string; ts: number; value: number }> {
     const { where, args } = whereOf(filter);
-    return this.db.prepare(`SELECT id, variable, ts, value FROM set_aside WHERE ${where} AND variable IS NOT NULL ORDER BY id`).all(...args) as Array<{ id: number; variable: string; ts: number; value: number }>;
+    const rows = this.db.prepare(`SELECT id, variable, ts, value FROM set_aside WHERE ${where} AND variable IS NOT NULL ORDER BY id`).all(...args) as Array<{ id: number; variable: string; ts: number; value: number | Buffer }>;
+    return rows.map((r) => ({ ...r, value: fromRowValue(r.value) }));
   }
 
   /** Deletes matching rows; returns how many. */
@@ -87,7 +89,7 @@ export class SetAsideStore {
         let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1);
         for (const r of rows) {
           const id = (varId.get(r.variable) as number | undefined) ?? Number(insVar.run(r.variable).lastInsertRowid);
-          ins.run(seq++, id, r.ts, r.value);
+          ins.run(seq++, id, r.ts, toRowValue(r.value));
           del.run(r.id);
         }
         setNext.run(String(seq));

@@ -259,6 +259,12 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   out.push(`  unsent ${n(b.samples)} samples, oldest ${b.oldest_unsent_age_s === null ? '-' : `${ago(b.oldest_unsent_age_s)} old`}; ${bytes(b.used_bytes)} of ${bytes(b.max_bytes)}${b.writable ? '' : `; NOT WRITABLE (${b.last_write_error?.code ?? 'unknown'})`}`);
   out.push(`  committed ${n(b.committed_total)}, dropped ${n(b.dropped_total)}${b.full_episode ? ` (full now: ${b.full_episode.policy}, ${n(b.full_episode.samplesLost)} lost)` : ''}, set aside ${n(s.set_aside.samples)}${s.set_aside.samples > 0 ? ' (edge-gateway set-aside list)' : ''}`);
   if (b.recovered_from) out.push(`  a damaged buffer was moved aside at start: ${b.recovered_from}`);
+  if (b.live_rows !== undefined) {
+    // Buffer v2 (older gateways do not report these).
+    const cap = b.capacity_s === null ? 'capacity left: - (nothing ingested)' : `capacity left ${b.capacity_s >= 172_800 ? `${(b.capacity_s / 86_400).toFixed(1)} days` : formatDuration(b.capacity_s)} at the current ingest rate`;
+    out.push(`  ${n(b.live_rows)} live rows, ${n(b.sealed_samples)} sealed in ${n(b.chunks)} chunks${b.compression_ratio === null ? '' : ` (${b.compression_ratio.toFixed(1)}:1)`}, ${b.bytes_per_sample === null ? '-' : b.bytes_per_sample.toFixed(2)} bytes/sample; ${cap}`);
+    if (b.oldest_unsent_age_s !== null && b.oldest_unsent_age_s > b.max_unsent_age_s) out.push(`  oldest unsent sample is older than uplink.max_unsent_age (${formatDuration(b.max_unsent_age_s)}): the sync path alternates oldest-first batches`);
+  }
 
   out.push('');
   out.push('UPLINK');

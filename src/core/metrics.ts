@@ -56,6 +56,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferDroppedSamples: new Counter({ name: 'gateway_buffer_dropped_samples_total', help: 'Samples lost on purpose because the buffer was full, by policy (drop_oldest, refuse_new; unwritable_at_stop: held in memory when the gateway stopped while the disk refused writes)', labelNames: ['policy'], registers: r }),
     bufferWriteErrors: new Counter({ name: 'gateway_buffer_write_errors_total', help: 'Failed buffer writes, by SQLite error code (SQLITE_FULL ...)', labelNames: ['code'], registers: r }),
     bufferWritable: new Gauge({ name: 'gateway_buffer_writable', help: '1 when the last buffer write succeeded, else 0', registers: r }),
+    bufferSealedChunks: new Counter({ name: 'gateway_buffer_chunks_sealed_total', help: 'Per-variable compressed chunks written by the sealer (buffer v2)', registers: r }),
+    bufferSealedSamples: new Gauge({ name: 'gateway_buffer_sealed_samples', help: 'Unsent samples held in sealed (compressed) chunks; the rest are live rows', registers: r }),
+    bufferBytesPerSample: new Gauge({ name: 'gateway_buffer_bytes_per_sample', help: 'Bytes on disk per unsent sample now (pages in use / samples held)', registers: r }),
+    bufferCompressionRatio: new Gauge({ name: 'gateway_buffer_compression_ratio', help: 'Raw size (16 bytes per sample: timestamp and value) over the size of the sealed chunks', registers: r }),
+    bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached at the current ingest rate and bytes per sample (-1 while nothing is ingested)', registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
     setAsideSamples: new Gauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
 

@@ -17,6 +17,17 @@ export interface GatewayStatus {
     used_bytes: number;
     max_bytes: number;
     oldest_unsent_age_s: number | null;
+    /** uplink.max_unsent_age: beyond it the sync path alternates oldest-first batches (issue 12 §5). */
+    max_unsent_age_s: number;
+    /** Buffer v2: unsent samples still rows (the live tail) and sealed in compressed chunks. */
+    live_rows: number;
+    sealed_samples: number;
+    chunks: number;
+    chunks_sealed_total: number;
+    bytes_per_sample: number | null;
+    compression_ratio: number | null;
+    /** Seconds until buffer.max_bytes at the current ingest rate; null while nothing is ingested. */
+    capacity_s: number | null;
     committed_total: number;
     dropped_total: number;
     writable: boolean;
@@ -32,7 +43,7 @@ export interface GatewayStatus {
     budget_per_minute: number;
     requests_last_minute: number;
     freshest_delivered_age_s: number | null;
-    sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number };
+    sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number; oldest_first_batches: number };
   };
   /** Import-job backfill. */
   backfill: BackfillStats;

@@ -102,6 +102,15 @@ export class BackfillManager {
     return Math.ceil((this.syncCapacityPerSecond * this.o.config.threshold) / 1000);
   }
 
+  /**
+   * True while import jobs will take the oldest samples: enabled, delivering, and the backlog is
+   * above the threshold (the sync path's age bound leaves the oldest to them then).
+   */
+  takesOldest(): boolean {
+    if (!this.o.config.enabled || this.o.health.condition === 'halted' || this.o.health.condition === 'auth_failed') return false;
+    return this.o.buffer.available > this.thresholdSamples;
+  }
+
   start(): void {
     if (this.loop) return;
     mkdirSync(this.o.dir, { recursive: true });

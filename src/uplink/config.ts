@@ -127,6 +127,7 @@ export const uplinkSchema = z
     batch_size: z.number().int().min(1).max(MAX_BATCH_ITEMS).default(MAX_BATCH_ITEMS).meta({ description: 'Samples per synchronous batch request (§8: at most 200)', examples: [200] }),
     flush_interval: durationMs({ min: 0, max: 60_000 }).default(1_000).meta({ description: 'How long a partial batch may wait for more samples before it is sent', examples: ['1s'] }),
     max_in_flight: z.number().int().min(1).max(32).default(4).meta({ description: 'Batch requests outstanding at the same time (raise it on slow links)' }),
+    max_unsent_age: durationMs({ min: 10_000, max: 86_400_000 }).default(180_000).meta({ description: 'Bound on the age (by sample timestamp) of the oldest unsent sample that no import job will take: beyond it the sync path alternates newest-first and oldest-first batches, so no sample waits behind live data for long', examples: ['3m'] }),
     backfill: backfillSchema.prefault({}),
     budget_sharing: budgetSharingSchema.prefault({}),
   })

@@ -23,6 +23,13 @@ export interface SyncSenderOptions {
   logger: Logger;
   metrics: Metrics;
   clock: Clock;
+  /**
+   * Bound on the age of the oldest unsent sample (uplink.max_unsent_age, issue 12 §5): beyond it
+   * every other batch is claimed oldest-first. 0 turns it off.
+   */
+  maxUnsentAgeMs?: number;
+  /** True while import jobs will take the oldest samples (then the sync path leaves them alone, I5). */
+  importJobsTakeOldest?: () => boolean;
 }
 
 /** A batch whose every item the service refused, across this many variables, is a systematic refusal. */
@@ -59,6 +66,9 @@ export class SyncSender {
   private setAsideTotal = 0;
   private readonly unsubscribe: () => void;
   private readonly idle = new WakeSignal();
+  /** Alternation state for the age bound: the next batch is oldest-first when true. */
+  private oldestTurn = true;
+  private oldestBatches = 0;
 
   /** Repeated warnings (the same refusal on every batch) are logged once a minute with a count. */
   private readonly throttle: LogThrottle;
@@ -96,7 +106,34 @@ export class SyncSender {
       setAsideTotal: this.setAsideTotal,
       ratePerSecond: this.delivered.perSecond(),
       freshestDeliveredTs: this.freshestTs,
+      oldestFirstBatches: this.oldestBatches,
     };
+  }
+
+  /**
+   * Claim selection (I5 with the age bound of issue 12 §5): newest first, so live values stay
+   * fresh; but while the oldest sample no import job will take is older than the bound, every other
+   * batch takes the oldest samples (sealed ones included), so a backlog under the import threshold,
+   * or rows left beside a shrunk job range, cannot starve behind steady live ingest.
+   */
+  private claim(batchSize: number): BufferedRow[] {
+    const { buffer, clock } = this.o;
+    const bound = this.o.maxUnsentAgeMs ?? 0;
+    if (bound > 0 && !(this.o.importJobsTakeOldest?.() ?? false)) {
+      const oldest = buffer.oldestAvailableTs();
+      if (oldest !== null && clock.now() - oldest > bound) {
+        const turn = this.oldestTurn;
+        this.oldestTurn = !turn;
+        if (turn) {
+          const rows = buffer.claimOldest(batchSize);
+          if (rows.length > 0) {
+            this.oldestBatches += 1;
+            return rows;
+          }
+        }
+      } else this.oldestTurn = true;
+    }
+    return buffer.claimNewest(batchSize);
   }
 
   private async loop(): Promise<void> {
@@ -126,7 +163,7 @@ export class SyncSender {
             continue;
           }
         }
-        const rows = buffer.claimNewest(batchSize);
+        const rows = this.claim(batchSize);
         if (rows.length === 0) {
           await this.wake.wait(100);
           continue;

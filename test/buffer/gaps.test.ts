@@ -102,17 +102,17 @@ describe('gap ledger (gaps.ts)', () => {
     expect(ledger.view(ledger.get(long.id)!).annotation).toEqual({ state: 'unknown', external_id: 'x-1' });
   });
 
-  it('migrates a buffer file written before the ledger existed (schema 2 → 3) without touching its samples', () => {
+  it('migrates a buffer file written before the ledger existed (schema 3 → 4) without touching its samples', () => {
     const b = testBuffer();
     const path = b.path;
     return b.close().then(() => {
       const raw = new BetterSqlite3(path);
       raw.exec('DROP TABLE gaps; DROP TABLE last_committed;');
-      raw.pragma('user_version = 2');
+      raw.pragma('user_version = 3');
       raw.exec("INSERT INTO variables (id, name) VALUES (1, 'mvr_a'); INSERT INTO samples (seq, var, ts, value) VALUES (1, 1, 5, 1.5)");
       raw.close();
       const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
-      expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(3);
+      expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(4);
       expect(db.prepare('SELECT count(*) FROM samples').pluck(true).get()).toBe(1);
       expect(new GapLedger(db).list()).toEqual([]);
       db.close();

@@ -176,6 +176,8 @@ describe('edge-gateway status against a running gateway', () => {
     expect(r.out).toMatch(/^ {2}ok; \d+ of 1,400 requests in the last minute$/m);
     expect(r.out).toMatch(/^ {2}sync\s+[\d.,]+\/s, delivered [\d,]+/m);
     expect(r.out).toMatch(/^sources 1\/1 up \| buffered/m);
+    // Buffer v2: live rows, sealed chunks, bytes per sample and the capacity left.
+    expect(r.out).toMatch(/^ {2}[\d,]+ live rows, [\d,]+ sealed in [\d,]+ chunks, [\d.-]+ bytes\/sample; capacity left /m);
   });
 
   it('--config finds the gateway from its configuration file without its secrets', async () => {

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openBufferDatabase } from '../../src/buffer/database.js';
+import { fromRowValue } from '../../src/buffer/row-value.js';
 import { SampleBuffer, type BufferOptions } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
@@ -42,9 +43,9 @@ export function openTestBuffer(overrides: Partial<BufferOptions> & { path?: stri
     path,
     dir,
     rows: () =>
-      db
+      (db
         .prepare('SELECT s.seq, v.name AS variable, s.ts, s.value FROM samples s JOIN variables v ON v.id = s.var ORDER BY s.seq')
-        .all() as Array<{ seq: number; variable: string; ts: number; value: number }>,
+        .all() as Array<{ seq: number; variable: string; ts: number; value: number | Buffer }>).map((r) => ({ ...r, value: fromRowValue(r.value) })),
     close: async () => {
       if (closed) return;
       closed = true;

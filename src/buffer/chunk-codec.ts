@@ -1,0 +1,524 @@
+import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
+
+/**
+ * The chunk codec: one variable's samples (epoch-ms timestamps and finite doubles) as a compact,
+ * lossless byte string. Pure functions, no I/O.
+ *
+ * INVARIANTS (test/buffer/chunk-codec.test.ts checks them, including randomized round trips):
+ *
+ *  C1  Lossless: `decodeChunk(encodeChunk(ts, v))` returns every timestamp and every double
+ *      bit-exact (−0, subnormals, ±1e308, integers beyond 2^53), in the order given.
+ *  C2  Any order of timestamps: irregular, repeated and backwards timestamps encode (delta-of-delta
+ *      is signed); non-integer or huge timestamps fall back to 8-byte doubles.
+ *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to the raw layout
+ *      when that check fails, so a bug in a clever layout can cost bytes, never data.
+ *  C4  The first byte is the format version; a reader refuses versions it does not know instead
+ *      of guessing.
+ *
+ * Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
+ * 32-bit bit operations so that values up to 2^53 survive):
+ *
+ *   byte 0   format version (1)
+ *   byte 1   flags: bits 0-1 compressor (0 none, 1 raw deflate, 2 brotli),
+ *                   bits 2-3 value layout (0 decimal, 1 XOR, 2 raw doubles),
+ *                   bit 4   timestamp layout (0 delta-of-delta, 1 raw doubles)
+ *   varint   sample count n
+ *   body     (compressed as a whole when the compressor is not 0)
+ *     timestamps  dod: zz(t0), zz(t1 − t0), zz((t_i − t_{i−1}) − (t_{i−1} − t_{i−2}))…
+ *                 raw: 8n bytes, little-endian doubles
+ *     values      decimal: byte k, zz(x0), zz(x_i − x_{i−1})… where x = v·10^k is an integer
+ *                          with x / 10^k === v bit-exact (a sensor's resolution, not 64 bits)
+ *                 XOR:     Gorilla's XOR of consecutive IEEE-754 patterns (Pelkonen et al.,
+ *                          VLDB 2015, §4.1.2), for values with no short decimal form
+ *                 raw:     8n bytes, little-endian doubles
+ *
+ * The general compressor runs over the already small varint streams; it pays off on the bytes'
+ * skewed distribution (most deltas share a few small values), and is kept only when smaller.
+ */
+
+export const CHUNK_FORMAT_VERSION = 1;
+
+export type Compressor = 'none' | 'deflate' | 'brotli';
+
+const COMP = { none: 0, deflate: 1, brotli: 2 } as const;
+const VAL_DECIMAL = 0;
+const VAL_XOR = 1;
+const VAL_RAW = 2;
+const TS_RAW_FLAG = 1 << 4;
+
+/** Largest |integer| the decimal and timestamp layouts accept: deltas then stay below 2^53. */
+const SAFE_INT = 2 ** 51;
+const MAX_DECIMALS = 17;
+const POW10 = Array.from({ length: MAX_DECIMALS + 1 }, (_, k) => 10 ** k);
+
+export interface DecodedChunk {
+  ts: Float64Array;
+  values: Float64Array;
+}
+
+export interface EncodeOptions {
+  compressor?: Compressor;
+  /** Skip the C3 self-check (only for the codec's own tests of the raw fallback). */
+  verify?: boolean;
+  /** Force a value layout (tests). */
+  valueLayout?: 'decimal' | 'xor' | 'raw';
+}
+
+// ------------------------------------------------------------------------------- byte writer
+
+class ByteWriter {
+  buf: Uint8Array;
+  pos = 0;
+  constructor(size = 256) {
+    this.buf = new Uint8Array(size);
+  }
+  ensure(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.pos + n) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.pos));
+    this.buf = next;
+  }
+  byte(b: number): void {
+    this.ensure(1);
+    this.buf[this.pos++] = b;
+  }
+  /** Unsigned varint of a non-negative integer ≤ 2^53. */
+  uvar(v: number): void {
+    this.ensure(8);
+    while (v >= 128) {
+      this.buf[this.pos++] = (v % 128) | 128;
+      v = Math.floor(v / 128);
+    }
+    this.buf[this.pos++] = v;
+  }
+  svar(v: number): void {
+    this.uvar(v >= 0 ? v * 2 : -v * 2 - 1);
+  }
+  f64(v: number): void {
+    this.ensure(8);
+    new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8).setFloat64(0, v, true);
+    this.pos += 8;
+  }
+  bytes(b: Uint8Array): void {
+    this.ensure(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+  result(): Uint8Array {
+    return this.buf.subarray(0, this.pos);
+  }
+}
+
+class ByteReader {
+  pos = 0;
+  constructor(private readonly buf: Uint8Array) {}
+  byte(): number {
+    if (this.pos >= this.buf.length) throw new ChunkFormatError('chunk ends early');
+    return this.buf[this.pos++];
+  }
+  uvar(): number {
+    let v = 0;
+    let mul = 1;
+    for (;;) {
+      const b = this.byte();
+      v += (b & 127) * mul;
+      if (b < 128) return v;
+      mul *= 128;
+      if (mul > 2 ** 56) throw new ChunkFormatError('varint too long');
+    }
+  }
+  svar(): number {
+    const z = this.uvar();
+    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+  }
+  f64(): number {
+    if (this.pos + 8 > this.buf.length) throw new ChunkFormatError('chunk ends early');
+    const v = new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8).getFloat64(0, true);
+    this.pos += 8;
+    return v;
+  }
+  get rest(): Uint8Array {
+    return this.buf.subarray(this.pos);
+  }
+}
+
+export class ChunkFormatError extends Error {}
+
+// ------------------------------------------------------------------------------- bit streams (XOR layout)
+
+class BitWriter {
+  private readonly w = new ByteWriter(64);
+  private cur = 0;
+  private nbits = 0;
+  /** Writes the low `n` bits of `v` (0 ≤ n ≤ 32), most significant first. */
+  bits(v: number, n: number): void {
+    while (n > 0) {
+      const take = Math.min(8 - this.nbits, n);
+      const part = (v >>> (n - take)) & ((1 << take) - 1);
+      this.cur = (this.cur << take) | part;
+      this.nbits += take;
+      n -= take;
+      if (this.nbits === 8) {
+        this.w.byte(this.cur);
+        this.cur = 0;
+        this.nbits = 0;
+      }
+    }
+  }
+  finish(): Uint8Array {
+    if (this.nbits > 0) this.w.byte(this.cur << (8 - this.nbits));
+    this.nbits = 0;
+    return this.w.result();
+  }
+}
+
+class BitReader {
+  private pos = 0;
+  private bit = 0;
+  constructor(private readonly buf: Uint8Array) {}
+  bits(n: number): number {
+    let v = 0;
+    while (n > 0) {
+      if (this.pos >= this.buf.length) throw new ChunkFormatError('XOR stream ends early');
+      const avail = 8 - this.bit;
+      const take = Math.min(avail, n);
+      const part = (this.buf[this.pos] >>> (avail - take)) & ((1 << take) - 1);
+      v = v * 2 ** take + part;
+      this.bit += take;
+      n -= take;
+      if (this.bit === 8) {
+        this.bit = 0;
+        this.pos++;
+      }
+    }
+    return v >>> 0;
+  }
+}
+
+const f64 = new Float64Array(1);
+const u32 = new Uint32Array(f64.buffer);
+// little-endian hosts: u32[1] is the high word. Node runs on little-endian targets only.
+
+function ctz32(x: number): number {
+  return x === 0 ? 32 : 31 - Math.clz32(x & -x);
+}
+
+function encodeXor(values: ArrayLike<number>): Uint8Array {
+  const out = new BitWriter();
+  let prevHi = 0;
+  let prevLo = 0;
+  let prevLead = -1;
+  let prevTrail = 0;
+  for (let i = 0; i < values.length; i++) {
+    f64[0] = values[i];
+    const hi = u32[1];
+    const lo = u32[0];
+    if (i === 0) {
+      out.bits(hi, 32);
+      out.bits(lo, 32);
+    } else {
+      const xh = (hi ^ prevHi) >>> 0;
+      const xl = (lo ^ prevLo) >>> 0;
+      if (xh === 0 && xl === 0) {
+        out.bits(0, 1);
+      } else {
+        const lead = xh !== 0 ? Math.clz32(xh) : 32 + Math.clz32(xl);
+        const trail = xl !== 0 ? ctz32(xl) : 32 + ctz32(xh);
+        out.bits(1, 1);
+        let useLead = lead;
+        let useTrail = trail;
+        if (prevLead >= 0 && lead >= prevLead && trail >= prevTrail) {
+          out.bits(0, 1);
+          useLead = prevLead;
+          useTrail = prevTrail;
+        } else {
+          out.bits(1, 1);
+          out.bits(lead, 6);
+          out.bits(64 - lead - trail - 1, 6);
+          prevLead = lead;
+          prevTrail = trail;
+        }
+        writeMeaningful(out, xh, xl, useTrail, 64 - useLead - useTrail);
+      }
+    }
+    prevHi = hi;
+    prevLo = lo;
+  }
+  return out.finish();
+}
+
+/** Writes bits [t, t+m) of the 64-bit word (hi, lo). */
+function writeMeaningful(out: BitWriter, hi: number, lo: number, t: number, m: number): void {
+  let sh: number;
+  let sl: number;
+  if (t === 0) {
+    sh = hi;
+    sl = lo;
+  } else if (t >= 32) {
+    sh = 0;
+    sl = hi >>> (t - 32);
+  } else {
+    sl = ((lo >>> t) | (hi << (32 - t))) >>> 0;
+    sh = hi >>> t;
+  }
+  if (m > 32) {
+    out.bits(sh, m - 32);
+    out.bits(sl, 32);
+  } else {
+    out.bits(m === 32 ? sl : sl & ((2 ** m) - 1), m);
+  }
+}
+
+function decodeXor(buf: Uint8Array, n: number, into: Float64Array): void {
+  const r = new BitReader(buf);
+  let hi = 0;
+  let lo = 0;
+  let lead = 0;
+  let trail = 0;
+  for (let i = 0; i < n; i++) {
+    if (i === 0) {
+      hi = r.bits(32);
+      lo = r.bits(32);
+    } else if (r.bits(1) === 1) {
+      if (r.bits(1) === 1) {
+        lead = r.bits(6);
+        trail = 64 - lead - (r.bits(6) + 1);
+        if (trail < 0) throw new ChunkFormatError('bad XOR window');
+      }
+      const m = 64 - lead - trail;
+      let sh = 0;
+      let sl: number;
+      if (m > 32) {
+        sh = r.bits(m - 32);
+        sl = r.bits(32);
+      } else sl = r.bits(m);
+      // shift (sh, sl) left by trail
+      let xh: number;
+      let xl: number;
+      if (trail === 0) {
+        xh = sh;
+        xl = sl;
+      } else if (trail >= 32) {
+        xh = (sl << (trail - 32)) >>> 0;
+        xl = 0;
+      } else {
+        xh = ((sh << trail) | (sl >>> (32 - trail))) >>> 0;
+        xl = (sl << trail) >>> 0;
+      }
+      hi = (hi ^ xh) >>> 0;
+      lo = (lo ^ xl) >>> 0;
+    }
+    u32[1] = hi;
+    u32[0] = lo;
+    into[i] = f64[0];
+  }
+}
+
+// ------------------------------------------------------------------------------- decimal layout
+
+/**
+ * The smallest k such that every value times 10^k is an integer x with |x| ≤ 2^51 and
+ * x / 10^k === v bit-exact; null when there is none (−0, 1/3, 1e300, …).
+ */
+export function decimalScale(values: ArrayLike<number>): number | null {
+  let k = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (Object.is(v, -0)) return null; // an integer cannot carry the sign of zero
+    while (!exactAt(v, k)) {
+      k++;
+      if (k > MAX_DECIMALS) return null;
+    }
+  }
+  // A larger k found later can, in rare rounding cases, break an earlier value: check all once.
+  for (; k <= MAX_DECIMALS; k++) {
+    let ok = true;
+    for (let i = 0; i < values.length && ok; i++) ok = exactAt(values[i], k);
+    if (ok) return k;
+  }
+  return null;
+}
+
+function exactAt(v: number, k: number): boolean {
+  const p = POW10[k];
+  const x = Math.round(v * p);
+  return Math.abs(x) <= SAFE_INT && x / p === v;
+}
+
+// ------------------------------------------------------------------------------- encode / decode
+
+function timestampsFitDod(ts: ArrayLike<number>): boolean {
+  for (let i = 0; i < ts.length; i++) {
+    const t = ts[i];
+    if (!Number.isInteger(t) || Math.abs(t) > SAFE_INT / 4) return false;
+  }
+  return true;
+}
+
+function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'decimal' | 'xor' | 'raw' | undefined): { body: Uint8Array; valueLayout: number; tsRaw: boolean } {
+  const n = ts.length;
+  const w = new ByteWriter(Math.max(64, n * 3));
+  const tsRaw = !timestampsFitDod(ts) || layout === 'raw';
+  if (tsRaw) {
+    for (let i = 0; i < n; i++) w.f64(ts[i]);
+  } else if (n > 0) {
+    w.svar(ts[0]);
+    if (n > 1) {
+      let prevDelta = ts[1] - ts[0];
+      w.svar(prevDelta);
+      for (let i = 2; i < n; i++) {
+        const d = ts[i] - ts[i - 1];
+        w.svar(d - prevDelta);
+        prevDelta = d;
+      }
+    }
+  }
+  let valueLayout = VAL_RAW;
+  const k = layout === undefined || layout === 'decimal' ? decimalScale(values) : null;
+  if (k !== null && n > 0) {
+    valueLayout = VAL_DECIMAL;
+    const p = POW10[k];
+    w.byte(k);
+    let prev = 0;
+    for (let i = 0; i < n; i++) {
+      const x = Math.round(values[i] * p);
+      w.svar(x - prev);
+      prev = x;
+    }
+  } else if (layout !== 'raw' && n > 0) {
+    valueLayout = VAL_XOR;
+    w.bytes(encodeXor(values));
+  } else {
+    for (let i = 0; i < n; i++) w.f64(values[i]);
+  }
+  return { body: w.result(), valueLayout, tsRaw };
+}
+
+/** Encodes one variable's samples (C1–C4). `ts` and `values` have the same length. */
+export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, options: EncodeOptions = {}): Buffer {
+  if (ts.length !== values.length) throw new RangeError(`encodeChunk: ${ts.length} timestamps but ${values.length} values`);
+  for (let i = 0; i < values.length; i++) {
+    if (!Number.isFinite(values[i]) || !Number.isFinite(ts[i])) throw new RangeError(`encodeChunk: sample ${i} is not finite (${ts[i]}, ${values[i]})`);
+  }
+  const compressor = options.compressor ?? 'deflate';
+  const { body, valueLayout, tsRaw } = encodeBody(ts, values, options.valueLayout);
+  let comp: number = COMP.none;
+  let payload: Uint8Array = body;
+  if (compressor !== 'none' && body.length > 32) {
+    const packed =
+      compressor === 'brotli'
+        ? brotliCompressSync(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length, [zlibConstants.BROTLI_PARAM_LGWIN]: 18 } })
+        : deflateRawSync(body, { level: 9, memLevel: 8, windowBits: 14 });
+    if (packed.length < body.length) {
+      payload = packed;
+      comp = COMP[compressor];
+    }
+  }
+  const head = new ByteWriter(12);
+  head.byte(CHUNK_FORMAT_VERSION);
+  head.byte(comp | (valueLayout << 2) | (tsRaw ? TS_RAW_FLAG : 0));
+  head.uvar(ts.length);
+  const h = head.result();
+  const out = Buffer.allocUnsafe(h.length + payload.length);
+  out.set(h, 0);
+  out.set(payload, h.length);
+  if (options.verify === false) return out;
+  if (!sameSamples(decodeChunk(out), ts, values)) {
+    // C3: never store a layout that does not read back exactly.
+    if (options.valueLayout === 'raw') throw new Error('encodeChunk: raw layout failed its own check');
+    return encodeChunk(ts, values, { compressor: 'none', valueLayout: 'raw' });
+  }
+  return out;
+}
+
+/** Reads a chunk written by `encodeChunk`. Throws ChunkFormatError on anything malformed. */
+export function decodeChunk(chunk: Uint8Array): DecodedChunk {
+  const head = new ByteReader(chunk);
+  const version = head.byte();
+  if (version !== CHUNK_FORMAT_VERSION) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION})`);
+  const flags = head.byte();
+  const n = head.uvar();
+  const comp = flags & 3;
+  const valueLayout = (flags >> 2) & 3;
+  const tsRaw = (flags & TS_RAW_FLAG) !== 0;
+  let body = head.rest;
+  if (comp === COMP.deflate) body = inflateRawSync(body);
+  else if (comp === COMP.brotli) body = brotliDecompressSync(body);
+  else if (comp !== COMP.none) throw new ChunkFormatError(`unknown compressor ${comp}`);
+  const r = new ByteReader(body);
+  const ts = new Float64Array(n);
+  const values = new Float64Array(n);
+  if (tsRaw) {
+    for (let i = 0; i < n; i++) ts[i] = r.f64();
+  } else if (n > 0) {
+    ts[0] = r.svar();
+    if (n > 1) {
+      let delta = r.svar();
+      ts[1] = ts[0] + delta;
+      r.pos = readSvarDeltas(body, r.pos, ts, 2, delta, true);
+    }
+  }
+  if (n > 0) {
+    if (valueLayout === VAL_DECIMAL) {
+      const k = r.byte();
+      if (k > MAX_DECIMALS) throw new ChunkFormatError(`bad decimal scale ${k}`);
+      const p = POW10[k];
+      r.pos = readSvarDeltas(body, r.pos, values, 0, 0, false);
+      if (p !== 1) for (let i = 0; i < n; i++) values[i] = values[i] / p;
+    } else if (valueLayout === VAL_XOR) {
+      decodeXor(r.rest, n, values);
+    } else if (valueLayout === VAL_RAW) {
+      for (let i = 0; i < n; i++) values[i] = r.f64();
+    } else throw new ChunkFormatError(`unknown value layout ${valueLayout}`);
+  }
+  return { ts, values };
+}
+
+/**
+ * The hot loop of decoding, inlined: zigzag varints from `pos`, summed into `out[from..]`. With
+ * `dod` each varint changes the running delta (timestamps); without, each one is the delta itself
+ * (decimal values, from 0). Returns the position after the last varint.
+ */
+function readSvarDeltas(buf: Uint8Array, pos: number, out: Float64Array, from: number, delta: number, dod: boolean): number {
+  const len = buf.length;
+  let acc = from > 0 ? out[from - 1] : 0;
+  for (let i = from; i < out.length; i++) {
+    let z = 0;
+    let mul = 1;
+    for (;;) {
+      if (pos >= len) throw new ChunkFormatError('chunk ends early');
+      const b = buf[pos++];
+      z += (b & 127) * mul;
+      if (b < 128) break;
+      mul *= 128;
+      if (mul > 2 ** 56) throw new ChunkFormatError('varint too long');
+    }
+    const v = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    if (dod) {
+      delta += v;
+      acc += delta;
+    } else acc += v;
+    out[i] = acc;
+  }
+  return pos;
+}
+
+/** Number of samples in a chunk, from its header alone. */
+export function chunkCount(chunk: Uint8Array): number {
+  const r = new ByteReader(chunk);
+  const version = r.byte();
+  if (version !== CHUNK_FORMAT_VERSION) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION})`);
+  r.byte();
+  return r.uvar();
+}
+
+/** Bit-exact comparison (Object.is tells −0 from 0; NaN never occurs, values are finite). */
+export function sameSamples(d: DecodedChunk, ts: ArrayLike<number>, values: ArrayLike<number>): boolean {
+  if (d.ts.length !== ts.length || d.values.length !== values.length) return false;
+  for (let i = 0; i < ts.length; i++) {
+    if (!Object.is(d.ts[i], ts[i]) || !Object.is(d.values[i], values[i])) return false;
+  }
+  return true;
+}

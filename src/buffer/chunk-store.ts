@@ -1,0 +1,188 @@
+import type { Database, Statement } from 'better-sqlite3';
+import { decodeChunk, encodeChunk, type Compressor } from './chunk-codec.js';
+import { fromRowValue, toRowValue } from './row-value.js';
+
+/**
+ * Sealed samples: per-variable compressed chunks in the `chunks` table, beside the `samples` rows.
+ *
+ * INVARIANTS (kept here; SampleBuffer relies on them for I2–I5):
+ *
+ *  S1  A chunk holds the samples with seqs `seq_from .. seq_from + n − 1`, in that order: every
+ *      sealed sample still has its own seq, so seq ranges (import jobs, sync-only ranges) mean the
+ *      same samples whether they are rows or chunks. No seq is ever both a row and in a chunk, and
+ *      no two chunks overlap (they are written and changed only inside SampleBuffer transactions).
+ *  S2  Rows ↔ chunks conversions never change a sample's seq, except sealing, which renumbers a
+ *      seq range that nothing holds (no claim, no import job, no sync-only range) into the same
+ *      range (sealer.ts). Hence a held seq always means the same sample.
+ *  S3  Removing part of a chunk (a partial import range, set-aside items) re-encodes the rest as
+ *      chunks over the remaining seqs in the same transaction; nothing else is touched.
+ *  S4  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
+ *      key range scan starting MAX_CHUNK_SAMPLES below it.
+ */
+
+export const MAX_CHUNK_SAMPLES = 4_096;
+
+export interface ChunkRow {
+  seq_from: number;
+  var: number;
+  n: number;
+  ts_min: number;
+  ts_max: number;
+  data: Buffer;
+}
+
+export interface ChunkTotals {
+  chunks: number;
+  samples: number;
+  bytes: number;
+}
+
+export class ChunkStore {
+  private readonly st: {
+    insert: Statement;
+    remove: Statement;
+    overlapping: Statement;
+    firstEndingAfter: Statement;
+    lastStartingBefore: Statement;
+    totals: Statement;
+    insertRow: Statement;
+    oldest: Statement;
+  };
+
+  constructor(
+    private readonly db: Database,
+    private readonly compressor: Compressor = 'deflate',
+  ) {
+    this.st = {
+      insert: db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (?, ?, ?, ?, ?, ?)'),
+      remove: db.prepare('DELETE FROM chunks WHERE seq_from = ?'),
+      overlapping: db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from >= ? AND seq_from <= ? AND seq_from + n - 1 >= ? ORDER BY seq_from'),
+      firstEndingAfter: db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from >= ? AND seq_from < ? AND seq_from + n - 1 > ? ORDER BY seq_from LIMIT 1'),
+      lastStartingBefore: db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from DESC LIMIT 1'),
+      totals: db.prepare('SELECT count(*) AS chunks, coalesce(sum(n), 0) AS samples, coalesce(sum(length(data)), 0) AS bytes FROM chunks'),
+      insertRow: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
+      oldest: db.prepare('SELECT min(ts_min) FROM (SELECT ts_min FROM chunks ORDER BY seq_from LIMIT 1)').pluck(true),
+    };
+  }
+
+  totals(): ChunkTotals {
+    return this.st.totals.get() as ChunkTotals;
+  }
+
+  /** Encodes and stores one chunk; the caller guarantees S1 (seqs free, inside a transaction). */
+  write(seqFrom: number, varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): Buffer {
+    const data = encodeChunk(ts, values, { compressor: this.compressor });
+    let min = Infinity;
+    let max = -Infinity;
+    for (let i = 0; i < ts.length; i++) {
+      if (ts[i] < min) min = ts[i];
+      if (ts[i] > max) max = ts[i];
+    }
+    this.st.insert.run(seqFrom, varId, ts.length, min, max, data);
+    return data;
+  }
+
+  /** Chunks holding any seq in [from, to], in seq order (S4). */
+  overlapping(from: number, to: number): ChunkRow[] {
+    return this.st.overlapping.all(from - MAX_CHUNK_SAMPLES + 1, to, from) as ChunkRow[];
+  }
+
+  /** The first chunk with a sample seq in (lo, hi). */
+  firstAfter(lo: number, hi: number): ChunkRow | undefined {
+    return this.st.firstEndingAfter.get(lo - MAX_CHUNK_SAMPLES + 1, hi, lo) as ChunkRow | undefined;
+  }
+
+  /** The chunk with the highest seq_from in (lo, hi). */
+  lastBefore(lo: number, hi: number): ChunkRow | undefined {
+    return this.st.lastStartingBefore.get(lo, hi) as ChunkRow | undefined;
+  }
+
+  /** Sample timestamp of the chunk with the lowest seqs (its earliest), or null. */
+  oldestTs(): number | null {
+    return (this.st.oldest.get() as number | null) ?? null;
+  }
+
+  /** Number of sealed samples with seqs in [from, to]. */
+  countIn(from: number, to: number): number {
+    let n = 0;
+    for (const c of this.overlapping(from, to)) n += Math.min(to, c.seq_from + c.n - 1) - Math.max(from, c.seq_from) + 1;
+    return n;
+  }
+
+  /**
+   * Removes the sealed samples with seqs in [from, to] (S3); returns them (seq order) so the
+   * caller can count and report exactly what left.
+   */
+  removeRange(from: number, to: number): { removed: number; tsMin: number; tsMax: number } {
+    let removed = 0;
+    let tsMin = Infinity;
+    let tsMax = -Infinity;
+    for (const c of this.overlapping(from, to)) {
+      const end = c.seq_from + c.n - 1;
+      if (c.seq_from >= from && end <= to) {
+        this.st.remove.run(c.seq_from);
+        removed += c.n;
+        tsMin = Math.min(tsMin, c.ts_min);
+        tsMax = Math.max(tsMax, c.ts_max);
+        continue;
+      }
+      const d = decodeChunk(c.data);
+      this.st.remove.run(c.seq_from);
+      const cutFrom = Math.max(from, c.seq_from) - c.seq_from;
+      const cutTo = Math.min(to, end) - c.seq_from;
+      for (let i = cutFrom; i <= cutTo; i++) {
+        tsMin = Math.min(tsMin, d.ts[i]);
+        tsMax = Math.max(tsMax, d.ts[i]);
+      }
+      removed += cutTo - cutFrom + 1;
+      if (cutFrom > 0) this.write(c.seq_from, c.var, d.ts.subarray(0, cutFrom), d.values.subarray(0, cutFrom));
+      if (cutTo < c.n - 1) this.write(c.seq_from + cutTo + 1, c.var, d.ts.subarray(cutTo + 1), d.values.subarray(cutTo + 1));
+    }
+    return { removed, tsMin, tsMax };
+  }
+
+  /** Turns a chunk back into rows with the same seqs (S2); returns the number of rows. */
+  unseal(c: ChunkRow): number {
+    const d = decodeChunk(c.data);
+    this.st.remove.run(c.seq_from);
+    for (let i = 0; i < c.n; i++) this.st.insertRow.run(c.seq_from + i, c.var, d.ts[i], toRowValue(d.values[i]));
+    return c.n;
+  }
+
+  /** Removes single seqs (set-aside items held in chunks); returns how many were found. */
+  removeSeqs(seqs: readonly number[]): number {
+    let removed = 0;
+    for (const seq of [...seqs].sort((a, b) => a - b)) removed += this.removeRange(seq, seq).removed;
+    return removed;
+  }
+}
+
+/** Every sealed sample of a chunk row with its seq, decoded. */
+export function* chunkSamples(c: ChunkRow, from = -Infinity, to = Infinity): Generator<{ seq: number; ts: number; value: number }> {
+  const d = decodeChunk(c.data);
+  for (let i = 0; i < c.n; i++) {
+    const seq = c.seq_from + i;
+    if (seq < from || seq > to) continue;
+    yield { seq, ts: d.ts[i], value: d.values[i] };
+  }
+}
+
+/**
+ * Every unsent sample in a buffer file, rows and sealed, with variable names, in seq order. For
+ * tools that read the file directly (the crash harness, tests, `backup`).
+ */
+export function readAllSamples(db: Database): Array<{ seq: number; variable: string; ts: number; value: number }> {
+  const names = new Map<number, string>((db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>).map(([id, name]) => [id, name]));
+  const out: Array<{ seq: number; variable: string; ts: number; value: number }> = [];
+  for (const [seq, v, ts, value] of db.prepare('SELECT seq, var, ts, value FROM samples ORDER BY seq').raw(true).iterate() as Iterable<[number, number, number, number | Buffer]>) {
+    out.push({ seq, variable: names.get(v) ?? `#${v}`, ts, value: fromRowValue(value) });
+  }
+  const hasChunks = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined;
+  if (hasChunks) {
+    for (const c of db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks ORDER BY seq_from').all() as ChunkRow[]) {
+      for (const x of chunkSamples(c)) out.push({ seq: x.seq, variable: names.get(c.var) ?? `#${c.var}`, ts: x.ts, value: x.value });
+    }
+    out.sort((a, b) => a.seq - b.seq);
+  }
+  return out;
+}

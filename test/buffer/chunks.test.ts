@@ -1,0 +1,264 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readAllSamples } from '../../src/buffer/chunk-store.js';
+import { openBufferDatabase } from '../../src/buffer/database.js';
+import { SCHEMA_VERSION } from '../../src/buffer/migrations.js';
+import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { createMetrics } from '../../src/core/metrics.js';
+import { buildImportFile } from '../../src/uplink/import-file.js';
+import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+
+const open: TestBuffer[] = [];
+afterEach(async () => {
+  for (const b of open.splice(0)) await b.destroy();
+});
+function track(b: TestBuffer): TestBuffer {
+  open.push(b);
+  return b;
+}
+
+const T0 = Date.UTC(2026, 10, 1);
+const SPECIAL = [-0, 0, 5e-324, 1e308, -1e308, 2 ** 60, 21.37, 1 / 3, -273.15];
+
+/** `n` samples of `vars` variables, round-robin, 1 s apart per variable, some special values. */
+function plant(n: number, vars = 5) {
+  return Array.from({ length: n }, (_, i) => ({
+    variable: `mvr_${i % vars}`,
+    ts: T0 + Math.floor(i / vars) * 1000 + (i % 7 === 0 ? -3 : 0),
+    value: i % 11 === 0 ? SPECIAL[(i / 11) % SPECIAL.length] : Math.round(Math.sin(i / 50) * 1e4) / 100,
+  }));
+}
+
+const key = (s: { variable: string; ts: number; value: number }) => `${s.variable}|${s.ts}|${Object.is(s.value, -0) ? '-0' : s.value}`;
+
+async function filled(n: number, extra: Parameters<typeof openTestBuffer>[0] = {}) {
+  const b = track(openTestBuffer({ sealRows: 1_000, ...extra }));
+  const data = plant(n);
+  for (let i = 0; i < data.length; i += 2_000) await b.buffer.append(data.slice(i, i + 2_000));
+  return { b, data };
+}
+
+describe('sealed chunks (buffer v2)', () => {
+  it('seals rows into chunks losing nothing, bit-exact, across a reopen, and never reuses a seq', async () => {
+    const { b, data } = await filled(10_000);
+    const seqsBefore = new Set(b.rows().map((r) => r.seq));
+    b.buffer.sealNow();
+    const s = b.buffer.stats();
+    expect(s.rows).toBe(10_000);
+    expect(s.sealedSamples).toBe(10_000);
+    expect(s.liveRows).toBe(0);
+    expect(s.chunks).toBeGreaterThanOrEqual(5);
+    expect(s.compressionRatio!).toBeGreaterThan(1.5); // small chunks of awkward values; bench/buffer-footprint.ts measures real ratios
+    await b.close();
+    const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
+    const db = again.buffer.database;
+    const all = readAllSamples(db);
+    expect(all.map(key).sort()).toEqual(data.map(key).sort());
+    // Sealing renumbered inside the same seq range (L2): every seq was a seq before.
+    for (const r of all) expect(seqsBefore.has(r.seq)).toBe(true);
+    await again.buffer.append([{ variable: 'mvr_new', ts: T0, value: 1 }]);
+    const newest = again.rows().at(-1)!;
+    expect(newest.seq).toBeGreaterThan(Math.max(...seqsBefore));
+    expect(again.buffer.stats().rows).toBe(10_001);
+  });
+
+  it('the sync path reaches sealed samples newest-first once the rows are gone, and an ack removes them', async () => {
+    const { b, data } = await filled(3_000);
+    b.buffer.sealNow();
+    await b.buffer.append([{ variable: 'mvr_live', ts: T0 + 10_000_000, value: 7 }]);
+    const first = b.buffer.claimNewest(200);
+    expect(first[0].variable).toBe('mvr_live'); // the live row first
+    expect(first).toHaveLength(200);
+    const seen = new Set<number>(first.map((r) => r.seq));
+    b.buffer.ack(first);
+    let claimed = first.length;
+    for (;;) {
+      const batch = b.buffer.claimNewest(200);
+      if (batch.length === 0) break;
+      for (const r of batch) {
+        expect(seen.has(r.seq)).toBe(false); // never handed out twice
+        seen.add(r.seq);
+      }
+      claimed += batch.length;
+      b.buffer.ack(batch);
+    }
+    expect(claimed).toBe(3_001);
+    await b.buffer.flush();
+    expect(b.buffer.stats().rows).toBe(0);
+    expect(readAllSamples(b.buffer.database)).toEqual([]);
+    expect(data.length).toBe(3_000);
+  });
+
+  it('claimOldest takes the oldest samples first, sealed ones included, and release returns them', async () => {
+    const { b, data } = await filled(2_000);
+    b.buffer.sealNow();
+    await b.buffer.append([{ variable: 'mvr_live', ts: T0 + 10_000_000, value: 7 }]);
+    expect(b.buffer.oldestAvailableTs()).toBe(Math.min(...data.slice(0, 5).map((d) => d.ts)));
+    const oldest = b.buffer.claimOldest(50);
+    expect(oldest).toHaveLength(50);
+    expect(oldest.every((r) => r.variable !== 'mvr_live')).toBe(true);
+    expect(Math.min(...oldest.map((r) => r.ts))).toBe(Math.min(...data.map((d) => d.ts)));
+    expect(b.buffer.available).toBe(2_001 - 50);
+    b.buffer.release(oldest);
+    expect(b.buffer.available).toBe(2_001);
+  });
+
+  it('builds an import file from chunks and rows, maps item indices back, and deletes exactly its range (partial chunks kept)', async () => {
+    const { b, data } = await filled(6_000);
+    b.buffer.sealNow();
+    const live = plant(500).map((s) => ({ ...s, variable: `live_${s.variable}` }));
+    await b.buffer.append(live);
+    const all = readAllSamples(b.buffer.database);
+    // A range that starts and ends inside chunks, spanning sealed samples and rows.
+    const from = all[1_234].seq;
+    const to = all[all.length - 100].seq;
+    const range = { from, to };
+    b.buffer.reserveRange(range);
+    const inRange = all.filter((r) => r.seq >= from && r.seq <= to);
+    expect(b.buffer.stats().reserved).toBe(inRange.length);
+    const dir = mkdtempSync(join(tmpdir(), 'gw-chunk-import-'));
+    try {
+      const file = join(dir, 'import.json');
+      const built = await buildImportFile(b.buffer.importReader(range, 'machine_variable_id'), file, 128_000_000);
+      expect(built.itemCount).toBe(inRange.length);
+      expect(built.lastSeq).toBe(inRange.at(-1)!.seq);
+      const items = (JSON.parse(readFileSync(file, 'utf8')) as { items: Array<{ timestamp: string; machine_variable_id: string; value: number }> }).items;
+      // The file's order is readRange's order (a job's error index names a sample).
+      const read = [...b.buffer.readRange(range, 777)].flat();
+      expect(read.map((r) => r.seq)).toEqual(inRange.map((r) => r.seq));
+      items.forEach((it, i) => {
+        expect(it.machine_variable_id).toBe(read[i].variable);
+        expect(Date.parse(it.timestamp)).toBe(read[i].ts);
+        expect(Object.is(it.value, read[i].value)).toBe(true);
+      });
+      const deleted = b.buffer.deleteRange(range);
+      expect(deleted).toBe(inRange.length);
+      const left = readAllSamples(b.buffer.database);
+      expect(left.map(key).sort()).toEqual(all.filter((r) => r.seq < from || r.seq > to).map(key).sort());
+      expect(b.buffer.stats().rows).toBe(left.length);
+      expect(b.buffer.stats().reserved).toBe(0);
+      expect(data.length + live.length).toBe(all.length);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an import file cut by its size limit ends inside a chunk, and the rest stays claimable', async () => {
+    const { b } = await filled(4_000);
+    b.buffer.sealNow();
+    const all = readAllSamples(b.buffer.database);
+    const range = { from: all[0].seq, to: all.at(-1)!.seq };
+    b.buffer.reserveRange(range);
+    const dir = mkdtempSync(join(tmpdir(), 'gw-chunk-import-'));
+    try {
+      const built = await buildImportFile(b.buffer.importReader(range, 'machine_variable_id'), join(dir, 'f.json'), 50_000);
+      expect(built.itemCount).toBeGreaterThan(100);
+      expect(built.itemCount).toBeLessThan(4_000);
+      b.buffer.shrinkRange(range, built.lastSeq!);
+      expect(b.buffer.stats().reserved).toBe(built.itemCount);
+      expect(b.buffer.available).toBe(4_000 - built.itemCount);
+      expect(b.buffer.deleteRange({ from: range.from, to: built.lastSeq! })).toBe(built.itemCount);
+      expect(readAllSamples(b.buffer.database)).toHaveLength(4_000 - built.itemCount);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('sets aside sealed items exactly (import path), in one transaction with their removal', async () => {
+    const { b } = await filled(3_000);
+    b.buffer.sealNow();
+    const all = readAllSamples(b.buffer.database);
+    const victims = [all[10], all[1_500], all[2_999]].map((r) => ({ ...r }));
+    b.buffer.setAside(victims, { path: 'import', reason: 'unknown machine variable', jobId: 'job_x' });
+    const left = readAllSamples(b.buffer.database);
+    expect(left).toHaveLength(2_997);
+    expect(b.buffer.stats().rows).toBe(2_997);
+    const aside = b.buffer.database.prepare('SELECT variable, ts, value FROM set_aside ORDER BY id').all();
+    expect(aside).toEqual(victims.map((v) => ({ variable: v.variable, ts: v.ts, value: v.value })));
+    expect(left.map(key)).not.toContain(key(victims[1]));
+  });
+
+  it('sealing leaves held samples alone: sync claims and import-job ranges keep their seqs and content', async () => {
+    const { b } = await filled(5_000);
+    const claimed = b.buffer.claimNewest(100);
+    const before = b.rows();
+    const range = { from: before[100].seq, to: before[900].seq };
+    b.buffer.reserveRange(range);
+    const reservedBefore = before.filter((r) => r.seq >= range.from && r.seq <= range.to);
+    b.buffer.sealNow();
+    const rowsAfter = b.rows();
+    // The job's rows and the claimed rows are untouched rows.
+    expect(rowsAfter.filter((r) => r.seq >= range.from && r.seq <= range.to)).toEqual(reservedBefore);
+    for (const c of claimed) expect(rowsAfter.find((r) => r.seq === c.seq)).toEqual({ seq: c.seq, variable: c.variable, ts: c.ts, value: c.value });
+    expect(b.buffer.stats().sealedSamples).toBe(5_000 - reservedBefore.length - claimed.length);
+    b.buffer.ack(claimed);
+    await b.buffer.flush();
+    expect(b.buffer.deleteRange(range)).toBe(reservedBefore.length);
+    expect(b.buffer.stats().rows).toBe(5_000 - 100 - reservedBefore.length);
+  });
+
+  it('drop_oldest drops whole sealed chunks first and counts exactly the samples dropped', async () => {
+    const metrics = createMetrics();
+    const { b } = await filled(40_000, { metrics, maxBytes: 1_000_000_000 });
+    b.buffer.sealNow();
+    const sealedBefore = readAllSamples(b.buffer.database);
+    // Shrink the limit below what the file uses: the next commit applies the policy.
+    (b.buffer as unknown as { opts: { maxBytes: number } }).opts.maxBytes = Math.floor(b.buffer.usedBytes() * 0.5);
+    const more = Array.from({ length: 20_000 }, (_, i) => ({ variable: 'mvr_more', ts: T0 + 1e9 + i, value: i }));
+    await b.buffer.append(more);
+    const dropped = b.buffer.stats().droppedTotal;
+    expect(dropped).toBeGreaterThan(0);
+    const left = readAllSamples(b.buffer.database);
+    expect(left.length).toBe(40_000 + 20_000 - dropped);
+    expect(b.buffer.stats().rows).toBe(left.length);
+    const counted = (await metrics.registry.getSingleMetric('gateway_buffer_dropped_samples_total')!.get()).values.reduce((n, v) => n + v.value, 0);
+    expect(counted).toBe(dropped);
+    // Sealed (older) data goes before any new row.
+    const moreLeft = left.filter((r) => r.variable === 'mvr_more').length;
+    const sealedLeft = left.length - moreLeft;
+    expect(sealedLeft === 0 || moreLeft === 20_000).toBe(true);
+    expect(sealedBefore.length - sealedLeft + (20_000 - moreLeft)).toBe(dropped);
+  });
+
+  it('opens a v1 file with a backlog (schema 2) and seals it in place, losing nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-v1-'));
+    const path = join(dir, 'buffer.db');
+    try {
+      // A v1 file: the schema as released before chunks, written with plain SQL.
+      const { db: tmp } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      tmp.exec('DROP TABLE chunks; DROP TABLE gaps; DROP TABLE last_committed;');
+      tmp.prepare("DELETE FROM meta WHERE key = 'sealed_upto'").run();
+      tmp.pragma('user_version = 2');
+      const ins = tmp.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)');
+      tmp.prepare("INSERT INTO variables (id, name) VALUES (1, 'mvr_a'), (2, 'mvr_b')").run();
+      const rows = Array.from({ length: 20_000 }, (_, i) => [i + 1, 1 + (i % 2), T0 + i * 500, i % 3 === 0 ? 1e308 : i / 8] as const);
+      tmp.transaction(() => rows.forEach((r) => ins.run(...r)))();
+      tmp.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', '20001')").run();
+      tmp.close();
+
+      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+      const buffer = new SampleBuffer(db, { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 5_000 });
+      // The first commit after start seals the old backlog, a step at a time.
+      await buffer.append([{ variable: 'mvr_a', ts: T0 - 1, value: 1 }]);
+      for (let i = 0; i < 10 && buffer.stats().sealedSamples < 20_000; i++) buffer.sealNow();
+      expect(buffer.stats().sealedSamples).toBeGreaterThanOrEqual(20_000);
+      const all = readAllSamples(db);
+      expect(all).toHaveLength(20_001);
+      const want = rows.map(([, v, ts, value]) => key({ variable: v === 1 ? 'mvr_a' : 'mvr_b', ts, value })).concat(key({ variable: 'mvr_a', ts: T0 - 1, value: 1 }));
+      expect(all.map(key).sort()).toEqual(want.sort());
+      await buffer.close();
+      // A v1 gateway refuses the converted file with the clear message (downgrade).
+      const check = new BetterSqlite3(path);
+      expect(check.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+      check.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
