@@ -15,6 +15,9 @@ import type { AnnotationsRuntime } from '../annotations/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
+import { registerConsoleRoutes, type ConsoleRuntime } from '../console/routes.js';
+import { ValueRing } from '../console/value-ring.js';
+import { RefusalLog } from '../console/refusal-log.js';
 import { assertUniqueNames, buildSourceSection, buildSources } from '../sources/registry.js';
 import { appliedConfig, planReload, type ReloadPlan } from './reload-plan.js';
 import { RequestBudget } from '../uplink/budget.js';
@@ -150,11 +153,18 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     clock,
   });
 
+  // The console's live values and refusals (src/console): a tap on committed samples, bounded.
+  const consoleOn = config.http.enabled && config.http.console;
+  const ring = consoleOn ? new ValueRing() : null;
+  const refusals = consoleOn ? new RefusalLog() : null;
+  if (ring) sink.addTap(ring);
+
   const sourceStats = new Map<string, SourceStats>();
   const makeContext = (name: string, kind: SourceKind): SourceContext => {
     const dir = join(dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
     const stats = new SourceStats(name, kind, metrics, clock);
+    if (refusals) stats.onRefused = (reason, n, info) => refusals.record({ at: clock.now(), source: name, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n);
     sourceStats.set(name, stats);
     return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir };
   };
@@ -173,6 +183,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true);
 
   let http: LocalHttpServer | null = null;
+  let consoleRuntime: ConsoleRuntime | null = null;
   let annotations: AnnotationsRuntime | null = null;
   let untapAnnotations: (() => void) | null = null;
   let closed = false;
@@ -315,6 +326,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     await annotations?.close();
     await Promise.all([sync.stop(3_000), backfill.stop()]);
     budget.close();
+    consoleRuntime?.close();
     await http?.close();
     await client.close();
     try {
@@ -340,6 +352,9 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       });
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
+      if (ring && refusals) {
+        consoleRuntime = registerConsoleRoutes(http, { status, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, dataDir, reload: (next) => reload(next) });
+      }
     }
     await startAnnotationsFor(config);
     await startSources(sources);
