@@ -36,7 +36,8 @@ export class LiveHub {
     res.on('close', drop);
     res.on('error', drop);
     if (!this.timer) {
-      this.ring.takeDirty(); // what changed before anyone watched is in the snapshot the page loads
+      // What changed before anyone watched is in the snapshot the page loads.
+      for (const e of this.ring.takeDirty()) e.pending = 0;
       this.timer = setInterval(() => this.tick(), this.intervalMs);
       this.timer.unref();
     }

@@ -69,6 +69,34 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     return index.map;
   };
 
+  // The organisation's catalog (GET /machines, /machine-variables, as `check --online` reads it),
+  // kept a minute: it names the machine of each variable and feeds the mapping on the build page.
+  type Catalog = { machines: Array<{ id: string; name: string }>; variables: Array<{ id: string; name: string; machine: string | null }> };
+  let catalog: { at: number; body: Catalog } | null = null;
+  let catalogLoading: Promise<Catalog> | null = null;
+  const loadCatalog = (refresh = false): Promise<Catalog> => {
+    if (catalog && !refresh && Date.now() - catalog.at < 60_000) return Promise.resolve(catalog.body);
+    catalogLoading ??= (async () => {
+      const { fetchCatalog, CatalogCheckError } = await import('../commands/catalog-check.js');
+      try {
+        const c = await fetchCatalog(deps.client, deps.config().service);
+        const body: Catalog = {
+          machines: [...c.machines].map(([id, name]) => ({ id, name })),
+          variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null })),
+        };
+        catalog = { at: Date.now(), body };
+        return body;
+      } catch (err) {
+        throw new HttpError(502, 'catalog_unavailable', err instanceof CatalogCheckError ? err.message : describeError(err));
+      } finally {
+        catalogLoading = null;
+      }
+    })();
+    return catalogLoading;
+  };
+  let catalogTried = false;
+  const machineFromCatalog = (id: string): string | null => catalog?.body.variables.find((v) => v.id === id)?.machine ?? null;
+
   const setAsideCounts = deps.buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
   const page: Reply = { html: consolePage(deps.config().gateway.name), headers: { 'content-security-policy': CSP } };
 
@@ -95,6 +123,11 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
    * rows small and quick to parse.
    */
   http.route('GET', '/console/api/variables', () => {
+    if (!catalogTried) {
+      catalogTried = true;
+      loadCatalog().catch(() => undefined); // machine names once the service answers; never blocks
+    }
+    const catalogMachines = catalog ? new Map(catalog.body.variables.map((v) => [v.id, v.machine])) : null;
     const info = infoOf();
     const now = Date.now();
     const b = deps.buffer.stats();
@@ -109,7 +142,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
         id,
         idx: e?.idx ?? -1,
         source: i?.source ?? null,
-        machine: i?.machine ?? null,
+        machine: i?.machine ?? catalogMachines?.get(id) ?? null,
         mapped: i !== undefined,
         value: e?.last ?? null,
         ts: e?.lastTs ?? null,
@@ -134,7 +167,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
         id,
         source: i?.source ?? null,
         kind: i?.kind ?? null,
-        machine: i?.machine ?? null,
+        machine: i?.machine ?? machineFromCatalog(id),
         settings: i?.settings ?? [],
         config: i?.config ?? null,
         value: e?.last ?? null,
@@ -151,23 +184,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });
 
   // --- Build the config ---
-  let catalog: { at: number; body: unknown } | null = null;
-  http.route('GET', '/console/api/catalog', async ({ url }) => {
-    if (catalog && Date.now() - catalog.at < 60_000 && url.searchParams.get('refresh') !== '1') return { json: catalog.body };
-    const { fetchCatalog, CatalogCheckError } = await import('../commands/catalog-check.js');
-    try {
-      const c = await fetchCatalog(deps.client, deps.config().service);
-      const body = {
-        machines: [...c.machines].map(([id, name]) => ({ id, name })),
-        variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null })),
-      };
-      catalog = { at: Date.now(), body };
-      return { json: body };
-    } catch (err) {
-      if (err instanceof CatalogCheckError) throw new HttpError(502, 'catalog_unavailable', err.message);
-      throw new HttpError(502, 'catalog_unavailable', describeError(err));
-    }
-  }, { name: 'console catalog' });
+  http.route('GET', '/console/api/catalog', async ({ url }) => ({ json: await loadCatalog(url.searchParams.get('refresh') === '1') }), { name: 'console catalog' });
 
   let browsing = false;
   http.route('POST', '/console/api/opcua/browse', async (ctx) => {

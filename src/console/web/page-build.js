@@ -8,6 +8,24 @@ function slug(path) {
   return path.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 60) || 'node';
 }
 
+/**
+ * The catalog variable that most likely is this node: its name must contain the node's browse
+ * name, and the more words of the browse path (Press1/Temperature) it shares, the better.
+ */
+function guess(n, vars) {
+  const leaf = slug(n.browseName);
+  const words = slug(n.path).split('_');
+  let best = null;
+  let score = 0;
+  for (const v of vars) {
+    const hay = `_${slug(`${v.id} ${v.name} ${v.machine ?? ''}`)}_`;
+    if (!hay.includes(`_${leaf}_`)) continue;
+    const s = words.filter((w) => hay.includes(`_${w}_`) || hay.includes(w)).length;
+    if (s > score) { score = s; best = v.id; }
+  }
+  return best;
+}
+
 function OpcuaBrowse({ onSnippet }) {
   const first = store.status?.sources.find((s) => s.kind === 'opcua');
   const [endpoint, setEndpoint] = useState(first?.detail?.endpoint ?? 'opc.tcp://127.0.0.1:4840');
@@ -29,7 +47,7 @@ function OpcuaBrowse({ onSnippet }) {
   const tick = (n) => {
     const next = { ...ticked };
     if (next[n.nodeId]) delete next[n.nodeId];
-    else next[n.nodeId] = { node: n, variable: (catalog?.variables ?? []).find((v) => slug(v.name) === slug(n.browseName))?.id ?? `mvr_CHANGE_ME_${slug(n.path)}` };
+    else next[n.nodeId] = { node: n, variable: guess(n, catalog?.variables ?? []) ?? `mvr_CHANGE_ME_${slug(n.path)}` };
     setTicked(next);
   };
   const make = async () => {

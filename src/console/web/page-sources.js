@@ -8,18 +8,19 @@ function Detail({ value, depth = 0 }) {
     if (value.length === 0) return html`<span class="muted">none</span>`;
     if (value.every((v) => v && typeof v === 'object' && !Array.isArray(v))) {
       const keys = [...new Set(value.flatMap((v) => Object.keys(v)))].slice(0, 12);
-      return html`<table class="tbl inner"><thead><tr>${keys.map((k) => html`<th>${k.replace(/_/g, ' ')}</th>`)}</tr></thead><tbody>${value.slice(0, 200).map((v) => html`<tr>${keys.map((k) => html`<td>${cell(v[k], depth)}</td>`)}</tr>`)}</tbody></table>`;
+      return html`<table class="tbl inner"><thead><tr>${keys.map((k) => html`<th>${k.replace(/_/g, ' ')}</th>`)}</tr></thead><tbody>${value.slice(0, 200).map((v) => html`<tr>${keys.map((k) => html`<td>${cell(v[k], depth, k)}</td>`)}</tr>`)}</tbody></table>`;
     }
     return html`<span class="mono">${value.map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))).join(', ')}</span>`;
   }
   if (typeof value === 'object') {
-    return html`<dl class="kv">${Object.entries(value).map(([k, v]) => html`<dt>${k.replace(/_/g, ' ')}</dt><dd>${cell(v, depth)}</dd>`)}</dl>`;
+    return html`<dl class="kv">${Object.entries(value).map(([k, v]) => html`<dt>${k.replace(/_/g, ' ')}</dt><dd>${cell(v, depth, k)}</dd>`)}</dl>`;
   }
   return String(value);
 }
 
-function cell(v, depth) {
+function cell(v, depth, key = '') {
   if (v === null || v === undefined) return html`<span class="muted">–</span>`;
+  if (typeof v === 'number' && v > 1e12 && /(_at|since|At)$/.test(key)) return fmtTime(v);
   if (typeof v === 'object') return depth > 2 ? html`<span class="mono small">${JSON.stringify(v)}</span>` : html`<${Detail} value=${v} depth=${depth + 1} />`;
   if (typeof v === 'number') return fmtNum(v);
   return String(v);

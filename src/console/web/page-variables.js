@@ -30,6 +30,8 @@ export function Variables() {
     return () => removeEventListener('resize', on);
   }, []);
   const vars = s.vars ?? [];
+  // When the rows were first on screen (ms since navigation), for the first-render test.
+  useEffect(() => { if (vars.length > 0 && window.__firstRowsMs === undefined) window.__firstRowsMs = performance.now(); });
   const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(Boolean))].sort(), [vars]);
   const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(Boolean))].sort(), [vars]);
   const now = Date.now();
