@@ -76,6 +76,9 @@ describe.skipIf(!available)('Variables page with 5,000 variables', () => {
     expect(Math.min(...firsts)).toBeLessThanOrEqual(1_000);
     expect(m.ticks).toBeGreaterThanOrEqual(7); // 1 Hz (a busy machine may delay one or two)
     expect(p95).toBeLessThan(16.7);
+    // Frames longer than 50 ms (three missed vsyncs) come from the machine (two cores shared with
+    // the gateway and other work), not from the updates, whose cost is above; a few are tolerated.
+    expect(long).toBeLessThanOrEqual(Math.ceil(m.gaps.length * 0.05));
     // A value in view changes between two reads a few seconds apart.
     const a = await page.getByTestId('value-mvr_load_1').textContent();
     await expect.poll(() => page.getByTestId('value-mvr_load_1').textContent(), { timeout: 10_000 }).not.toBe(a);
