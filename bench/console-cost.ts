@@ -41,7 +41,7 @@ async function run(name: string, withConsole: boolean): Promise<Run> {
   const gw = await startGatewayProcess(
     {
       gateway: { name, data_dir: join(dir, 'data'), status_interval: 0 },
-      log: { level: 'warn', format: 'json' },
+      log: { level: 'info', format: 'json' },
       service: { base_url: `${emu.base}/tracking/v1`, auth_url: emu.base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
       buffer: { path: join(dir, 'buffer.db') },
       http: { enabled: true, port: httpPort, console: withConsole },

@@ -1,12 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { GatewayStatus } from '../runtime/status.js';
+import type { RefusalLog } from './refusal-log.js';
 import { round4, type ValueRing } from './value-ring.js';
 
 /**
  * The console's live stream (server-sent events, HTML Living Standard §9.2): one `tick` event a
  * second to every open console, built once per tick whatever the number of consoles. A tick holds
  * the status and only the variables that received samples since the previous tick, as
- * [index, value, ts, samples] rows, so 5,000 variables at 1 Hz cost one small JSON a second and no
+ * [index, value, ts, samples] rows (and the refusal counts that changed, as [id, by reason]), so 5,000 variables at 1 Hz cost one small JSON a second and no
  * request per variable. The timer runs only while a console is open.
  */
 export class LiveHub {
@@ -15,6 +16,7 @@ export class LiveHub {
 
   constructor(
     private readonly ring: ValueRing,
+    private readonly refusals: RefusalLog,
     private readonly status: () => GatewayStatus,
     private readonly boot: string,
     private readonly intervalMs = 1_000,
@@ -38,6 +40,7 @@ export class LiveHub {
     if (!this.timer) {
       // What changed before anyone watched is in the snapshot the page loads.
       for (const e of this.ring.takeDirty()) e.pending = 0;
+      this.refusals.takeChanged();
       this.timer = setInterval(() => this.tick(), this.intervalMs);
       this.timer.unref();
     }
@@ -57,7 +60,7 @@ export class LiveHub {
     } catch {
       status = null; // a failing status must not stop the values
     }
-    const frame = `event: tick\ndata: ${JSON.stringify({ boot: this.boot, t: Date.now(), status, v })}\n\n`;
+    const frame = `event: tick\ndata: ${JSON.stringify({ boot: this.boot, t: Date.now(), status, v, r: this.refusals.takeChanged() })}\n\n`;
     for (const res of this.clients) {
       // A console that cannot keep up (a stalled tab) is dropped rather than buffered without end;
       // its EventSource reconnects and reloads the snapshot.

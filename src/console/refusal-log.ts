@@ -18,6 +18,7 @@ const MAX_VARIABLES = 50_000;
 export class RefusalLog {
   private readonly byVariable = new Map<string, { byReason: Record<string, number>; last: RefusalRecord[] }>();
   private readonly recentList: RefusalRecord[] = [];
+  private changed = new Set<string>();
 
   record(r: RefusalRecord, n = 1): void {
     this.recentList.push(r);
@@ -30,8 +31,17 @@ export class RefusalLog {
       this.byVariable.set(r.variable, v);
     }
     v.byReason[r.reason] = (v.byReason[r.reason] ?? 0) + n;
+    this.changed.add(r.variable);
     v.last.push(r);
     if (v.last.length > PER_VARIABLE) v.last.shift();
+  }
+
+  /** Variables with new refusals since the previous call, with their counts by reason. */
+  takeChanged(): Array<[string, Record<string, number>]> {
+    const out: Array<[string, Record<string, number>]> = [];
+    for (const id of this.changed) out.push([id, { ...this.byVariable.get(id)!.byReason }]);
+    this.changed.clear();
+    return out;
   }
 
   of(variable: string): { byReason: Record<string, number>; last: RefusalRecord[] } | undefined {

@@ -4,6 +4,7 @@ import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer, type Reply } from '../http/server.js';
+import type { Metrics } from '../core/metrics.js';
 import type { GatewayStatus } from '../runtime/status.js';
 import type { TrackingClient } from '../uplink/client.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
@@ -15,6 +16,7 @@ import { BUCKET_MS, type ValueRing } from './value-ring.js';
 
 export interface ConsoleDeps {
   status: () => GatewayStatus;
+  metrics: Metrics;
   config: () => GatewayConfig;
   configPath: string | null;
   ring: ValueRing;
@@ -46,7 +48,7 @@ export interface ConsoleRuntime {
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
   const boot = `${process.pid}-${Date.now()}`;
-  const hub = new LiveHub(deps.ring, deps.status, boot);
+  const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot);
 
   // Backlog of the last hour, for the overview's chart; sampled whether or not a console is open.
   const backlog: Array<[number, number]> = [];
@@ -116,7 +118,12 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     hub.attach(ctx.res);
   }, { name: 'console events' });
 
-  http.route('GET', '/console/api/overview', () => ({ json: { boot, status: deps.status(), backlog, refusals: deps.refusals.recent().slice(0, 50), untracked: deps.ring.untracked } }), { name: 'console overview' });
+  http.route('GET', '/console/api/overview', async () => {
+    // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).
+    const retries = await deps.metrics.uplinkRetries.get();
+    const rateLimited = retries.values.filter((v) => v.labels.reason === 'rate_limited').reduce((a, v) => a + v.value, 0);
+    return { json: { boot, status: deps.status(), backlog, rate_limited_total: rateLimited, refusals: deps.refusals.recent().slice(0, 50), untracked: deps.ring.untracked } };
+  }, { name: 'console overview' });
 
   /**
    * Every variable, mapped or seen: columns as arrays (one JSON array per field) to keep 5,000

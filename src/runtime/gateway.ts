@@ -353,7 +353,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
       if (ring && refusals) {
-        consoleRuntime = registerConsoleRoutes(http, { status, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, dataDir, reload: (next) => reload(next) });
+        consoleRuntime = registerConsoleRoutes(http, { status, metrics, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, dataDir, reload: (next) => reload(next) });
       }
     }
     await startAnnotationsFor(config);

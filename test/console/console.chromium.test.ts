@@ -144,9 +144,12 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     }, { timeoutMs: 30_000, what: 'a Mixer 1 value' });
     await expect.poll(() => page.getByTestId('value-mvr_mixer1_temperature').textContent(), { timeout: 30_000 }).not.toBe(first);
     await expect.poll(() => page.getByTestId('refused-mvr_press1_recipe').textContent(), { timeout: 30_000 }).toMatch(/invalid node 1/);
+    // A value the server marks Bad is refused with that reason, on the row of its variable.
+    opcua.setValue('pressure', 5, { status: 'Bad' });
+    await expect.poll(() => page.getByTestId('refused-mvr_press1_pressure').textContent(), { timeout: 30_000 }).toMatch(/bad status 1/);
     // Filter: refused shows only the refused one; search narrows by name.
     await page.getByTestId('filter-refused').click();
-    await expect.poll(() => page.locator('[data-testid^="var-mvr_"]').count()).toBe(1);
+    await expect.poll(() => page.locator('[data-testid^="var-mvr_"]').count()).toBe(2);
     await page.getByTestId('filter-all').click();
     await page.getByTestId('var-search').fill('mixer1');
     await expect.poll(() => page.getByTestId('var-count').textContent()).toBe('2 shown');

@@ -56,7 +56,7 @@ export function Overview() {
         <div class="muted">${fmtNum(u.sync.rate_per_s)} samples/s · delivered ${fmtNum(u.sync.delivered_total)}</div>
         <div class="bar"><div style=${`width:${Math.min(100, (100 * u.requests_last_minute) / u.budget_per_minute).toFixed(1)}%`}></div></div><div class="muted small">budget ${u.requests_last_minute} of ${u.budget_per_minute} requests/min${u.reason ? ` · ${u.reason}` : ''}</div></section>
       <section class="card kpi"><h3>Backlog</h3><div class="big">${st.backlog_eta_s === null ? (b.samples === 0 ? 'empty' : '–') : fmtDuration(st.backlog_eta_s)}</div><div class="muted">${st.backlog_eta_s === null ? 'nothing to drain' : 'to drain at the current rates'}</div>
-        <div class="muted small">import jobs in flight ${st.backfill.jobs_in_flight ?? 0} · set aside ${fmtNum(st.set_aside.samples)} · 429s ${fmtNum(st.uplink.sync.throttled_total ?? st.uplink.throttled_total ?? 0)}</div></section>
+        <div class="muted small">import jobs in flight ${st.backfill.jobs_in_flight ?? 0} · set aside ${fmtNum(st.set_aside.samples)} · 429s ${ov ? fmtNum(ov.rate_limited_total) : '–'}</div></section>
     </div>
     <section class="card"><h2>Backlog, last hour</h2>${backlog.length > 1 ? html`<${Chart} data=${data} series=${[{ label: 'samples waiting', color: '#1f6feb', fill: 'rgba(31,111,235,0.08)' }]} height=${180} testid="backlog-chart" />` : html`<p class="muted">Collecting (one point every 10 s).</p>`}</section>
     <section class="card"><h2>Sources</h2>

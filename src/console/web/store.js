@@ -94,6 +94,11 @@ function applyTick(msg) {
       r.spark[r.spark.length - 1] = value;
     }
   }
+  for (const [id, byReason] of msg.r ?? []) {
+    const r = store.byId.get(id);
+    if (r) r.refused = byReason;
+    else unknown = true;
+  }
   // Rows that got nothing this tick decay towards 0 /s.
   if (msg.v.length < store.vars.length) {
     const seen = new Set(msg.v.map((x) => x[0]));
