@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { GatewayStatus } from '../runtime/status.js';
 import type { RefusalLog } from './refusal-log.js';
-import { round4, type ValueRing } from './value-ring.js';
+import type { ValueRing } from './value-ring.js';
 
 /**
  * The console's live stream (server-sent events, HTML Living Standard §9.2): one `tick` event a
@@ -48,19 +48,21 @@ export class LiveHub {
 
   private tick(): void {
     const changed = this.ring.takeDirty();
-    const v: Array<[number, number, number, number]> = new Array(changed.length);
+    // Written straight into the frame text: no array per variable to allocate and collect.
+    const parts: string[] = new Array(changed.length);
     for (let i = 0; i < changed.length; i++) {
       const e = changed[i];
-      v[i] = [e.idx, round4(e.last) === e.last ? e.last : Number(e.last.toPrecision(7)), e.lastTs, e.pending];
+      parts[i] = `[${e.idx},${Number(e.last.toPrecision(7))},${e.lastTs},${e.pending}]`;
       e.pending = 0;
     }
+    const v = parts.join(',');
     let status: GatewayStatus | null = null;
     try {
       status = this.status();
     } catch {
       status = null; // a failing status must not stop the values
     }
-    const frame = `event: tick\ndata: ${JSON.stringify({ boot: this.boot, t: Date.now(), status, v, r: this.refusals.takeChanged() })}\n\n`;
+    const frame = `event: tick\ndata: {"boot":${JSON.stringify(this.boot)},"t":${Date.now()},"status":${JSON.stringify(status)},"v":[${v}],"r":${JSON.stringify(this.refusals.takeChanged())}}\n\n`;
     for (const res of this.clients) {
       // A console that cannot keep up (a stalled tab) is dropped rather than buffered without end;
       // its EventSource reconnects and reloads the snapshot.

@@ -7,8 +7,11 @@ import type { Sample, SampleTap } from '../core/sample.js';
  * buckets per variable and a cap on variables. A min/max ring keeps spikes visible in a trend that
  * has fewer points than samples, which an average or a decimated series would hide.
  */
-export const BUCKET_MS = 5_000;
-export const BUCKETS = 120; // 10 minutes
+export const BUCKET_MS = 10_000;
+export const BUCKETS = 60; // 10 minutes
+/** Variables per block of storage: the buckets of many variables share a few large typed arrays
+ * (one small ArrayBuffer per variable costs several times its size in allocator overhead). */
+const BLOCK = 1_024;
 
 export interface VariableEntry {
   /** Stable index of this variable for the life of the process (the live stream sends indexes). */
@@ -21,6 +24,7 @@ export interface VariableEntry {
   pending: number;
   /** Bucket number (ts / BUCKET_MS) of the newest bucket held. */
   head: number;
+  /** Views of this variable's BUCKETS slots in the shared block arrays. */
   readonly min: Float32Array;
   readonly max: Float32Array;
   readonly count: Uint16Array;
@@ -31,6 +35,7 @@ export class ValueRing implements SampleTap {
   private readonly byId = new Map<string, VariableEntry>();
   private readonly list: VariableEntry[] = [];
   private dirty: VariableEntry[] = [];
+  private blocks: Array<{ min: Float32Array; max: Float32Array; count: Uint16Array }> = [];
   /** Variables not tracked because the cap was reached (shown on the overview). */
   untracked = 0;
 
@@ -47,7 +52,12 @@ export class ValueRing implements SampleTap {
         this.untracked += 1;
         return;
       }
-      e = { idx: this.list.length, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(ts / BUCKET_MS), min: new Float32Array(BUCKETS).fill(NaN), max: new Float32Array(BUCKETS).fill(NaN), count: new Uint16Array(BUCKETS), dirty: false };
+      const idx = this.list.length;
+      const b = Math.floor(idx / BLOCK);
+      if (!this.blocks[b]) this.blocks[b] = { min: new Float32Array(BLOCK * BUCKETS).fill(NaN), max: new Float32Array(BLOCK * BUCKETS).fill(NaN), count: new Uint16Array(BLOCK * BUCKETS) };
+      const at = (idx % BLOCK) * BUCKETS;
+      const block = this.blocks[b];
+      e = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(ts / BUCKET_MS), min: block.min.subarray(at, at + BUCKETS), max: block.max.subarray(at, at + BUCKETS), count: block.count.subarray(at, at + BUCKETS), dirty: false };
       this.byId.set(variable, e);
       this.list.push(e);
     }

@@ -59,7 +59,7 @@ export function Variables() {
       ${machines.length > 0 ? html`<select value=${machine} onChange=${(e) => setMachine(e.target.value)}><option value="">All machines</option>${machines.map((x) => html`<option value=${x}>${x}</option>`)}</select>` : ''}
       <span class="muted small" data-testid="var-count">${fmtNum(rows.length)} shown</span>
     </div>
-    <div class="vhead"><span>Variable</span><span>Source</span><span>Machine</span><span class="num">Value</span><span class="num">Age</span><span class="num">Rate /s</span><span>Refused</span><span>Delivery</span><span>Last 3 min</span></div>
+    <div class="vhead"><span>Variable</span><span>Source</span><span>Machine</span><span class="num">Value</span><span class="num">Age</span><span class="num">Rate /s</span><span>Refused</span><span>Delivery</span><span>Last 5 min</span></div>
     <div class="vbody" ref=${box} onScroll=${(e) => setTop(e.target.scrollTop)} data-testid="var-table">
       <div style=${`height:${rows.length * ROW}px;position:relative`}>
         ${rows.slice(first, last).map((v, i) => html`<a class="vrow" href=${`#/variables/${encodeURIComponent(v.id)}`} style=${`top:${(first + i) * ROW}px`} data-testid=${`var-${v.id}`}>

@@ -3,7 +3,7 @@ import { options } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, connectLive } from './lib.js';
 
-const SPARK = 36;
+const SPARK = 30;
 const listeners = new Set();
 export const store = { boot: null, status: null, live: 'connecting', lostSince: null, vars: null, byIdx: new Map(), byId: new Map(), bucketMs: 5000, varsError: null, ticks: 0, tickMs: [] };
 let queued = false;
