@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
@@ -129,7 +130,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
    * Every variable, mapped or seen: columns as arrays (one JSON array per field) to keep 5,000
    * rows small and quick to parse.
    */
-  http.route('GET', '/console/api/variables', () => {
+  http.route('GET', '/console/api/variables', async ({ res }) => {
     if (!catalogTried) {
       catalogTried = true;
       loadCatalog().catch(() => undefined); // machine names once the service answers; never blocks
@@ -139,10 +140,20 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     const now = Date.now();
     const b = deps.buffer.stats();
     const setAside = new Map((setAsideCounts.all() as Array<{ variable: string; n: number }>).map((r) => [r.variable, r.n]));
-    // Written row by row into the response text: 5,000 rows without 5,000 objects and sparkline
-    // arrays to build, stringify and collect (what the console costs the gateway's memory).
+    // Streamed in slices of rows written as text: 5,000 rows never exist at once as objects or as
+    // one big string (the peak of that was most of what the console cost the gateway's memory).
     const q = (v: string | null) => (v === null ? 'null' : JSON.stringify(v));
-    const rows: string[] = [];
+    let rows: string[] = [];
+    let first = true;
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+    res.write(`{"boot":${q(boot)},"now":${now},"bucket_ms":${BUCKET_MS},"oldest_queued_ts":${b.oldestTs ?? 'null'},"variables":[`);
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const ok = res.write(`${first ? '' : ','}${rows.join(',')}`);
+      first = false;
+      rows = [];
+      if (!ok) await once(res, 'drain');
+    };
     const row = (id: string) => {
       const i = info.get(id);
       const e = deps.ring.get(id);
@@ -156,9 +167,17 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
           `"refused":${ref ? JSON.stringify(ref.byReason) : 'null'},"set_aside":${aside},"delivery":"${delivery}","spark":[${e ? deps.ring.spark(e, SPARK_POINTS).map((x) => (x === null ? 'null' : x)).join(',') : ''}]}`,
       );
     };
-    for (const id of info.keys()) row(id);
-    for (const e of deps.ring.entries()) if (!info.has(e.id)) row(e.id);
-    return { text: `{"boot":${q(boot)},"now":${now},"bucket_ms":${BUCKET_MS},"oldest_queued_ts":${b.oldestTs ?? 'null'},"variables":[${rows.join(',')}]}`, contentType: 'application/json; charset=utf-8' };
+    for (const id of info.keys()) {
+      row(id);
+      if (rows.length >= 250) await flush();
+    }
+    for (const e of deps.ring.entries()) {
+      if (info.has(e.id)) continue;
+      row(e.id);
+      if (rows.length >= 250) await flush();
+    }
+    await flush();
+    res.end(']}');
   }, { name: 'console variables' });
 
   http.route('GET', '/console/api/variables/:id', ({ params }) => {
