@@ -162,7 +162,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
       // Delivered once older than the oldest sample still queued (the queue is sent oldest first).
       const delivery = aside ? 'set_aside' : !e ? 'none' : b.oldestTs === null || e.lastTs < b.oldestTs ? 'delivered' : 'queued';
       rows.push(
-        `{"id":${q(id)},"idx":${e?.idx ?? -1},"source":${q(i?.source ?? null)},"machine":${q(i?.machine ?? catalogMachines?.get(id) ?? null)},"mapped":${i !== undefined},` +
+        `{"id":${q(id)},"idx":${e?.idx ?? -1},"source":${q(i?.source ?? null)},"machine":${q(catalogMachines?.get(id) ?? i?.machine ?? null)},"mapped":${i !== undefined},` +
           `"value":${e ? Number(e.last.toPrecision(7)) : 'null'},"ts":${e?.lastTs ?? 'null'},"rate":${e ? Number(deps.ring.rate(e, now).toFixed(3)) : 0},` +
           `"refused":${ref ? JSON.stringify(ref.byReason) : 'null'},"set_aside":${aside},"delivery":"${delivery}","spark":[${e ? deps.ring.spark(e, SPARK_POINTS).map((x) => (x === null ? 'null' : x)).join(',') : ''}]}`,
       );
@@ -190,7 +190,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
         id,
         source: i?.source ?? null,
         kind: i?.kind ?? null,
-        machine: i?.machine ?? machineFromCatalog(id),
+        machine: machineFromCatalog(id) ?? i?.machine ?? null,
         settings: i?.settings ?? [],
         config: i?.config ?? null,
         value: e?.last ?? null,

@@ -40,6 +40,7 @@ export function useStore() {
 }
 
 let loading = null;
+let machinesRetried = false;
 export function loadVariables() {
   if (loading) return loading;
   loading = (async () => {
@@ -53,6 +54,12 @@ export function loadVariables() {
       store.byId = new Map(vars.map((v) => [v.id, v]));
       store.varsError = null;
       if (r.boot !== store.boot && store.boot === null) store.boot = r.boot;
+      // Machine names come from the organisation's catalog, which the gateway starts reading on
+      // the first list: ask once more when it has had time to answer.
+      if (!machinesRetried && vars.some((v) => v.machine === null)) {
+        machinesRetried = true;
+        setTimeout(loadVariables, 4000);
+      }
     } catch (err) {
       store.varsError = err.message;
     } finally {
@@ -98,6 +105,13 @@ function applyTick(msg) {
     const r = store.byId.get(id);
     if (r) r.refused = byReason;
     else unknown = true;
+  }
+  // Delivery state: everything older than the oldest sample still queued has been sent (the queue
+  // is sent oldest first).
+  const age = msg.status?.buffer?.oldest_unsent_age_s;
+  if (age !== undefined) {
+    const oldest = age === null ? Infinity : msg.t - age * 1000;
+    for (const r of store.vars) if (r.ts !== null && r.delivery !== 'set_aside') r.delivery = r.ts < oldest ? 'delivered' : 'queued';
   }
   // Rows that got nothing this tick decay towards 0 /s.
   if (msg.v.length < store.vars.length) {
