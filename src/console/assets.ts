@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The console's browser code, bundled by `npm run build` (scripts/build-console.mjs, esbuild) into
+ * The console's browser code, bundled by `npm run build` (src/console/build.mjs, esbuild) into
  * dist/console-web/. Both src/console (tsx, tests) and dist/console (npm start) sit two levels
  * below the package root, so the same relative path finds the bundle. Read once and kept: about
  * 100 kB.

@@ -4,7 +4,7 @@
 import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 await build({
   absWorkingDir: root,
   entryPoints: { app: 'src/console/web/app.js' },
