@@ -145,7 +145,13 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     await expect.poll(() => page.getByTestId('value-mvr_mixer1_temperature').textContent(), { timeout: 30_000 }).not.toBe(first);
     await expect.poll(() => page.getByTestId('refused-mvr_press1_recipe').textContent(), { timeout: 30_000 }).toMatch(/invalid node 1/);
     // A value the server marks Bad is refused with that reason, on the row of its variable.
+    // Held (automatic changes paused) so the sampling sees it, whatever the machine's pace.
+    opcua.pauseUpdates();
     opcua.setValue('pressure', 5, { status: 'Bad' });
+    await waitFor(async () => {
+      const d = (await (await fetch(`http://127.0.0.1:${httpPort}/console/api/variables/mvr_press1_pressure`)).json()) as { refusals: { byReason: Record<string, number> } };
+      return d.refusals.byReason.bad_status;
+    }, { timeoutMs: 30_000, what: 'the gateway to refuse the Bad value' }).finally(() => opcua.resumeUpdates());
     await expect.poll(() => page.getByTestId('refused-mvr_press1_pressure').textContent(), { timeout: 30_000 }).toMatch(/bad status 1/);
     // Filter: refused shows only the refused one; search narrows by name.
     await page.getByTestId('filter-refused').click();
