@@ -44,6 +44,12 @@ export interface SourceStatus {
   detail?: Record<string, unknown>;
 }
 
+/** What a source knows about a refused value: the machine variable it was for, and why in words. */
+export interface RefusalInfo {
+  variable?: string;
+  detail?: string;
+}
+
 /** What the runtime hands a source factory. */
 export interface SourceContext {
   sink: SampleSink;
@@ -121,10 +127,14 @@ export class SourceStats {
     return this.readRate.perSecond();
   }
 
-  refused(reason: RefusalReason, n = 1): void {
+  /** Sees every refusal with its variable and detail when the source knows them (the console's refusal log). */
+  onRefused: ((reason: RefusalReason, n: number, info: RefusalInfo) => void) | null = null;
+
+  refused(reason: RefusalReason, n = 1, info: RefusalInfo = {}): void {
     if (n <= 0) return;
     this.refusedByReason[reason] = (this.refusedByReason[reason] ?? 0) + n;
     this.metrics.sourceSamplesRefused.inc({ ...this.labels, reason }, n);
+    this.onRefused?.(reason, n, info);
   }
 
   error(err: unknown, code?: string): void {

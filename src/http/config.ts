@@ -44,6 +44,7 @@ export const httpSchema = z
         examples: [['gateway-line3.plant.local']],
       }),
     max_body_bytes: byteSize({ min: 1_000, max: 10_000_000 }).default(64_000).meta({ description: 'Largest request body the local API accepts' }),
+    console: z.boolean().default(true).meta({ description: 'Serve the commissioning console at /console (live values, sources, set-aside, building the config); off saves its value ring', examples: [false] }),
     rate_limit_per_minute: z.number().int().min(1).default(600).meta({ description: 'Requests per minute per client address to the local API' }),
     max_connections: z
       .number()

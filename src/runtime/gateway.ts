@@ -16,6 +16,9 @@ import type { FleetRuntime } from '../fleet/index.js';
 import { LocalHttpServer } from '../http/server.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
+import { registerConsoleRoutes, type ConsoleRuntime } from '../console/routes.js';
+import { ValueRing } from '../console/value-ring.js';
+import { RefusalLog } from '../console/refusal-log.js';
 import { assertUniqueNames, buildSourceSection, buildSources } from '../sources/registry.js';
 import { appliedConfig, planReload, type ReloadPlan } from './reload-plan.js';
 import { RequestBudget } from '../uplink/budget.js';
@@ -181,12 +184,18 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const sources: Source[] = [];
   let current = config;
   const gapWatcher = new GapWatcher({ ledger: gaps, buffer, sources: () => sources, info: () => describeSources(current), clock, logger: logger.child({ component: 'gaps' }), onClosed: () => gapAnnotator?.run() });
+  // The console's live values and refusals (src/console): a tap on committed samples, bounded.
+  const consoleOn = config.http.enabled && config.http.console;
+  const ring = consoleOn ? new ValueRing() : null;
+  const refusals = consoleOn ? new RefusalLog() : null;
+  if (ring) sink.addTap(ring);
 
   const sourceStats = new Map<string, SourceStats>();
   const makeContext = (name: string, kind: SourceKind): SourceContext => {
     const dir = join(dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
     const stats = new SourceStats(name, kind, metrics, clock);
+    if (refusals) stats.onRefused = (reason, n, info) => refusals.record({ at: clock.now(), source: name, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n);
     sourceStats.set(name, stats);
     gapWatcher.attach(name, stats);
     return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps } };
@@ -203,6 +212,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true);
 
   let http: LocalHttpServer | null = null;
+  let consoleRuntime: ConsoleRuntime | null = null;
   let annotations: AnnotationsRuntime | null = null;
   let fleet: FleetRuntime | null = null;
   let untapAnnotations: (() => void) | null = null;
@@ -387,6 +397,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     // Gives the budget share back to the other gateways and says "stopped" on the plant broker.
     await fleet?.stop();
     budget.close();
+    consoleRuntime?.close();
     await http?.close();
     await client.close();
     try {
@@ -422,6 +433,9 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       registerOpsRoutes(http, { status, metrics, buffer, health });
       registerSetAsideRoutes(http, buffer);
       registerGapRoutes(http, gaps);
+      if (ring && refusals) {
+        consoleRuntime = registerConsoleRoutes(http, { status, metrics, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, dataDir, reload: (next) => reload(next) });
+      }
     }
     await startAnnotationsFor(config);
     gapWatcher.start(startedAt);

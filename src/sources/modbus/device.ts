@@ -303,7 +303,7 @@ export class DevicePoller {
   }
 
   private refuse(v: PlannedValue, reason: 'not_finite' | 'decode_error', detail: string): void {
-    this.deps.ctx.stats.refused(reason);
+    this.deps.ctx.stats.refused(reason, 1, { variable: v.variable, detail });
     this.deps.throttle.warn(
       `refused:${this.plan.name}:${v.variable}:${reason}`,
       { device: this.plan.name, variable: v.variable, range: this.rangeOf(v), reason, detail },

@@ -246,7 +246,7 @@ export class MessagePipeline {
 
   private refuse(sub: CompiledSubscription, topic: string, r: Refusal): void {
     const reason = r.reason as RefusalReason;
-    this.opts.ctx.stats.refused(reason);
+    this.opts.ctx.stats.refused(reason, 1, { detail: `${topic}: ${r.detail}` });
     this.opts.ctx.metrics.mqttRefusals.inc({ ...this.labels, subscription: sub.config.topic, reason });
     sub.refused[reason] = (sub.refused[reason] ?? 0) + 1;
     let key = topic;

@@ -450,7 +450,7 @@ export class OpcuaSource implements Source {
     this.invalid = invalid;
     this.ctx.metrics.opcuaInvalidNodes.set({ source: this.name }, invalid.length);
     for (const n of invalid) {
-      this.ctx.stats.refused('invalid_node');
+      this.ctx.stats.refused('invalid_node', 1, { variable: n.variable, detail: n.reason });
       const e = new GatewayError(OpcuaErrorCodes.invalidNode, `${this.path}.nodes[${n.index}].node_id: "${n.node_id}" (${n.variable}) is skipped: ${n.reason}`);
       this.ctx.stats.error(e, e.code);
       this.throttle.warn(`invalid:${n.index}:${n.reason}`, { code: e.code, node_id: n.node_id, variable: n.variable }, `${e.message}; the other nodes keep flowing`);
@@ -460,7 +460,7 @@ export class OpcuaSource implements Source {
   private onValue(b: NodeBinding, dv: DataValue): void {
     const d = decodeDataValue(b, dv, this.ctx.clock.now());
     if (!d.ok) {
-      this.ctx.stats.refused(d.reason);
+      this.ctx.stats.refused(d.reason, 1, { variable: b.variable, detail: d.detail });
       this.throttle.warn(`refused:${b.index}:${d.reason}`, { node_id: b.configuredId, variable: b.variable, reason: d.reason, detail: d.detail }, 'OPC UA value not forwarded');
       return;
     }

@@ -1,0 +1,267 @@
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { isMap, isPair, isScalar, LineCounter, parseDocument, visit } from 'yaml';
+import { z } from 'zod';
+import { parseConfigText } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { formatIssues } from '../config/issues.js';
+import { withoutRequiredSecrets } from '../config/secrets.js';
+import { systemClock } from '../core/clock.js';
+import { ConfigError, describeError } from '../core/errors.js';
+import { silentLogger } from '../core/logger.js';
+import { createMetrics } from '../core/metrics.js';
+import { SourceStats, type SourceKind } from '../core/source.js';
+import { HttpError } from '../http/server.js';
+import { buildSources } from '../sources/registry.js';
+
+/** Turns a zod failure of a request body into a 400 naming the field. */
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
+  const r = schema.safeParse(body, { reportInput: true });
+  if (!r.success) throw new HttpError(400, 'bad_request', formatIssues(r.error.issues).join('; '), r.error.issues[0]?.path.join('.') || undefined);
+  return r.data;
+}
+
+// --- OPC UA browse -------------------------------------------------------------------------------
+
+export const browseSchema = z.strictObject({
+  endpoint: z.string().regex(/^opc\.tcp:\/\//, { error: 'must start with opc.tcp://' }),
+  root: z.string().min(1).default('i=85'),
+  depth: z.number().int().min(1).max(10).default(4),
+  max_nodes: z.number().int().min(1).max(20_000).default(5_000),
+  security_mode: z.enum(['None', 'Sign', 'SignAndEncrypt']).default('None'),
+});
+
+/**
+ * Browses a server with the code of `edge-gateway browse` (src/sources/opcua/browse.ts): one
+ * anonymous session, one attempt, certificates in the console's own PKI folder under the data dir.
+ */
+export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: string) {
+  const [{ opcuaServerSchema, effectivePolicy }, { browseAddressSpace }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }, { toNsuForm }] = await Promise.all([
+    import('../sources/opcua/config.js'),
+    import('../sources/opcua/browse.js'),
+    import('../sources/opcua/client-options.js'),
+    import('../sources/opcua/node-opcua-logging.js'),
+    import('../sources/opcua/errors.js'),
+    import('../sources/opcua/certificate-validity.js'),
+    import('../sources/opcua/own-certificate.js'),
+    import('../sources/opcua/node-id.js'),
+  ]);
+  installNodeOpcuaLogging();
+  const parsed = opcuaServerSchema.safeParse({ name: 'console', endpoint: input.endpoint, security_mode: input.security_mode, nodes: [{ node_id: 'i=2258', variable: 'mvr_browse' }] });
+  if (!parsed.success) throw new HttpError(400, 'bad_request', formatIssues(parsed.error.issues).join('; '), 'endpoint');
+  const cfg = parsed.data;
+  mkdirSync(pkiDir, { recursive: true });
+  const cm = new ClockTolerantCertificateManager({ rootFolder: pkiDir, automaticallyAcceptUnknownCertificate: false, name: 'PKI' });
+  await cm.initialize();
+  await ensureOwnCertificate(cm, cfg.application_name).catch(() => undefined);
+  const client = createClient({ ...cfg, reconnect: { initial_delay: 500, max_delay: 1_000 } }, cm);
+  // One attempt: a browse is interactive, the engineer retries.
+  (client as unknown as { connectionStrategy: { maxRetry: number } }).connectionStrategy.maxRetry = 0;
+  try {
+    await client.connect(cfg.endpoint);
+    const session = await client.createSession(userIdentity(cfg, 'browse'));
+    try {
+      const result = await browseAddressSpace(session, { root: input.root, depth: input.depth, maxNodes: input.max_nodes, includeStandard: false });
+      return {
+        endpoint: cfg.endpoint,
+        security_mode: cfg.security_mode,
+        security_policy: effectivePolicy(cfg),
+        namespaces: result.namespaces,
+        truncated: result.truncated,
+        nodes: result.nodes.map((n) => ({ ...n, nsu: toNsuForm(n.nodeId, result.namespaces), mappable: n.nodeClass === 'Variable' && n.numeric === true && n.scalar !== false })),
+      };
+    } finally {
+      await session.close().catch(() => undefined);
+    }
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    const e = classifyConnectError(err, { path: 'browse', endpoint: cfg.endpoint, securityMode: cfg.security_mode, securityPolicy: effectivePolicy(cfg), pkiDir });
+    throw new HttpError(502, 'browse_failed', e.message.replace(/^browse(\.user)?: /, ''));
+  } finally {
+    await client.disconnect().catch(() => undefined);
+    await cm.dispose().catch(() => undefined);
+  }
+}
+
+export const snippetSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'letters, digits, _ . - (1 to 64)' }),
+  endpoint: z.string().regex(/^opc\.tcp:\/\//, { error: 'must start with opc.tcp://' }),
+  security_mode: z.enum(['None', 'Sign', 'SignAndEncrypt']).default('None'),
+  nodes: z.array(z.strictObject({ node_id: z.string().min(1), variable: z.string().min(1), comment: z.string().max(200).optional() })).min(1).max(20_000),
+});
+
+/** The `opcua:` snippet for the ticked nodes, in the form `edge-gateway browse --snippet` writes. */
+export function renderOpcuaSnippet(s: z.output<typeof snippetSchema>): string {
+  const q = (v: string) => JSON.stringify(v);
+  const lines = ['opcua:', '  servers:', `    - name: ${s.name}`, `      endpoint: ${q(s.endpoint)}`, `      security_mode: ${s.security_mode}`, '      nodes:'];
+  for (const n of s.nodes) lines.push(`        - { node_id: ${q(n.node_id)}, variable: ${q(n.variable)} }${n.comment ? `   # ${n.comment.replace(/[\r\n]+/g, ' ')}` : ''}`);
+  return `${lines.join('\n')}\n`;
+}
+
+// --- Modbus probe --------------------------------------------------------------------------------
+
+export const probeSchema = z.strictObject({
+  device: z.string().min(1),
+  unit_id: z.number().int().min(0).max(255).default(1),
+  table: z.enum(['coil', 'discrete_input', 'holding', 'input']).default('holding'),
+  address: z.number().int().min(0).max(65_535),
+  count: z.number().int().min(1).max(125).default(8),
+  timeout_ms: z.number().int().min(100).max(30_000).default(2_000),
+});
+
+/** Reads a range once and returns the raw words and every type × byte order (probe-format.ts). */
+export async function probeModbus(input: z.output<typeof probeSchema>) {
+  const [{ parseDeviceUrl }, { ModbusLink }, { endpointKey }, { candidateRows }, { toRequestError }, { TABLE_INFO }] = await Promise.all([
+    import('../sources/modbus/probe-cli.js'),
+    import('../sources/modbus/link.js'),
+    import('../sources/modbus/plan.js'),
+    import('../sources/modbus/probe-format.js'),
+    import('../sources/modbus/errors.js'),
+    import('../sources/modbus/address.js'),
+  ]);
+  let endpoint;
+  try {
+    endpoint = parseDeviceUrl(input.device);
+  } catch (err) {
+    throw new HttpError(400, 'bad_request', `device: ${describeError(err)}`, 'device');
+  }
+  const info = TABLE_INFO[input.table];
+  if (info.bits && input.count > 125) throw new HttpError(400, 'bad_request', 'count: at most 125', 'count');
+  const failed = new AbortController();
+  const link = new ModbusLink(endpoint, { logger: silentLogger(), clock: systemClock, reconnect: { initialMs: 60_000, maxMs: 60_000 }, connectTimeoutMs: input.timeout_ms, onConnectError: () => failed.abort() });
+  const key = endpointKey(endpoint);
+  try {
+    link.start();
+    if (!(await link.waitUntilConnected(AbortSignal.any([failed.signal, AbortSignal.timeout(input.timeout_ms + 1_500)])))) {
+      throw new HttpError(502, 'probe_failed', `could not connect to ${key}: ${link.status().last_error ?? 'no answer in time'}`);
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = (await link.read({ unitId: input.unit_id, table: input.table, address: input.address, count: input.count, timeoutMs: input.timeout_ms })).bytes;
+    } catch (raw) {
+      const err = toRequestError(raw);
+      const what = `${input.count} ${info.plural} from ${input.address}`;
+      const msg = err.exception ? `unit ${input.unit_id} answered exception ${err.exception.code} (${err.exception.name}) to reading ${what}: ${err.exception.hint}` : err.kind === 'timeout' ? `unit ${input.unit_id} at ${key} did not answer reading ${what} within ${input.timeout_ms} ms` : `reading ${what} failed: ${err.message}`;
+      throw new HttpError(502, 'probe_failed', msg);
+    }
+    if (info.bits) return { device: key, table: input.table, bits: Array.from({ length: input.count }, (_, i) => (bytes[i >> 3] >> (i & 7)) & 1), registers: [], candidates: [] };
+    const registers = Array.from({ length: input.count }, (_, i) => (bytes[i * 2] << 8) | bytes[i * 2 + 1]);
+    return { device: key, table: input.table, registers, candidates: candidateRows(bytes, input.address) };
+  } finally {
+    await link.close();
+  }
+}
+
+// --- Configuration: check, read, apply -----------------------------------------------------------
+
+export interface CheckProblem {
+  /** The setting at fault (`opcua.servers[0].endpoint`), when the message names one. */
+  path: string | null;
+  /** 1-based line of that setting in the text, when found. */
+  line: number | null;
+  message: string;
+}
+
+export interface CheckResult {
+  ok: boolean;
+  problems: CheckProblem[];
+  warnings: string[];
+  sources: string[];
+  config?: GatewayConfig;
+}
+
+function lineOf(text: string, path: string): number | null {
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter });
+  const keys: Array<string | number> = [];
+  for (const m of path.matchAll(/\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g)) keys.push(m[1] ?? (m[2] !== undefined ? Number(m[2]) : JSON.parse(m[3])));
+  // The deepest node of the path that exists: a missing setting points at its parent.
+  for (let n = keys.length; n > 0; n--) {
+    const node = doc.getIn(keys.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+    if (node && node.range) return counter.linePos(node.range[0]).line;
+    const parent = n > 1 ? (doc.getIn(keys.slice(0, n - 1), true) as unknown) : doc.contents;
+    if (isMap(parent)) {
+      const pair = parent.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === keys[n - 1]);
+      if (pair && isScalar(pair.key) && pair.key.range) return counter.linePos(pair.key.range[0]).line;
+    }
+  }
+  return null;
+}
+
+/**
+ * What `edge-gateway check` does, on text: parse, validate, build every source without I/O (so
+ * cross-field problems show too). Secrets given as `{env: VAR}` need not be set on this machine.
+ */
+export async function checkConfigText(text: string): Promise<CheckResult> {
+  let loaded;
+  try {
+    loaded = withoutRequiredSecrets(() => parseConfigText(text, 'config'));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return { ok: false, problems: err.problems.map((p) => problemOf(text, p)), warnings: [], sources: [] };
+  }
+  const metrics = createMetrics();
+  try {
+    const sources = await buildSources(loaded.config, (name: string, kind: SourceKind) => ({ sink: { append: async () => undefined }, logger: silentLogger(), stats: new SourceStats(name, kind, metrics, systemClock), metrics, clock: systemClock, dataDir: '/nonexistent' }));
+    return { ok: true, problems: [], warnings: loaded.warnings, sources: sources.map((s) => `${s.kind}:${s.name}`), config: loaded.config };
+  } catch (err) {
+    const problems = err instanceof ConfigError ? err.problems : [describeError(err)];
+    return { ok: false, problems: problems.map((p) => problemOf(text, p)), warnings: loaded.warnings, sources: [] };
+  }
+}
+
+function problemOf(text: string, message: string): CheckProblem {
+  const syntax = /YAML syntax error at line (\d+)/.exec(message);
+  if (syntax) return { path: null, line: Number(syntax[1]), message };
+  const m = /^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])*)(?::| )/.exec(message);
+  const path = m ? m[1] : null;
+  let line: number | null = null;
+  if (path) {
+    try {
+      line = lineOf(text, path);
+    } catch {
+      line = null;
+    }
+  }
+  return { path, line, message };
+}
+
+const SECRET_KEYS = new Set(['client_secret', 'api_key', 'secondary_api_key', 'password', 'api_token', 'token']);
+export const REDACTED = '(hidden: written in the file)';
+
+/** The file's text with secrets written inline replaced, so the console never shows one. */
+export function redactSecrets(text: string): string {
+  const doc = parseDocument(text);
+  visit(doc, {
+    Pair(_, pair) {
+      if (isScalar(pair.key) && SECRET_KEYS.has(String(pair.key.value)) && isScalar(pair.value) && typeof pair.value.value === 'string') pair.value.value = REDACTED;
+    },
+  });
+  return doc.toString();
+}
+
+export function readConfigFile(path: string): string {
+  return redactSecrets(readFileSync(path, 'utf8'));
+}
+
+/**
+ * Replaces the configuration file: written beside it, fsynced, renamed over it, directory fsynced,
+ * so a power cut leaves the old file or the new one, never half of each.
+ */
+export function writeConfigFile(path: string, text: string): void {
+  const tmp = join(dirname(path), `.${Date.now()}.console.tmp`);
+  const fd = openSync(tmp, 'w', 0o640);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  const dir = openSync(dirname(path), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+}

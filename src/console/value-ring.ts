@@ -1,0 +1,148 @@
+import type { Sample, SampleTap } from '../core/sample.js';
+
+/**
+ * The console's view of live values: for every variable the last value and, per time bucket, the
+ * minimum, maximum and sample count of the last minutes. Fed by a tap on the samples committed to
+ * the buffer (the buffer itself is never read for this), bounded in memory: a fixed number of
+ * buckets per variable and a cap on variables. A min/max ring keeps spikes visible in a trend that
+ * has fewer points than samples, which an average or a decimated series would hide.
+ */
+export const BUCKET_MS = 10_000;
+export const BUCKETS = 60; // 10 minutes
+/** Variables per block of storage: the buckets of many variables share a few large typed arrays
+ * (one small ArrayBuffer per variable costs several times its size in allocator overhead). */
+const BLOCK = 1_024;
+
+export interface VariableEntry {
+  /** Stable index of this variable for the life of the process (the live stream sends indexes). */
+  readonly idx: number;
+  readonly id: string;
+  last: number;
+  lastTs: number;
+  /** Samples seen in total, and since the last `takeDirty()`. */
+  total: number;
+  pending: number;
+  /** Bucket number (ts / BUCKET_MS) of the newest bucket held. */
+  head: number;
+  /** Views of this variable's BUCKETS slots in the shared block arrays. */
+  readonly min: Float32Array;
+  readonly max: Float32Array;
+  readonly count: Uint16Array;
+  dirty: boolean;
+}
+
+export class ValueRing implements SampleTap {
+  private readonly byId = new Map<string, VariableEntry>();
+  private readonly list: VariableEntry[] = [];
+  private dirty: VariableEntry[] = [];
+  private blocks: Array<{ min: Float32Array; max: Float32Array; count: Uint16Array }> = [];
+  /** Variables not tracked because the cap was reached (shown on the overview). */
+  untracked = 0;
+
+  constructor(private readonly maxVariables = 50_000) {}
+
+  onSamples(samples: readonly Sample[]): void {
+    for (const s of samples) this.add(s.variable, s.ts, s.value);
+  }
+
+  add(variable: string, ts: number, value: number): void {
+    let e = this.byId.get(variable);
+    if (!e) {
+      if (this.list.length >= this.maxVariables) {
+        this.untracked += 1;
+        return;
+      }
+      const idx = this.list.length;
+      const b = Math.floor(idx / BLOCK);
+      if (!this.blocks[b]) this.blocks[b] = { min: new Float32Array(BLOCK * BUCKETS).fill(NaN), max: new Float32Array(BLOCK * BUCKETS).fill(NaN), count: new Uint16Array(BLOCK * BUCKETS) };
+      const at = (idx % BLOCK) * BUCKETS;
+      const block = this.blocks[b];
+      e = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(ts / BUCKET_MS), min: block.min.subarray(at, at + BUCKETS), max: block.max.subarray(at, at + BUCKETS), count: block.count.subarray(at, at + BUCKETS), dirty: false };
+      this.byId.set(variable, e);
+      this.list.push(e);
+    }
+    e.total += 1;
+    e.pending += 1;
+    if (ts >= e.lastTs) {
+      e.last = value;
+      e.lastTs = ts;
+    }
+    if (!e.dirty) {
+      e.dirty = true;
+      this.dirty.push(e);
+    }
+    const b = Math.floor(ts / BUCKET_MS);
+    if (b > e.head) {
+      // Clear the buckets skipped since the newest one (at most the whole ring).
+      for (let k = e.head + 1; k <= b && k <= e.head + BUCKETS; k++) {
+        const slot = k % BUCKETS;
+        e.min[slot] = NaN;
+        e.max[slot] = NaN;
+        e.count[slot] = 0;
+      }
+      e.head = b;
+    } else if (b <= e.head - BUCKETS) {
+      return; // older than the ring (a late or replayed sample): last value only
+    }
+    const slot = b % BUCKETS;
+    if (!(value >= e.min[slot])) e.min[slot] = value;
+    if (!(value <= e.max[slot])) e.max[slot] = value;
+    if (e.count[slot] < 65_535) e.count[slot] += 1;
+  }
+
+  get size(): number {
+    return this.list.length;
+  }
+
+  entries(): readonly VariableEntry[] {
+    return this.list;
+  }
+
+  get(id: string): VariableEntry | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Variables that received samples since the previous call, with how many. */
+  takeDirty(): VariableEntry[] {
+    const out = this.dirty;
+    this.dirty = [];
+    for (const e of out) e.dirty = false;
+    return out;
+  }
+
+  /** Samples per second over the last `seconds` (whole buckets up to `now`). */
+  rate(e: VariableEntry, now: number, seconds = 60): number {
+    const nowB = Math.floor(now / BUCKET_MS);
+    const n = Math.max(1, Math.round((seconds * 1000) / BUCKET_MS));
+    let sum = 0;
+    for (let k = nowB - n + 1; k <= nowB; k++) if (k <= e.head && k > e.head - BUCKETS) sum += e.count[((k % BUCKETS) + BUCKETS) % BUCKETS];
+    const span = Math.min(seconds * 1000, Math.max(BUCKET_MS, now - (nowB - n + 1) * BUCKET_MS));
+    return sum / (span / 1000);
+  }
+
+  /** Buckets from oldest to newest: [start ms, min, max, count], empty buckets left out. */
+  trend(e: VariableEntry, buckets = BUCKETS): Array<[number, number, number, number]> {
+    const out: Array<[number, number, number, number]> = [];
+    for (let k = e.head - Math.min(buckets, BUCKETS) + 1; k <= e.head; k++) {
+      const slot = ((k % BUCKETS) + BUCKETS) % BUCKETS;
+      if (e.count[slot] > 0) out.push([k * BUCKET_MS, e.min[slot], e.max[slot], e.count[slot]]);
+    }
+    return out;
+  }
+
+  /** A short sparkline: the middle of each of the last `n` buckets (null when empty). */
+  spark(e: VariableEntry, n: number): Array<number | null> {
+    const out: Array<number | null> = [];
+    for (let k = e.head - n + 1; k <= e.head; k++) {
+      const slot = ((k % BUCKETS) + BUCKETS) % BUCKETS;
+      out.push(e.count[slot] > 0 ? round4((e.min[slot] + e.max[slot]) / 2) : null);
+    }
+    return out;
+  }
+}
+
+/** Four significant digits: enough for a sparkline, a third of the bytes of a full double. */
+export function round4(v: number): number {
+  if (v === 0 || !Number.isFinite(v)) return v;
+  return Number(v.toPrecision(4));
+}

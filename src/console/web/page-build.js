@@ -1,0 +1,150 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, html, fmtNum } from './lib.js';
+import { store } from './store.js';
+
+const ORDERS = ['ABCD', 'DCBA', 'BADC', 'CDAB'];
+
+function slug(path) {
+  return path.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 60) || 'node';
+}
+
+/**
+ * The catalog variable that most likely is this node: its name must contain the node's browse
+ * name, and the more words of the browse path (Press1/Temperature) it shares, the better.
+ */
+function guess(n, vars) {
+  const leaf = slug(n.browseName);
+  const words = slug(n.path).split('_');
+  let best = null;
+  let score = 0;
+  for (const v of vars) {
+    const hay = `_${slug(`${v.id} ${v.name} ${v.machine ?? ''}`)}_`;
+    if (!hay.includes(`_${leaf}_`)) continue;
+    const s = words.filter((w) => hay.includes(`_${w}_`) || hay.includes(w)).length;
+    if (s > score) { score = s; best = v.id; }
+  }
+  return best;
+}
+
+function OpcuaBrowse({ onSnippet }) {
+  const first = store.status?.sources.find((s) => s.kind === 'opcua');
+  const [endpoint, setEndpoint] = useState(first?.detail?.endpoint ?? 'opc.tcp://127.0.0.1:4840');
+  const [depth, setDepth] = useState(4);
+  const [result, setResult] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState(null);
+  const [ticked, setTicked] = useState({});
+  const [catalog, setCatalog] = useState(null);
+  const [name, setName] = useState('plc1');
+  const [snippet, setSnippet] = useState('');
+  useEffect(() => { api('/console/api/catalog').then(setCatalog, (e) => setCatalog({ error: e.message, variables: [] })); }, []);
+  const browse = async () => {
+    setBusy(true); setErr(null);
+    try { setResult(await api('/console/api/opcua/browse', { method: 'POST', body: { endpoint, depth: Number(depth) } })); setTicked({}); }
+    catch (e) { setErr(e.message); }
+    finally { setBusy(false); }
+  };
+  const tick = (n) => {
+    const next = { ...ticked };
+    if (next[n.nodeId]) delete next[n.nodeId];
+    else next[n.nodeId] = { node: n, variable: guess(n, catalog?.variables ?? []) ?? `mvr_CHANGE_ME_${slug(n.path)}` };
+    setTicked(next);
+  };
+  const make = async () => {
+    try {
+      const r = await api('/console/api/opcua/snippet', { method: 'POST', body: { name, endpoint: result.endpoint, security_mode: result.security_mode, nodes: Object.values(ticked).map((t) => ({ node_id: t.node.nsu, variable: t.variable, comment: `${t.node.path} (${t.node.dataType})` })) } });
+      setSnippet(r.yaml); onSnippet(r.yaml); setErr(null);
+    } catch (e) { setErr(e.message); }
+  };
+  const count = Object.keys(ticked).length;
+  return html`<section class="card"><h2>OPC UA: browse, tick, map</h2>
+    <div class="form"><label>Endpoint<input value=${endpoint} onInput=${(e) => setEndpoint(e.target.value)} data-testid="opcua-endpoint" /></label>
+      <label class="narrow">Depth<input type="number" min="1" max="10" value=${depth} onInput=${(e) => setDepth(e.target.value)} /></label>
+      <button class="primary" onClick=${browse} disabled=${busy} data-testid="opcua-browse">${busy ? 'Browsing…' : 'Browse'}</button></div>
+    ${err ? html`<p class="err-line" data-testid="build-error">${err}</p>` : ''}
+    ${catalog?.error ? html`<p class="muted small">Machine variables of the organisation could not be read (${catalog.error}); type the ids.</p>` : catalog ? html`<p class="muted small">${fmtNum(catalog.variables.length)} machine variables in the organisation's catalog (GET /machine-variables).</p>` : ''}
+    <datalist id="mvars">${(catalog?.variables ?? []).map((v) => html`<option value=${v.id}>${v.name}${v.machine ? ` · ${v.machine}` : ''}</option>`)}</datalist>
+    ${result ? html`<div class="tree" data-testid="opcua-tree">${result.nodes.map((n) => html`<div class="tnode" style=${`padding-left:${(n.depth - 1) * 18 + 6}px`} data-testid=${`node-${n.path}`}>
+      ${n.nodeClass === 'Object' ? html`<span class="folder">▸ ${n.displayName}</span>` : html`<label class=${n.mappable ? '' : 'muted'}><input type="checkbox" disabled=${!n.mappable} checked=${!!ticked[n.nodeId]} onChange=${() => tick(n)} data-testid=${`tick-${n.path}`} /> ${n.displayName}</label>
+        <span class="muted small mono">${n.dataType}${n.scalar === false ? '[]' : ''} = ${n.value ?? ''}</span>
+        ${ticked[n.nodeId] ? html`<input class="mvar mono" list="mvars" value=${ticked[n.nodeId].variable} onInput=${(e) => setTicked({ ...ticked, [n.nodeId]: { ...ticked[n.nodeId], variable: e.target.value } })} data-testid=${`map-${n.path}`} />` : !n.mappable ? html`<span class="muted small">not mappable: ${n.scalar === false ? 'array' : 'not numeric'}</span>` : ''}`}
+      </div>`)}${result.truncated ? html`<p class="muted">Stopped after ${result.nodes.length} nodes.</p>` : ''}</div>
+      <div class="form"><label class="narrow">Server name<input value=${name} onInput=${(e) => setName(e.target.value)} /></label><button class="primary" disabled=${count === 0} onClick=${make} data-testid="make-snippet">YAML for ${count} node${count === 1 ? '' : 's'}</button></div>` : ''}
+    ${snippet ? html`<pre class="code" data-testid="snippet">${snippet}</pre>` : ''}
+  </section>`;
+}
+
+function ModbusProbe() {
+  const [f, setF] = useState({ device: 'tcp://127.0.0.1:502', unit_id: 1, table: 'holding', address: 0, count: 8 });
+  const [r, setR] = useState(null);
+  const [err, setErr] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const set = (k) => (e) => setF({ ...f, [k]: e.target.value });
+  const probe = async () => {
+    setBusy(true); setErr(null);
+    try { setR(await api('/console/api/modbus/probe', { method: 'POST', body: { ...f, unit_id: Number(f.unit_id), address: Number(f.address), count: Number(f.count) } })); }
+    catch (e) { setErr(e.message); setR(null); }
+    finally { setBusy(false); }
+  };
+  return html`<section class="card"><h2>Modbus: probe a register range</h2>
+    <div class="form"><label>Device<input value=${f.device} onInput=${set('device')} data-testid="probe-device" /></label>
+      <label class="narrow">Unit<input type="number" value=${f.unit_id} onInput=${set('unit_id')} /></label>
+      <label class="narrow">Table<select value=${f.table} onChange=${set('table')}>${['holding', 'input', 'coil', 'discrete_input'].map((t) => html`<option>${t}</option>`)}</select></label>
+      <label class="narrow">Address<input type="number" value=${f.address} onInput=${set('address')} data-testid="probe-address" /></label>
+      <label class="narrow">Count<input type="number" value=${f.count} onInput=${set('count')} /></label>
+      <button class="primary" onClick=${probe} disabled=${busy} data-testid="probe-run">${busy ? 'Reading…' : 'Read'}</button></div>
+    ${err ? html`<p class="err-line">${err}</p>` : ''}
+    ${r && r.bits ? html`<p class="mono">${r.bits.join(' ')}</p>` : ''}
+    ${r && r.registers.length > 0 ? html`<p class="muted small">Find the value the device's display shows; its row and column are the type and byte order to configure.</p>
+      <div class="mono small raw">${r.registers.map((w, i) => html`<span>${Number(f.address) + i}: 0x${w.toString(16).toUpperCase().padStart(4, '0')}</span>`)}</div>
+      <table class="tbl" data-testid="probe-table"><thead><tr><th>Address</th><th>Type</th>${ORDERS.map((o) => html`<th class="num">${o}</th>`)}</tr></thead>
+      <tbody>${r.candidates.map((c) => html`<tr><td>${c.address}</td><td>${c.type}</td>${ORDERS.map((o) => html`<td class="num mono">${c.values[o]}</td>`)}</tr>`)}</tbody></table>` : ''}
+  </section>`;
+}
+
+function ConfigEditor({ insert }) {
+  const [text, setText] = useState('');
+  const [path, setPath] = useState(null);
+  const [check, setCheck] = useState(null);
+  const [note, setNote] = useState(null);
+  useEffect(() => { api('/console/api/config').then((r) => { setPath(r.path); if (r.yaml) setText(r.yaml); }, (e) => setNote({ ok: false, text: e.message })); }, []);
+  useEffect(() => {
+    if (!insert) return;
+    setText((t) => (/^opcua:/m.test(t) ? t : `${t.replace(/\s*$/, '\n\n')}${insert}`));
+    if (/^opcua:/m.test(text)) setNote({ ok: false, text: 'The configuration already has an opcua: section: copy the server from the snippet into it.' });
+  }, [insert]);
+  useEffect(() => {
+    if (!text) return;
+    const t = setTimeout(() => api('/console/api/config/check', { method: 'POST', body: { yaml: text } }).then(setCheck, (e) => setCheck({ ok: false, problems: [{ line: null, message: e.message }] })), 600);
+    return () => clearTimeout(t);
+  }, [text]);
+  const apply = async () => {
+    if (!confirm(`Write this configuration to ${path} and apply it?`)) return;
+    try {
+      const r = await api('/console/api/config', { method: 'PUT', body: { yaml: text } });
+      setNote({ ok: true, text: `Written to ${r.written}. Changed: ${r.changed.join(', ') || 'nothing'}${r.restart_required.length ? `; needs a restart: ${r.restart_required.join(', ')}` : ''}.` });
+    } catch (e) { setNote({ ok: false, text: e.message }); if (e.body?.problems) setCheck({ ok: false, problems: e.body.problems }); }
+  };
+  const lines = text.split('\n').length;
+  return html`<section class="card"><div class="card-head"><h2>Configuration ${path ? html`<span class="muted small mono">${path}</span>` : ''}</h2>
+      <div class="row"><span class=${`pill ${check ? (check.ok ? 'ok' : 'bad') : 'warn'}`} data-testid="check-state">${check ? (check.ok ? 'check passes' : `${check.problems.length} problem${check.problems.length === 1 ? '' : 's'}`) : 'not checked'}</span>
+      <button class="primary" disabled=${!path || !check?.ok} onClick=${apply} data-testid="apply-config">Apply</button></div></div>
+    <p class="muted small">Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Apply writes the file and reloads the gateway.</p>
+    <div class="editor"><pre class="gutter">${Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}</pre>
+      <textarea spellcheck="false" value=${text} onInput=${(e) => setText(e.target.value)} data-testid="config-text"></textarea></div>
+    ${check && !check.ok ? html`<ul class="problems" data-testid="check-problems">${check.problems.map((p) => html`<li class="bad"><span class="dot"></span>${p.line ? html`<b>line ${p.line}</b> · ` : ''}${p.message}</li>`)}</ul>` : ''}
+    ${check?.ok && check.warnings.length ? html`<ul class="problems">${check.warnings.map((w) => html`<li class="warn"><span class="dot"></span>${w}</li>`)}</ul>` : ''}
+    ${note ? html`<p class=${note.ok ? 'ok-line' : 'err-line'} data-testid="apply-note">${note.text}</p>` : ''}
+  </section>`;
+}
+
+export function Build() {
+  const [tab, setTab] = useState('opcua');
+  const [insert, setInsert] = useState(null);
+  return html`<div class="stack">
+    <div class="seg big">${[['opcua', 'OPC UA'], ['modbus', 'Modbus probe'], ['config', 'Configuration']].map(([k, l]) => html`<button class=${tab === k ? 'on' : ''} onClick=${() => setTab(k)} data-testid=${`tab-${k}`}>${l}</button>`)}</div>
+    <div hidden=${tab !== 'opcua'}><${OpcuaBrowse} onSnippet=${(y) => setInsert(y)} /></div>
+    <div hidden=${tab !== 'modbus'}><${ModbusProbe} /></div>
+    <div hidden=${tab !== 'config'}><${ConfigEditor} insert=${insert} /></div>
+  </div>`;
+}

@@ -1,0 +1,140 @@
+// The console's state: the gateway status and every variable, kept current by the live stream.
+import { options } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, connectLive } from './lib.js';
+
+const SPARK = 30;
+const listeners = new Set();
+export const store = { boot: null, status: null, live: 'connecting', lostSince: null, vars: null, byIdx: new Map(), byId: new Map(), bucketMs: 5000, varsError: null, ticks: 0, tickMs: [] };
+let queued = false;
+let measuring = false;
+// What drawing a live update costs the page (state change to DOM patched), kept for the
+// frame-budget test (window.__console.tickMs): Preact renders queued components in one batch.
+const defer = options.debounceRendering ?? ((cb) => Promise.resolve().then(cb));
+options.debounceRendering = (cb) => defer(() => {
+  const t0 = measuring ? performance.now() : 0;
+  cb();
+  if (measuring) {
+    measuring = false;
+    store.tickMs.push(performance.now() - t0);
+    if (store.tickMs.length > 600) store.tickMs.shift();
+  }
+});
+export function notify() {
+  if (queued) return;
+  queued = true;
+  requestAnimationFrame(() => {
+    queued = false;
+    measuring = true;
+    for (const l of listeners) l();
+  });
+}
+export function useStore() {
+  const [, force] = useState(0);
+  useEffect(() => {
+    const l = () => force((x) => x + 1);
+    listeners.add(l);
+    return () => listeners.delete(l);
+  }, []);
+  return store;
+}
+
+let loading = null;
+let machinesRetried = false;
+export function loadVariables() {
+  if (loading) return loading;
+  loading = (async () => {
+    try {
+      const r = await api('/console/api/variables');
+      store.bucketMs = r.bucket_ms;
+      const vars = r.variables.map((v) => ({ ...v, sparkB: v.ts ? Math.floor(v.ts / r.bucket_ms) : null, ewma: v.rate }));
+      vars.sort((a, b) => (a.source ?? '~').localeCompare(b.source ?? '~') || a.id.localeCompare(b.id));
+      store.vars = vars;
+      store.byIdx = new Map(vars.filter((v) => v.idx >= 0).map((v) => [v.idx, v]));
+      store.byId = new Map(vars.map((v) => [v.id, v]));
+      store.varsError = null;
+      if (r.boot !== store.boot && store.boot === null) store.boot = r.boot;
+      // Machine names come from the organisation's catalog, which the gateway starts reading on
+      // the first list: ask once more when it has had time to answer.
+      if (!machinesRetried && vars.some((v) => v.machine === null)) {
+        machinesRetried = true;
+        setTimeout(loadVariables, 4000);
+      }
+    } catch (err) {
+      store.varsError = err.message;
+    } finally {
+      loading = null;
+      notify();
+    }
+  })();
+  return loading;
+}
+
+let reloadTimer = null;
+function reloadSoon() {
+  if (reloadTimer) return;
+  reloadTimer = setTimeout(() => { reloadTimer = null; loadVariables(); }, 2000);
+}
+
+function applyTick(msg) {
+  store.ticks += 1;
+  store.status = msg.status;
+  if (!store.vars) return;
+  const bms = store.bucketMs;
+  let unknown = false;
+  for (const [idx, value, ts, n] of msg.v) {
+    const r = store.byIdx.get(idx);
+    if (!r) { unknown = true; continue; }
+    r.value = value;
+    r.ts = ts;
+    r.ewma = r.ewma * 0.8 + n * 0.2;
+    r.rate = r.ewma;
+    if (r.delivery === 'none') r.delivery = 'queued';
+    const b = Math.floor(ts / bms);
+    if (r.sparkB === null || b > r.sparkB) {
+      const gap = r.sparkB === null ? 1 : Math.min(SPARK, b - r.sparkB);
+      for (let i = 1; i < gap; i++) r.spark.push(null);
+      r.spark.push(value);
+      if (r.spark.length > SPARK) r.spark.splice(0, r.spark.length - SPARK);
+      r.sparkB = b;
+    } else if (b === r.sparkB) {
+      r.spark[r.spark.length - 1] = value;
+    }
+  }
+  for (const [id, byReason] of msg.r ?? []) {
+    const r = store.byId.get(id);
+    if (r) r.refused = byReason;
+    else unknown = true;
+  }
+  // Delivery state: everything older than the oldest sample still queued has been sent (the queue
+  // is sent oldest first).
+  const age = msg.status?.buffer?.oldest_unsent_age_s;
+  if (age !== undefined) {
+    const oldest = age === null ? Infinity : msg.t - age * 1000;
+    for (const r of store.vars) if (r.ts !== null && r.delivery !== 'set_aside') r.delivery = r.ts < oldest ? 'delivered' : 'queued';
+  }
+  // Rows that got nothing this tick decay towards 0 /s.
+  if (msg.v.length < store.vars.length) {
+    const seen = new Set(msg.v.map((x) => x[0]));
+    for (const r of store.vars) if (r.idx >= 0 && !seen.has(r.idx)) { r.ewma *= 0.8; r.rate = r.ewma; }
+  }
+  if (unknown) reloadSoon();
+}
+
+export function startLive() {
+  window.__console = store;
+  connectLive({
+    onHello: (m) => {
+      // A new boot id: the gateway restarted and the variable indexes changed.
+      if (store.boot !== null && m.boot !== store.boot) { store.boot = m.boot; loadVariables(); }
+      store.boot = m.boot;
+    },
+    onTick: (m) => { applyTick(m); notify(); },
+    onState: (s) => {
+      store.live = s;
+      if (s === 'lost' && store.lostSince === null) store.lostSince = Date.now();
+      if (s === 'live') store.lostSince = null;
+      notify();
+    },
+  });
+}
