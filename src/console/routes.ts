@@ -8,6 +8,7 @@ import { HttpError, type LocalHttpServer, type Reply } from '../http/server.js';
 import type { Metrics } from '../core/metrics.js';
 import type { GatewayStatus } from '../runtime/status.js';
 import type { TrackingClient } from '../uplink/client.js';
+import type { FleetWatch } from '../fleet/index.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
 import { browseOpcua, browseSchema, checkConfigText, parseBody, probeModbus, probeSchema, readConfigFile, REDACTED, renderOpcuaSnippet, snippetSchema, writeConfigFile } from './build-tools.js';
 import { LiveHub } from './live.js';
@@ -25,6 +26,8 @@ export interface ConsoleDeps {
   buffer: SampleBuffer;
   client: TrackingClient;
   dataDir: string;
+  /** The plant's fleet table (fleet.mqtt configured), else null/absent. */
+  fleet?: FleetWatch | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
 }
@@ -204,6 +207,18 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     };
   }, { name: 'console variable' });
 
+  /**
+   * The Fleet page: every gateway publishing under fleet.mqtt.prefix, as `edge-gateway fleet`
+   * shows it (same table model). The page asks every few seconds while it is open: the rows are
+   * built from memory, nothing goes to the broker per request.
+   */
+  http.route('GET', '/console/api/fleet', () => {
+    const fleet = deps.fleet;
+    if (!fleet) return { json: { configured: false, message: 'fleet status not configured (fleet.mqtt)', self: deps.config().gateway.name, rows: [] } };
+    const now = Date.now();
+    return { json: { configured: true, self: deps.config().gateway.name, now, broker: fleet.broker(), rows: fleet.rows(now) } };
+  }, { name: 'console fleet' });
+
   http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });
 
   // --- Build the config ---
@@ -265,6 +280,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     hub,
     close() {
       clearInterval(backlogTimer);
+      deps.fleet?.stop();
       hub.close();
     },
   };

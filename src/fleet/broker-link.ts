@@ -26,6 +26,8 @@ export class FleetLink implements ShareChannel {
   private client: MqttClient | null = null;
   private readonly throttle: LogThrottle;
   private readonly listeners = new Set<(name: string, a: Announcement | null) => void>();
+  /** Watchers of every gateway's status and last status (the console's fleet page), this one included. */
+  private readonly statusWatchers = new Set<(topic: string, payload: Buffer) => void>();
   private syncedOnce = false;
   private settleTimer: NodeJS.Timeout | null = null;
   private lastAnnouncement: string | null = null;
@@ -79,6 +81,7 @@ export class FleetLink implements ShareChannel {
       this.o.logger.info({ url: c.url, client_id: this.clientId, prefix }, 'connected to the plant broker (fleet)');
       // The announcement is retained: publish it again in case the broker lost it (no persistence).
       if (this.lastAnnouncement !== null) this.publish(fleetTopic(prefix, this.o.gateway, 'budget'), this.lastAnnouncement);
+      if (this.statusWatchers.size > 0) this.subscribeStatuses(client);
       if (!this.o.sharing) return;
       client.subscribe({ [`${prefix}/+/budget`]: { qos: 1 }, [`${prefix}/+/status`]: { qos: 1 } }, (err) => {
         if (err) {
@@ -113,6 +116,24 @@ export class FleetLink implements ShareChannel {
   onPeer(listener: (name: string, a: Announcement | null) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Feeds `listener` every message on `<prefix>/+/status` and `<prefix>/+/last` (this gateway's
+   * own included), on this same connection: the retained ones at once after each (re)subscribe.
+   * Returns the function that stops the feed (the subscription stays until the next reconnect).
+   */
+  watchStatuses(listener: (topic: string, payload: Buffer) => void): () => void {
+    this.statusWatchers.add(listener);
+    if (this.statusWatchers.size === 1 && this.client?.connected) this.subscribeStatuses(this.client);
+    return () => this.statusWatchers.delete(listener);
+  }
+
+  private subscribeStatuses(client: MqttClient): void {
+    const prefix = this.o.config.prefix;
+    client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } }, (err) => {
+      if (err) this.throttle.error('subscribe-status', { err: describeError(err) }, 'cannot subscribe to the fleet status topics on the plant broker');
+    });
   }
 
   /** Publishes the status retained on `status` and `last`. False when not connected. */
@@ -162,6 +183,7 @@ export class FleetLink implements ShareChannel {
   private onMessage(topic: string, payload: Buffer): void {
     try {
       const t = parseFleetTopic(this.o.config.prefix, topic);
+      if (t && t.kind !== 'budget') for (const w of this.statusWatchers) w(topic, payload);
       if (!t || t.gateway === this.o.gateway) return;
       if (t.kind === 'budget') {
         this.emit(t.gateway, payload.length === 0 ? null : parseAnnouncement(payload));

@@ -7,11 +7,24 @@ import type { RequestBudget } from '../uplink/budget.js';
 import { BudgetSharing, type SharingStatus } from '../uplink/budget-sharing.js';
 import { FleetLink } from './broker-link.js';
 import { StatusPublisher } from './status-publisher.js';
+import { FleetView, type FleetRow } from './view.js';
+
+/** The plant's fleet table as this gateway sees it (the console's Fleet page). */
+export interface FleetWatch {
+  rows(now: number): FleetRow[];
+  broker(): { url: string; connected: boolean; prefix: string };
+  stop(): void;
+}
 
 export interface FleetRuntime {
   /** Budget sharing state (null when uplink.budget_sharing.mode is off). */
   sharing(): SharingStatus | null;
   broker(): { url: string; connected: boolean; client_id: string; prefix: string };
+  /**
+   * Starts keeping the fleet table from `<prefix>/+/status` and `/last` on this gateway's own
+   * plant-broker connection (one client, one table model: view.ts, as `edge-gateway fleet`).
+   */
+  watch(): FleetWatch;
   /** Withdraws the budget announcement and publishes the stopped status, then disconnects. */
   stop(): Promise<void>;
 }
@@ -45,6 +58,11 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
   return {
     sharing: () => sharing?.status() ?? null,
     broker: () => ({ url: mqttConfig.url, connected: link.connected, client_id: link.clientId, prefix: mqttConfig.prefix }),
+    watch: () => {
+      const view = new FleetView(mqttConfig.prefix);
+      const unwatch = link.watchStatuses((topic, payload) => view.ingest(topic, payload, Date.now()));
+      return { rows: (now) => view.rows(now), broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix }), stop: unwatch };
+    },
     stop: () => {
       if (!stopped) {
         sharing?.stop();
