@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { createMetrics } from '../../src/core/metrics.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { FleetLink } from '../../src/fleet/broker-link.js';
+import { fleetMqttSchema } from '../../src/fleet/config.js';
+import { fleetStatusFrom } from '../../src/fleet/status-doc.js';
 import { DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANISATION_ID } from '../../src/emulator/demo-fixture.js';
 import { freePort } from '../../src/sim/modbus-device.js';
 import { ROOT } from '../helpers/cli.js';
@@ -136,6 +142,32 @@ run('console Fleet page (issue 17)', () => {
     expect(await state('line-1')).toBe('online');
     expect(pageErrors).toEqual([]);
   }, 150_000);
+
+  it('a gateway that falls silent without a will shows stale, marked, with its last figures and error', async () => {
+    // A third gateway's status, built and published by src/fleet's own code (status-doc.ts,
+    // broker-link.ts), with one source down; then a clean disconnect without a stop message: no
+    // will, so only the silence tells (three missed 1 s intervals).
+    const base = consoleGw.handle.status();
+    const status = {
+      ...base,
+      gateway: { ...base.gateway, name: 'line-3' },
+      sources: [...base.sources, { ...base.sources[0], name: 'press-9', state: 'disconnected' as const, lastError: { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 10.0.0.9:4840', at: Date.now() } }],
+    };
+    const link = new FleetLink({ config: fleetMqttSchema.parse(fleetMqtt()), gateway: 'line-3', sharing: false, logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
+    link.start();
+    await waitFor(() => link.connected, { timeoutMs: 10_000, what: 'line-3 connected to the broker' });
+    expect(link.publishStatus(fleetStatusFrom(status, null, 1_000, Date.now()))).toBe(true);
+    const row = page.getByTestId('fleet-row-line-3');
+    await expect.poll(() => row.getAttribute('data-state').catch(() => null), { timeout: 30_000 }).toBe('online');
+    await link.close();
+    await expect.poll(() => row.getAttribute('data-state').catch(() => null), { timeout: 30_000 }).toBe('stale');
+    expect(await row.getAttribute('class')).toContain('fleet-stale');
+    expect(await row.getByTestId('fleet-state').textContent()).toBe('stale (silent)');
+    expect(await row.getByTestId('fleet-sources').textContent()).toBe('1 / 1');
+    expect(await row.getByTestId('fleet-sources').getAttribute('title')).toBe('press-9');
+    expect(await row.getByTestId('fleet-error').textContent()).toContain('press-9: connect ECONNREFUSED 10.0.0.9:4840');
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
 
   it('a gateway without fleet.mqtt says the fleet status is not configured', async () => {
     const r = await fetch(`http://127.0.0.1:${plainPort}/console/api/fleet`);
