@@ -28,6 +28,7 @@ export class FleetLink implements ShareChannel {
   private readonly listeners = new Set<(name: string, a: Announcement | null) => void>();
   /** Watchers of every gateway's status and last status (the console's fleet page), this one included. */
   private readonly statusWatchers = new Set<(topic: string, payload: Buffer) => void>();
+  private statusSubscriptionState: 'pending' | 'ok' | 'refused' = 'pending';
   private syncedOnce = false;
   private settleTimer: NodeJS.Timeout | null = null;
   private lastAnnouncement: string | null = null;
@@ -118,6 +119,11 @@ export class FleetLink implements ShareChannel {
     return () => this.listeners.delete(listener);
   }
 
+  /** Whether the broker granted the status subscription of watchStatuses (pending until its SUBACK). */
+  get statusSubscription(): 'pending' | 'ok' | 'refused' {
+    return this.statusSubscriptionState;
+  }
+
   /**
    * Feeds `listener` every message on `<prefix>/+/status` and `<prefix>/+/last` (this gateway's
    * own included), on this same connection: the retained ones at once after each (re)subscribe.
@@ -131,8 +137,19 @@ export class FleetLink implements ShareChannel {
 
   private subscribeStatuses(client: MqttClient): void {
     const prefix = this.o.config.prefix;
-    client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } }, (err) => {
-      if (err) this.throttle.error('subscribe-status', { err: describeError(err) }, 'cannot subscribe to the fleet status topics on the plant broker');
+    client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } }, (err, granted) => {
+      // A broker's ACL says no with return code 0x80 in the SUBACK (MQTT 3.1.1 §3.9.3), not an error.
+      const refused = granted?.filter((g) => g.qos === 128).map((g) => g.topic) ?? [];
+      if (err || refused.length > 0) {
+        this.statusSubscriptionState = 'refused';
+        this.throttle.error(
+          'subscribe-status',
+          { err: err ? describeError(err) : undefined, refused },
+          `the plant broker refused the subscription to ${refused.join(' and ') || `${prefix}/+/status`}: the console's Fleet page stays empty until the broker's ACL lets this gateway read them`,
+        );
+      } else {
+        this.statusSubscriptionState = 'ok';
+      }
     });
   }
 

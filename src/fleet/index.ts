@@ -12,7 +12,8 @@ import { FleetView, type FleetRow } from './view.js';
 /** The plant's fleet table as this gateway sees it (the console's Fleet page). */
 export interface FleetWatch {
   rows(now: number): FleetRow[];
-  broker(): { url: string; connected: boolean; prefix: string };
+  /** subscription: whether the broker granted the read of `<prefix>/+/status` and `/last` (its ACL may not). */
+  broker(): { url: string; connected: boolean; prefix: string; subscription: 'pending' | 'ok' | 'refused' };
   stop(): void;
 }
 
@@ -61,7 +62,7 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
     watch: () => {
       const view = new FleetView(mqttConfig.prefix);
       const unwatch = link.watchStatuses((topic, payload) => view.ingest(topic, payload, Date.now()));
-      return { rows: (now) => view.rows(now), broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix }), stop: unwatch };
+      return { rows: (now) => view.rows(now), broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix, subscription: link.statusSubscription }), stop: unwatch };
     },
     stop: () => {
       if (!stopped) {

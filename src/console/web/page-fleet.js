@@ -37,6 +37,7 @@ export function Fleet() {
   return html`<div class="stack"><section class="card">
     <div class="card-head"><h2 data-testid="fleet-summary">${rows.length} gateway${rows.length === 1 ? '' : 's'}, ${online} online</h2>
       <span class="muted small">${data.broker.prefix}/+ on ${data.broker.url} ${data.broker.connected ? html`<span class="pill ok" data-testid="fleet-broker">broker connected</span>` : html`<span class="pill bad" data-testid="fleet-broker">broker unreachable, reconnecting</span>`}</span></div>
+    ${data.broker.subscription === 'refused' ? html`<p class="err-line" data-testid="fleet-refused">The plant broker refused this gateway the read of ${data.broker.prefix}/+/status and /last: let it read them in the broker's ACL (see docs/scale-out.md).</p>` : ''}
     ${error ? html`<p class="err-line">Last refresh failed: ${error} (showing the previous table)</p>` : ''}
     <p class="muted">Offline and silent gateways come first and keep the figures of their last status (grey). A gateway is stale after three missed status intervals, offline once the broker publishes its last will.</p>
     ${rows.length === 0 ? html`<div class="empty" data-testid="fleet-empty">No gateway has published a status under ${data.broker.prefix} yet.</div>` : html`
