@@ -84,6 +84,36 @@ describe('console fleet table (GET /console/api/fleet)', () => {
     await waitFor(async () => ((await api()).rows.map((r) => r.gateway).join() === 'cell-1' ? true : null), { timeoutMs: 20_000, intervalMs: 300, what: 'cell-2 gone from the table' });
   }, 90_000);
 
+  it('a console started after a gateway crashed shows it offline with its last figures (the last topic)', async () => {
+    const base = gateways[0].handle.status();
+    const peer = new FleetLink({ config: fleetMqttSchema.parse({ url: broker.url, prefix: PREFIX }), gateway: 'cell-3', sharing: false, logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
+    peer.start();
+    await waitFor(() => peer.connected, { timeoutMs: 10_000, what: 'cell-3 connected' });
+    const doc = { ...fleetStatusFrom({ ...base, gateway: { ...base.gateway, name: 'cell-3' } }, null, 10_000, Date.now()), backlog: 4_321, last_error: 'uplink retrying: 503' };
+    expect(peer.publishStatus(doc)).toBe(true);
+    // Wait until the broker holds it retained, then drop the connection without DISCONNECT: the
+    // broker publishes the will (MQTT 3.1.1 §3.1.2.5).
+    const watcher = await connectClient(broker.url);
+    const seen = new Map<string, string>();
+    watcher.on('message', (t, p) => seen.set(t, p.toString()));
+    await watcher.subscribeAsync(`${PREFIX}/cell-3/+`, { qos: 1 });
+    await waitFor(() => (seen.get(`${PREFIX}/cell-3/last`)?.includes('4321') ? true : null), { timeoutMs: 10_000, what: 'the last status retained' });
+    const clients = (broker.aedes as unknown as { clients: Record<string, { close(): void }> }).clients;
+    clients['edge-gateway-fleet-cell-3'].close();
+    await waitFor(() => (seen.get(`${PREFIX}/cell-3/status`)?.includes('"offline"') ? true : null), { timeoutMs: 10_000, what: "cell-3's will" });
+    await peer.close();
+    await endClient(watcher);
+
+    const { api } = await gateway('late-viewer');
+    const row = await waitFor(async () => (await api()).rows.find((r) => r.gateway === 'cell-3') ?? null, { timeoutMs: 30_000, intervalMs: 300, what: 'cell-3 in the late console' });
+    expect(row.state).toBe('offline');
+    expect(row.reason).toMatch(/last will/);
+    expect(row.backlog).toBe(4_321);
+    expect(row.last_error).toBe('uplink retrying: 503');
+    expect(row.sources_up).toBe(1);
+    expect(row.last_status_at).toBe(doc.at);
+  }, 90_000);
+
   it('says so when the broker refuses the read of the status topics', async () => {
     const { api } = await gateway('no-read');
     const body = await waitFor(async () => {
