@@ -210,13 +210,14 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   /**
    * The Fleet page: every gateway publishing under fleet.mqtt.prefix, as `edge-gateway fleet`
    * shows it (same table model). The page asks every few seconds while it is open: the rows are
-   * built from memory, nothing goes to the broker per request.
+   * built from memory, nothing goes to the broker per request (the subscription starts with the
+   * first question and ends 5 minutes after the last, src/fleet/index.ts).
    */
-  http.route('GET', '/console/api/fleet', () => {
+  http.route('GET', '/console/api/fleet', async () => {
     const fleet = deps.fleet;
     if (!fleet) return { json: { configured: false, message: 'fleet status not configured (fleet.mqtt)', self: deps.config().gateway.name, rows: [] } };
-    const now = Date.now();
-    return { json: { configured: true, self: deps.config().gateway.name, now, broker: fleet.broker(), rows: fleet.rows(now) } };
+    const rows = await fleet.rows(Date.now);
+    return { json: { configured: true, self: deps.config().gateway.name, now: Date.now(), broker: fleet.broker(), rows } };
   }, { name: 'console fleet' });
 
   http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });

@@ -127,19 +127,27 @@ export class FleetLink implements ShareChannel {
   /**
    * Feeds `listener` every message on `<prefix>/+/status` and `<prefix>/+/last` (this gateway's
    * own included), on this same connection: the retained ones at once after each (re)subscribe.
-   * Returns the function that stops the feed (the subscription stays until the next reconnect).
+   * Returns the function that stops the feed; with the last watcher gone the topics are
+   * unsubscribed (but `+/status` stays while budget sharing needs it).
    */
   watchStatuses(listener: (topic: string, payload: Buffer) => void): () => void {
     this.statusWatchers.add(listener);
     if (this.statusWatchers.size === 1 && this.client?.connected) this.subscribeStatuses(this.client);
-    return () => this.statusWatchers.delete(listener);
+    return () => {
+      if (!this.statusWatchers.delete(listener) || this.statusWatchers.size > 0) return;
+      this.statusSubscriptionState = 'pending';
+      const prefix = this.o.config.prefix;
+      if (this.client?.connected) this.client.unsubscribe(this.o.sharing ? [`${prefix}/+/last`] : [`${prefix}/+/status`, `${prefix}/+/last`]);
+    };
   }
 
   private subscribeStatuses(client: MqttClient): void {
     const prefix = this.o.config.prefix;
+    this.statusSubscriptionState = 'pending';
     client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } }, (err, granted) => {
       // A broker's ACL says no with return code 0x80 in the SUBACK (MQTT 3.1.1 §3.9.3), not an error.
       const refused = granted?.filter((g) => g.qos === 128).map((g) => g.topic) ?? [];
+      if (this.statusWatchers.size === 0) return; // unwatched meanwhile
       if (err || refused.length > 0) {
         this.statusSubscriptionState = 'refused';
         this.throttle.error(
