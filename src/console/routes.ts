@@ -8,6 +8,7 @@ import { HttpError, type LocalHttpServer, type Reply } from '../http/server.js';
 import type { Metrics } from '../core/metrics.js';
 import type { GatewayStatus } from '../runtime/status.js';
 import type { TrackingClient } from '../uplink/client.js';
+import type { FleetWatch } from '../fleet/index.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
 import { browseOpcua, browseSchema, checkConfigText, parseBody, probeModbus, probeSchema, readConfigFile, REDACTED, renderOpcuaSnippet, snippetSchema, writeConfigFile } from './build-tools.js';
 import { LiveHub } from './live.js';
@@ -25,6 +26,8 @@ export interface ConsoleDeps {
   buffer: SampleBuffer;
   client: TrackingClient;
   dataDir: string;
+  /** The plant's fleet table (fleet.mqtt configured), else null/absent. */
+  fleet?: FleetWatch | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
 }
@@ -204,6 +207,19 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     };
   }, { name: 'console variable' });
 
+  /**
+   * The Fleet page: every gateway publishing under fleet.mqtt.prefix, as `edge-gateway fleet`
+   * shows it (same table model). The page asks every few seconds while it is open: the rows are
+   * built from memory, nothing goes to the broker per request (the subscription starts with the
+   * first question and ends 5 minutes after the last, src/fleet/index.ts).
+   */
+  http.route('GET', '/console/api/fleet', async () => {
+    const fleet = deps.fleet;
+    if (!fleet) return { json: { configured: false, message: 'fleet status not configured (fleet.mqtt)', self: deps.config().gateway.name, rows: [] } };
+    const rows = await fleet.rows(Date.now);
+    return { json: { configured: true, self: deps.config().gateway.name, now: Date.now(), broker: fleet.broker(), rows } };
+  }, { name: 'console fleet' });
+
   http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });
 
   // --- Build the config ---
@@ -265,6 +281,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     hub,
     close() {
       clearInterval(backlogTimer);
+      deps.fleet?.stop();
       hub.close();
     },
   };

@@ -26,6 +26,9 @@ export class FleetLink implements ShareChannel {
   private client: MqttClient | null = null;
   private readonly throttle: LogThrottle;
   private readonly listeners = new Set<(name: string, a: Announcement | null) => void>();
+  /** Watchers of every gateway's status and last status (the console's fleet page), this one included. */
+  private readonly statusWatchers = new Set<(topic: string, payload: Buffer) => void>();
+  private statusSubscriptionState: 'pending' | 'ok' | 'refused' = 'pending';
   private syncedOnce = false;
   private settleTimer: NodeJS.Timeout | null = null;
   private lastAnnouncement: string | null = null;
@@ -79,6 +82,7 @@ export class FleetLink implements ShareChannel {
       this.o.logger.info({ url: c.url, client_id: this.clientId, prefix }, 'connected to the plant broker (fleet)');
       // The announcement is retained: publish it again in case the broker lost it (no persistence).
       if (this.lastAnnouncement !== null) this.publish(fleetTopic(prefix, this.o.gateway, 'budget'), this.lastAnnouncement);
+      if (this.statusWatchers.size > 0) this.subscribeStatuses(client);
       if (!this.o.sharing) return;
       client.subscribe({ [`${prefix}/+/budget`]: { qos: 1 }, [`${prefix}/+/status`]: { qos: 1 } }, (err) => {
         if (err) {
@@ -113,6 +117,48 @@ export class FleetLink implements ShareChannel {
   onPeer(listener: (name: string, a: Announcement | null) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** Whether the broker granted the status subscription of watchStatuses (pending until its SUBACK). */
+  get statusSubscription(): 'pending' | 'ok' | 'refused' {
+    return this.statusSubscriptionState;
+  }
+
+  /**
+   * Feeds `listener` every message on `<prefix>/+/status` and `<prefix>/+/last` (this gateway's
+   * own included), on this same connection: the retained ones at once after each (re)subscribe.
+   * Returns the function that stops the feed; with the last watcher gone the topics are
+   * unsubscribed (but `+/status` stays while budget sharing needs it).
+   */
+  watchStatuses(listener: (topic: string, payload: Buffer) => void): () => void {
+    this.statusWatchers.add(listener);
+    if (this.statusWatchers.size === 1 && this.client?.connected) this.subscribeStatuses(this.client);
+    return () => {
+      if (!this.statusWatchers.delete(listener) || this.statusWatchers.size > 0) return;
+      this.statusSubscriptionState = 'pending';
+      const prefix = this.o.config.prefix;
+      if (this.client?.connected) this.client.unsubscribe(this.o.sharing ? [`${prefix}/+/last`] : [`${prefix}/+/status`, `${prefix}/+/last`]);
+    };
+  }
+
+  private subscribeStatuses(client: MqttClient): void {
+    const prefix = this.o.config.prefix;
+    this.statusSubscriptionState = 'pending';
+    client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } }, (err, granted) => {
+      // A broker's ACL says no with return code 0x80 in the SUBACK (MQTT 3.1.1 §3.9.3), not an error.
+      const refused = granted?.filter((g) => g.qos === 128).map((g) => g.topic) ?? [];
+      if (this.statusWatchers.size === 0) return; // unwatched meanwhile
+      if (err || refused.length > 0) {
+        this.statusSubscriptionState = 'refused';
+        this.throttle.error(
+          'subscribe-status',
+          { err: err ? describeError(err) : undefined, refused },
+          `the plant broker refused the subscription to ${refused.join(' and ') || `${prefix}/+/status`}: the console's Fleet page stays empty until the broker's ACL lets this gateway read them`,
+        );
+      } else {
+        this.statusSubscriptionState = 'ok';
+      }
+    });
   }
 
   /** Publishes the status retained on `status` and `last`. False when not connected. */
@@ -162,6 +208,7 @@ export class FleetLink implements ShareChannel {
   private onMessage(topic: string, payload: Buffer): void {
     try {
       const t = parseFleetTopic(this.o.config.prefix, topic);
+      if (t && t.kind !== 'budget') for (const w of this.statusWatchers) w(topic, payload);
       if (!t || t.gateway === this.o.gateway) return;
       if (t.kind === 'budget') {
         this.emit(t.gateway, payload.length === 0 ? null : parseAnnouncement(payload));

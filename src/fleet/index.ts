@@ -7,11 +7,31 @@ import type { RequestBudget } from '../uplink/budget.js';
 import { BudgetSharing, type SharingStatus } from '../uplink/budget-sharing.js';
 import { FleetLink } from './broker-link.js';
 import { StatusPublisher } from './status-publisher.js';
+import { FleetView, type FleetRow } from './view.js';
+
+/** A Fleet page nobody asked for this long stops the subscription (each gateway would otherwise receive every status of the plant). */
+const WATCH_IDLE_MS = 5 * 60_000;
+/** The first question waits this long at most for the retained statuses (like `fleet --wait`). */
+const WATCH_SETTLE_MAX_MS = 2_000;
+
+/** The plant's fleet table as this gateway sees it (the console's Fleet page). */
+export interface FleetWatch {
+  /** The rows; subscribes on the first call after a while without one and waits for the retained statuses. */
+  rows(now: () => number): Promise<FleetRow[]>;
+  /** subscription: whether the broker granted the read of `<prefix>/+/status` and `/last` (its ACL may not). */
+  broker(): { url: string; connected: boolean; prefix: string; subscription: 'pending' | 'ok' | 'refused' };
+  stop(): void;
+}
 
 export interface FleetRuntime {
   /** Budget sharing state (null when uplink.budget_sharing.mode is off). */
   sharing(): SharingStatus | null;
   broker(): { url: string; connected: boolean; client_id: string; prefix: string };
+  /**
+   * Starts keeping the fleet table from `<prefix>/+/status` and `/last` on this gateway's own
+   * plant-broker connection (one client, one table model: view.ts, as `edge-gateway fleet`).
+   */
+  watch(): FleetWatch;
   /** Withdraws the budget announcement and publishes the stopped status, then disconnects. */
   stop(): Promise<void>;
 }
@@ -45,6 +65,49 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
   return {
     sharing: () => sharing?.status() ?? null,
     broker: () => ({ url: mqttConfig.url, connected: link.connected, client_id: link.clientId, prefix: mqttConfig.prefix }),
+    watch: () => {
+      // Subscribed only while someone looks at the page: with every gateway subscribed all the
+      // time, the broker would send N x N statuses per interval.
+      let view: FleetView | null = null;
+      let unwatch: (() => void) | null = null;
+      let askedAt = 0;
+      let settled: Promise<void> = Promise.resolve();
+      const idle = setInterval(() => {
+        if (unwatch && o.clock.monotonic() - askedAt > WATCH_IDLE_MS) {
+          unwatch();
+          unwatch = null;
+          view = null;
+        }
+      }, 30_000);
+      idle.unref();
+      const settle = async (): Promise<void> => {
+        // The retained statuses follow the SUBACK at once; give them a moment after it.
+        const until = o.clock.monotonic() + WATCH_SETTLE_MAX_MS;
+        while (o.clock.monotonic() < until && link.connected && link.statusSubscription === 'pending') await new Promise((r) => setTimeout(r, 50));
+        if (link.statusSubscription === 'ok') await new Promise((r) => setTimeout(r, Math.max(0, Math.min(300, until - o.clock.monotonic()))));
+      };
+      return {
+        rows: async (now) => {
+          askedAt = o.clock.monotonic();
+          if (!view) {
+            const v = new FleetView(mqttConfig.prefix);
+            view = v;
+            unwatch = link.watchStatuses((topic, payload) => v.ingest(topic, payload, Date.now()));
+            settled = settle();
+          }
+          const v = view;
+          await settled;
+          return v.rows(now());
+        },
+        broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix, subscription: link.statusSubscription }),
+        stop: () => {
+          clearInterval(idle);
+          unwatch?.();
+          unwatch = null;
+          view = null;
+        },
+      };
+    },
     stop: () => {
       if (!stopped) {
         sharing?.stop();

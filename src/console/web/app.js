@@ -9,6 +9,7 @@ import { Variables, VariableDetail } from './page-variables.js';
 import { Sources } from './page-sources.js';
 import { SetAside, Annotations, Gaps } from './page-records.js';
 import { Build } from './page-build.js';
+import { Fleet } from './page-fleet.js';
 
 const NAV = [
   ['overview', 'Overview'],
@@ -17,6 +18,7 @@ const NAV = [
   ['set-aside', 'Set-aside'],
   ['gaps', 'Gaps'],
   ['annotations', 'Annotations'],
+  ['fleet', 'Fleet'],
   ['build', 'Build the config'],
 ];
 
@@ -54,6 +56,7 @@ function Shell() {
   else if (page === 'set-aside') body = html`<${SetAside} />`;
   else if (page === 'gaps') body = html`<${Gaps} />`;
   else if (page === 'annotations') body = html`<${Annotations} />`;
+  else if (page === 'fleet') body = html`<${Fleet} />`;
   else if (page === 'build') body = html`<${Build} />`;
   else body = html`<${Overview} />`;
   return html`<div class="layout">
