@@ -106,17 +106,19 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   const setAsideCounts = deps.buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
   const page: Reply = { html: consolePage(deps.config().gateway.name), headers: { 'content-security-policy': CSP } };
 
-  http.route('GET', '/console', () => (consoleAssets() ? page : { status: 503, html: MISSING_BUNDLE }), { name: 'console page' });
+  // The page shell and its bundle hold no gateway data, so they load without the read token (like
+  // the HMI page at /); every /console/api read they make follows the read-token rule (guard.ts).
+  http.route('GET', '/console', () => (consoleAssets() ? page : { status: 503, html: MISSING_BUNDLE }), { name: 'console page', access: 'public' });
   http.route('GET', '/console/app.js', () => {
     const a = consoleAssets();
     if (!a) throw new HttpError(503, 'not_built', 'the console is not built: run npm run build');
     return { text: a.js, contentType: 'text/javascript; charset=utf-8' };
-  }, { name: 'console asset' });
+  }, { name: 'console asset', access: 'public' });
   http.route('GET', '/console/app.css', () => {
     const a = consoleAssets();
     if (!a) throw new HttpError(503, 'not_built', 'the console is not built: run npm run build');
     return { text: a.css, contentType: 'text/css; charset=utf-8' };
-  }, { name: 'console asset' });
+  }, { name: 'console asset', access: 'public' });
 
   http.route('GET', '/console/api/events', (ctx) => {
     hub.attach(ctx.res);
