@@ -25,6 +25,8 @@ export interface FleetStatusDoc {
   eta_s?: number | null;
   /** Bytes the buffer may still grow by (buffer.max_bytes minus used); null when unbounded. */
   capacity_left_bytes?: number | null;
+  /** How long the buffer lasts at the current ingest rate (buffer v2's capacity figure); null when unknown. */
+  capacity_left_s?: number | null;
   last_error?: string | null;
   /** Its part of the shared request budget, when budget sharing is on. */
   budget?: { group: string; share_per_minute: number; used_last_minute: number; members: number } | null;
@@ -48,6 +50,7 @@ export function fleetStatusFrom(s: GatewayStatus, sharing: SharingStatus | null,
     oldest_unsent_age_s: s.buffer.oldest_unsent_age_s === null ? null : Math.round(s.buffer.oldest_unsent_age_s),
     eta_s: s.backlog_eta_s === null ? null : Math.round(s.backlog_eta_s),
     capacity_left_bytes: s.buffer.max_bytes > 0 ? Math.max(0, s.buffer.max_bytes - s.buffer.used_bytes) : null,
+    capacity_left_s: s.buffer.capacity_s === null ? null : Math.round(s.buffer.capacity_s),
     last_error: lastError(s),
     budget: sharing ? { group: sharing.group, share_per_minute: sharing.share_per_minute, used_last_minute: s.uplink.requests_last_minute, members: sharing.members.length } : null,
   };

@@ -26,6 +26,7 @@ export interface FleetRow {
   oldest_unsent_age_s: number | null;
   eta_s: number | null;
   capacity_left_bytes: number | null;
+  capacity_left_s: number | null;
   share_per_minute: number | null;
   last_error: string | null;
   version: string | null;
@@ -105,6 +106,7 @@ export class FleetView {
         oldest_unsent_age_s: figures?.oldest_unsent_age_s ?? null,
         eta_s: figures?.eta_s ?? null,
         capacity_left_bytes: figures?.capacity_left_bytes ?? null,
+        capacity_left_s: figures?.capacity_left_s ?? null,
         share_per_minute: figures?.budget?.share_per_minute ?? null,
         last_error: figures?.last_error ?? null,
         version: figures?.version ?? null,
@@ -158,7 +160,7 @@ export function renderFleetTable(rows: FleetRow[]): string {
     BACKLOG: int(r.backlog),
     OLDEST: dur(r.oldest_unsent_age_s),
     ETA: dur(r.eta_s),
-    'BUFFER LEFT': bytes(r.capacity_left_bytes),
+    'BUFFER LEFT': r.capacity_left_s === null ? bytes(r.capacity_left_bytes) : `${bytes(r.capacity_left_bytes)} (${dur(r.capacity_left_s)})`,
     'SHARE/MIN': int(r.share_per_minute),
     VERSION: r.version ?? '-',
     // For an online gateway: how fresh the figures are; for an offline one: since when it is gone.

@@ -16,6 +16,13 @@ describe('FleetView (the table model of `edge-gateway fleet` and the console)', 
     expect(renderFleetTable(v.rows(40_000))).toMatch(/^a\s+offline\s+ok\s+2 up, 1 down\s+1,234\s+75s\s+30s\s+2\.0 GB\s+350/m);
   });
 
+  it('shows the capacity left in time when the gateway reports it (buffer v2)', () => {
+    const v = new FleetView('p');
+    v.ingest('p/c/status', doc('c', { capacity_left_s: 29 * 86_400 }), 0);
+    expect(v.rows(0)[0].capacity_left_s).toBe(29 * 86_400);
+    expect(renderFleetTable(v.rows(0))).toMatch(/2\.0 GB \(29\.0d\)/);
+  });
+
   it('reads the last figures from <prefix>/<gw>/last when the viewer starts after the will', () => {
     const v = new FleetView('p');
     v.ingest('p/b/status', JSON.stringify({ v: 1, gateway: 'b', state: 'offline', at: 'x', reason: 'gone' }), 0);

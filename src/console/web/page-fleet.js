@@ -51,7 +51,7 @@ export function Fleet() {
       <td class="num" data-testid="fleet-backlog">${fmtNum(r.backlog)}</td>
       <td class="num">${r.oldest_unsent_age_s === null ? '–' : fmtDuration(r.oldest_unsent_age_s)}</td>
       <td class="num">${r.eta_s === null ? '–' : fmtDuration(r.eta_s)}</td>
-      <td class="num">${r.capacity_left_bytes === null ? '–' : fmtBytes(r.capacity_left_bytes)}</td>
+      <td class="num">${r.capacity_left_bytes === null ? '–' : fmtBytes(r.capacity_left_bytes)}${r.capacity_left_s === null || r.capacity_left_s === undefined ? '' : ` (${fmtDuration(r.capacity_left_s)})`}</td>
       <td class=${r.reason || r.last_error ? 'err-text' : ''} data-testid="fleet-error">${r.reason ?? r.last_error ?? ''}${r.reason && r.last_error ? html`<div class="muted small">last error: ${r.last_error}</div>` : ''}</td>
       <td class="mono small">${r.version ?? '–'}</td>
       <td class="num">${fmtNum(r.share_per_minute)}</td>
