@@ -3,7 +3,7 @@
  * gzip -9 of the same data as CSV, in the same run, on a plant-like corpus (bench/plant-corpus.ts).
  * Also times the in-place conversion of the v1 file (migration + sealing every row).
  *
- * The v2 buffer runs with its defaults (seal_after 2 min, seal_rows 500,000) on a clock that
+ * The v2 buffer runs with its defaults (seal_after 2 min, seal_rows 100,000, compaction windows of 2 M samples) on a clock that
  * follows the corpus's plant time, so the live tail (the last 2 minutes) is still rows at the end,
  * as it would be in a gateway. Sizes are file + WAL after a TRUNCATE checkpoint.
  *

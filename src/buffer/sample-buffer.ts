@@ -154,8 +154,11 @@ const CLAIM_COLUMNS = 'seq, var, ts, value';
 
 /** Rows are sealed once committed this long ago (buffer.seal_after; bench/buffer-footprint.ts). */
 export const DEFAULT_SEAL_AFTER_MS = 2 * 60_000;
-/** Seqs per sealing step (buffer.seal_rows): big enough for chunks of hundreds of samples per variable. */
-export const DEFAULT_SEAL_ROWS = 500_000;
+/**
+ * Seqs per sealing step (buffer.seal_rows). Small enough that a step's rows in memory and its
+ * time holding the event loop stay small (bench/memory.ts); compaction makes the chunks large.
+ */
+export const DEFAULT_SEAL_ROWS = 100_000;
 /**
  * Samples per compaction window (sealer L5): with 5,000 variables at 1 Hz this gives chunks of
  * ~400 samples, with 1,000 variables ~2,000; one window is rewritten in ~0.3-0.6 s

@@ -34,6 +34,9 @@ export interface SealResult {
   bytes: number;
 }
 
+/** Compaction stages new chunks at seq − 2^53 (negative, exact in a double and in SQLite's 64-bit integers). */
+const STAGE_OFFSET = 2 ** 53;
+
 export interface CompactResult {
   samples: number;
   chunksBefore: number;
@@ -82,7 +85,7 @@ export class Sealer {
       bytesIn: db.prepare('SELECT coalesce(sum(length(data)), 0) FROM chunks WHERE seq_from >= ? AND seq_from <= ?').pluck(true),
       copyChunk: db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) SELECT ?, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from = ?'),
       deleteWindow: db.prepare('DELETE FROM chunks WHERE seq_from >= ? AND seq_from <= ?'),
-      unstage: db.prepare('UPDATE chunks SET seq_from = -seq_from WHERE seq_from < 0'),
+      unstage: db.prepare(`UPDATE chunks SET seq_from = seq_from + ${STAGE_OFFSET} WHERE seq_from < 0`),
       rowsIn: db.prepare('SELECT count(*) FROM samples WHERE seq >= ? AND seq <= ?').pluck(true),
     };
   }
@@ -134,9 +137,10 @@ export class Sealer {
 
   /**
    * Rewrites the chunks of [lo, hi] into per-variable chunks of up to MAX_CHUNK_SAMPLES (L5; the
-   * caller checked that nothing holds the window). The new chunks are staged at negated seqs
-   * (seqs are ≥ 1, so those are free), then the old ones are deleted and the new ones moved into
-   * place, all in this transaction: memory is the window's chunk list plus one variable's decoded
+   * caller checked that nothing holds the window). The new chunks are staged at seq − 2^53
+   * (seqs are ≥ 1, so those are free, and they keep ascending order: the move into place then
+   * appends pages in order instead of splitting them half full), then the old ones are deleted
+   * and the new ones moved into place, all in this transaction: memory is the window's chunk list plus one variable's decoded
    * samples, whatever the window's size. A chunk at least half full is copied as it is when
    * nothing of its variable is pending, so compacted windows cost little to pass through again.
    */
@@ -163,7 +167,7 @@ export class Sealer {
       for (const [varId, list] of byVar) {
         let acc = 0;
         const emit = (): void => {
-          bytesAfter += this.store.write(-seq, varId, accTs.subarray(0, acc), accV.subarray(0, acc)).length;
+          bytesAfter += this.store.write(seq - STAGE_OFFSET, varId, accTs.subarray(0, acc), accV.subarray(0, acc)).length;
           seq += acc;
           chunksAfter++;
           acc = 0;
@@ -172,7 +176,7 @@ export class Sealer {
           const seqFrom = list[k];
           const n = list[k + 1];
           if (acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
-            bytesAfter += this.st.copyChunk.run(-seq, seqFrom).changes === 1 ? (this.st.chunkBytes.get(seqFrom) as number) : 0;
+            bytesAfter += this.st.copyChunk.run(seq - STAGE_OFFSET, seqFrom).changes === 1 ? (this.st.chunkBytes.get(seqFrom) as number) : 0;
             seq += n;
             chunksAfter++;
             continue;
