@@ -798,6 +798,13 @@ export class SampleBuffer implements SampleSink {
     try {
       this.db.transaction(() => {
         for (const row of victims) this.st.deleteSeq.run(row[0]);
+        // Before the commit, as for chunks: per variable, how many rows may leave.
+        const perVar = new Map<string, number>();
+        for (const row of victims) {
+          const name = this.varNames.get(row[1]) ?? `#${row[1]}`;
+          perVar.set(name, (perVar.get(name) ?? 0) + 1);
+        }
+        this.opts.logger.debug({ event: 'buffer_rows_dropping', samples: victims.length, per_variable: Object.fromEntries(perVar) }, 'dropping the oldest rows (buffer.when_full = drop_oldest)');
       })();
       this.rowCount -= victims.length;
       this.recordDrop('drop_oldest', victims.map((r) => r[2]));
@@ -808,7 +815,8 @@ export class SampleBuffer implements SampleSink {
 
   /** Deletes whole chunks outside every import-job range, oldest first, until `target` samples; returns how many. */
   private dropOldestChunks(target: number): number {
-    const pick = this.db.prepare('SELECT seq_from, n, ts_min, ts_max, length(data) AS bytes FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from LIMIT 256');
+    const pick = this.db.prepare('SELECT seq_from, var, n, ts_min, ts_max, length(data) AS bytes FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from LIMIT 256');
+    const gone: Array<[string, number, number, number]> = [];
     const del = this.db.prepare('DELETE FROM chunks WHERE seq_from = ?');
     let dropped = 0;
     let chunks = 0;
@@ -819,12 +827,13 @@ export class SampleBuffer implements SampleSink {
       for (const gap of this.gapsAscending()) {
         let lo = gap.lo;
         while (dropped < target) {
-          const rows = pick.all(lo, gap.hi) as Array<{ seq_from: number; n: number; ts_min: number; ts_max: number; bytes: number }>;
+          const rows = pick.all(lo, gap.hi) as Array<{ seq_from: number; var: number; n: number; ts_min: number; ts_max: number; bytes: number }>;
           if (rows.length === 0) break;
           for (const c of rows) {
             lo = c.seq_from;
             if (c.seq_from + c.n - 1 >= gap.hi || dropped >= target) continue; // reaches into a job's range
             del.run(c.seq_from);
+            gone.push([this.varNames.get(c.var) ?? `#${c.var}`, c.n, c.ts_min, c.ts_max]);
             dropped += c.n;
             chunks += 1;
             bytes += c.bytes;
@@ -834,6 +843,9 @@ export class SampleBuffer implements SampleSink {
         }
         if (dropped >= target) break;
       }
+      // Written before the commit, so a reader of the log (the crash harness) knows of every drop
+      // that may have committed, with its exact samples per variable: [variable, n, ts_min, ts_max].
+      if (gone.length > 0) this.opts.logger.debug({ event: 'buffer_chunks_dropping', samples: dropped, chunks: gone }, 'dropping the oldest sealed chunks (buffer.when_full = drop_oldest)');
     })();
     this.sealedSamples -= dropped;
     this.chunkCount -= chunks;
