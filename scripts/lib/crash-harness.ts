@@ -182,7 +182,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     try {
       if (on) {
         db.exec('CREATE TABLE IF NOT EXISTS harness_filler (b BLOB)');
-        if (db.prepare('SELECT count(*) FROM harness_filler').pluck(true).get() === 0) db.prepare('INSERT INTO harness_filler (b) VALUES (zeroblob(960000))').run();
+        if (db.prepare('SELECT count(*) FROM harness_filler').pluck(true).get() === 0) db.prepare('INSERT INTO harness_filler (b) VALUES (zeroblob(850000))').run();
       } else {
         db.exec('DROP TABLE IF EXISTS harness_filler');
       }
@@ -210,7 +210,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     );
     for (let cycle = 0; cycle < o.cycles; cycle++) {
       // Drop mode: a filler table in the buffer file (the child is dead) keeps it near max_bytes,
-      // so drop_oldest runs within seconds of every start instead of after minutes of ingest.
+      // so drop_oldest runs within seconds of every start instead of after minutes of ingest. It
+      // leaves ~30 KB of room (the file's own pages are ~110 KB): enough that the newest ticks
+      // survive, since the highest surviving tick is how a run's committed ticks are known.
       if (o.dropChunks && cycle > 0) setFiller(true);
       const target = phases[Math.floor(random() * phases.length)];
       const run: Run = { startedAt: Date.now(), endedAt: 0, maxTick: -1 };

@@ -548,7 +548,7 @@ export class SampleBuffer implements SampleSink {
       let lo = -1;
       let hi = -1;
       let full = false;
-      for (const m of this.sealer.chunkMeta(from, limit)) {
+      for (const m of this.sealer.iterateChunkMeta(from, limit)) {
         if (m.seq_from + m.n - 1 > limit) break;
         if (samples + m.n > this.opts.compactSamples && before > 0) {
           full = true;

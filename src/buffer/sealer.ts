@@ -135,6 +135,11 @@ export class Sealer {
     return this.st.chunkMeta.all(from, to) as ChunkMeta[];
   }
 
+  /** The same, streamed: a caller that stops early reads no further (a backlog can hold millions of chunks). */
+  iterateChunkMeta(from: number, to: number): IterableIterator<ChunkMeta> {
+    return this.st.chunkMeta.iterate(from, to) as IterableIterator<ChunkMeta>;
+  }
+
   /**
    * Rewrites the chunks of [lo, hi] into per-variable chunks of up to MAX_CHUNK_SAMPLES (L5; the
    * caller checked that nothing holds the window). The new chunks are staged at seq − 2^53
