@@ -221,7 +221,6 @@ export class SampleBuffer implements SampleSink {
   private sealBusyUntil = 0;
   /** Seqs up to here were looked at by compaction and need none (sealer L5); in memory only. */
   private compactCursor = 0;
-  private chunksCompactedTotal = 0;
   private readonly ledgerRanges: Statement;
 
   private readonly st: {
@@ -598,7 +597,6 @@ export class SampleBuffer implements SampleSink {
         const r = this.sealer.compact(w.lo, w.hi);
         this.chunkCount += r.chunksAfter - r.chunksBefore;
         this.chunkBytes += r.bytesAfter - r.bytesBefore;
-        this.chunksCompactedTotal += r.chunksBefore;
         if (w.full) this.compactCursor = r.newHi;
         const ms = performance.now() - started;
         this.sealBusyUntil = this.opts.clock.monotonic() + ms;
