@@ -3,7 +3,7 @@
  * gzip -9 of the same data as CSV, in the same run, on a plant-like corpus (bench/plant-corpus.ts).
  * Also times the in-place conversion of the v1 file (migration + sealing every row).
  *
- * The v2 buffer runs with its defaults (seal_after 2 min, seal_rows 500,000) on a clock that
+ * The v2 buffer runs with its defaults (seal_after 2 min, seal_rows 100,000, compaction windows of 2 M samples) on a clock that
  * follows the corpus's plant time, so the live tail (the last 2 minutes) is still rows at the end,
  * as it would be in a gateway. Sizes are file + WAL after a TRUNCATE checkpoint.
  *
@@ -100,13 +100,16 @@ try {
   const { db: v2db } = openBufferDatabase(v2Path, { synchronous: 'full', logger, integrityCheck: false });
   const sealAfterMs = process.env.SEAL_AFTER_MS ? Number(process.env.SEAL_AFTER_MS) : undefined;
   const sealRows = process.env.SEAL_ROWS ? Number(process.env.SEAL_ROWS) : undefined;
-  const v2 = new SampleBuffer(v2db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock, ...(sealAfterMs ? { sealAfterMs } : {}), ...(sealRows ? { sealRows } : {}) });
+  const compactSamples = process.env.COMPACT_SAMPLES ? Number(process.env.COMPACT_SAMPLES) : undefined;
+  const v2 = new SampleBuffer(v2db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock, ...(sealAfterMs ? { sealAfterMs } : {}), ...(sealRows ? { sealRows } : {}), ...(compactSamples ? { compactSamples } : {}) });
 
   // v1: the schema as released before chunks (schema 2), one row per sample.
   const v1Path = join(dir, 'v1.db');
   {
     const { db } = openBufferDatabase(v1Path, { synchronous: 'full', logger, integrityCheck: false });
     db.exec('DROP TABLE chunks');
+    // Schema 4 (gap ledger, issue 14) came after v1 too.
+    for (const t of db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('last_committed', 'gaps', 'gap_ledger')").pluck(true).all() as string[]) db.exec(`DROP TABLE ${t}`);
     db.prepare("DELETE FROM meta WHERE key = 'sealed_upto'").run();
     db.pragma('user_version = 2');
     db.close();
@@ -148,6 +151,20 @@ try {
     sealMs += ms;
     sealSteps += 1;
     worstSealMs = Math.max(worstSealMs, ms);
+    return r;
+  };
+  let compactMs = 0;
+  let compactSteps = 0;
+  let worstCompactMs = 0;
+  const sealerObj = origSeal as unknown as { compact: (lo: number, hi: number) => unknown };
+  const compact0 = sealerObj.compact.bind(sealerObj);
+  sealerObj.compact = (lo: number, hi: number) => {
+    const t = performance.now();
+    const r = compact0(lo, hi);
+    const ms = performance.now() - t;
+    compactMs += ms;
+    compactSteps += 1;
+    worstCompactMs = Math.max(worstCompactMs, ms);
     return r;
   };
   let total = 0;
@@ -276,6 +293,7 @@ try {
     ])}\n\n`,
   );
   process.stdout.write(`sealing during ingest: ${sealSteps} steps, ${(sealMs / 1000).toFixed(1)} s in all, longest step ${Math.round(worstSealMs)} ms (seal_after ${sealAfterMs ?? 'default'}, seal_rows ${sealRows ?? 'default'})\n`);
+  process.stdout.write(`compaction during ingest: ${compactSteps} steps, ${(compactMs / 1000).toFixed(1)} s in all, longest step ${Math.round(worstCompactMs)} ms (compact_samples ${compactSamples ?? 'default'})\n`);
   process.stdout.write(`v2 compression ratio (16 B/sample raw over chunk bytes): ${allSealedStats.compressionRatio?.toFixed(1)}; chunks ${allSealedStats.chunks.toLocaleString('en-US')}; pages in use before the final seal ${pagesBefore}\n`);
   process.stdout.write(`lossless: the samples read back from the v2 file (rows and decoded chunks) equal the corpus as a multiset, bit-exact values (order-independent checksum of ${seen.n.toLocaleString('en-US')} samples): ${lossless ? 'yes' : 'NO'}\n`);
   process.stdout.write(`v1 -> v2 in place: ${total.toLocaleString('en-US')} rows converted in ${convS.toFixed(1)} s (${Math.round(total / convS).toLocaleString('en-US')} rows/s); ${convStats.sealedSamples.toLocaleString('en-US')} sealed; pages in use ${(convUsed / total).toFixed(2)} B/sample, file ${(convFile / total).toFixed(2)} B/sample (freed row pages are reused by new samples; VACUUM returns them to the disk)\n\n`);

@@ -12,6 +12,7 @@
  *
  *   npm run build && npx tsx bench/memory.ts
  *   BENCH_BACKLOG=2000000 BENCH_SECONDS=20 npx tsx bench/memory.ts     # quick run
+ *   SEAL_ROWS=20000 BENCH_VERBOSE=1 npx tsx bench/memory.ts               # buffer.seal_rows, RSS series
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -51,7 +52,7 @@ try {
       gateway: { name: 'mem', data_dir: join(root, 'data'), status_interval: 0 },
       log: { level: 'info', format: 'json' },
       service: { base_url: `${emu.base}/tracking/v1`, auth_url: emu.base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' }, request_timeout: '10s' },
-      buffer: { path: dbPath, max_bytes: '10GB' },
+      buffer: { path: dbPath, max_bytes: '10GB', ...(process.env.SEAL_ROWS ? { seal_rows: Number(process.env.SEAL_ROWS) } : {}) },
       http: { enabled: true, port: httpPort },
       generator: [{ name: 'live', variables: { prefix: 'mvr_live_', count: LIVE }, interval: '1s' }],
     },

@@ -21,7 +21,7 @@ import { stringify } from 'yaml';
 import { readAllSamples } from '../../src/buffer/chunk-store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
-export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'chunk_unsealed';
+export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'chunk_unsealed' | 'buffer_chunks_dropping';
 
 export interface CrashHarnessOptions {
   cycles: number;
@@ -38,6 +38,13 @@ export interface CrashHarnessOptions {
   seed?: number;
   /** Run the child from dist/ (built) instead of the TypeScript sources. */
   useDist?: boolean;
+  /**
+   * Drop mode: buffer.max_bytes at its minimum (1 MB) and a service that mostly fails, so the
+   * buffer fills and drop_oldest deletes sealed chunks; adds the kill phase buffer_chunks_dropping.
+   * Missing samples then must be covered, per variable, by the drops the gateway announced in its
+   * log before committing them (an unannounced missing sample counts as lost).
+   */
+  dropChunks?: boolean;
   log?: (line: string) => void;
 }
 
@@ -53,6 +60,9 @@ export interface CrashReport {
   integrity: { ok: number; failed: string[] };
   killsByPhase: Record<string, number>;
   importJobs: number;
+  /** Drop mode: samples the gateway announced it drops (before commit), and missing samples they cover. */
+  droppedAnnounced: number;
+  missingCoveredByDrops: number;
   durationMs: number;
 }
 
@@ -103,7 +113,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     uplink: { requests_per_minute: 60, flush_interval: 100, max_in_flight: 2, backfill: { threshold: '10s', max_file_bytes: 300_000, max_jobs_in_flight: 2, poll_interval: 100, poll_interval_max: 300 } },
     // Buffer v2: seal after a second in small steps, so every cycle seals, claims sealed samples and
     // builds import files from chunks.
-    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000 },
+    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000, ...(o.dropChunks ? { max_bytes: '1MB' } : {}) },
     http: { enabled: true, host: '127.0.0.1', port: httpPort },
     generator: [{ name: 'ticks', variables, interval: o.tickMs ?? 20, shape: 'counter' }],
   };
@@ -119,6 +129,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   const killsByPhase: Record<string, number> = {};
   const integrity = { ok: 0, failed: [] as string[] };
   const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'chunk_unsealed'];
+  if (o.dropChunks) phases.push('buffer_chunks_dropping', 'buffer_chunks_dropping', 'buffer_chunks_dropping');
+  /** Per variable: samples the gateway announced it drops (buffer_chunks_dropping / buffer_rows_dropping). */
+  const announced = new Map<string, number>();
 
   const spawnGateway = (): { child: ChildProcess; events: NodeJS.EventEmitter; ready: Promise<void> } => {
     const args = o.useDist ? [join(ROOT, 'dist', 'cli.js'), 'run', '--config', cfgPath] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), 'run', '--config', cfgPath];
@@ -132,13 +145,15 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     let resolveReady!: () => void;
     const ready = new Promise<void>((r) => (resolveReady = r));
     lines.on('line', (line) => {
-      let entry: { msg?: string; event?: string };
+      let entry: { msg?: string; event?: string; chunks?: Array<[string, number, number, number]>; per_variable?: Record<string, number> };
       try {
         entry = JSON.parse(line);
       } catch {
         return;
       }
       if (entry.msg === 'gateway started') resolveReady();
+      if (entry.event === 'buffer_chunks_dropping') for (const [v, n] of entry.chunks ?? []) announced.set(v, (announced.get(v) ?? 0) + n);
+      if (entry.event === 'buffer_rows_dropping') for (const [v, n] of Object.entries(entry.per_variable ?? {})) announced.set(v, (announced.get(v) ?? 0) + n);
       if (entry.event) child.emit(`phase:${entry.event}`);
     });
     child.stderr!.on('data', (d) => log(`child stderr: ${String(d).trim()}`));
@@ -162,6 +177,20 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     }
   };
 
+  const setFiller = (on: boolean): void => {
+    const db = new BetterSqlite3(dbPath);
+    try {
+      if (on) {
+        db.exec('CREATE TABLE IF NOT EXISTS harness_filler (b BLOB)');
+        if (db.prepare('SELECT count(*) FROM harness_filler').pluck(true).get() === 0) db.prepare('INSERT INTO harness_filler (b) VALUES (zeroblob(850000))').run();
+      } else {
+        db.exec('DROP TABLE IF EXISTS harness_filler');
+      }
+    } finally {
+      db.close();
+    }
+  };
+
   const maxTickUpstream = (run: Run): number => {
     let max = -1;
     for (const v of variables) {
@@ -174,8 +203,17 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   };
 
   try {
-    emu.setFaults({ error_rate: 0.05, status: 500, latency_ms: 10, drop_connection_rate: 0.02, job_failure_rate: 0.1 });
+    emu.setFaults(
+      o.dropChunks
+        ? { error_rate: 0.9, status: 500, latency_ms: 10, drop_connection_rate: 0.02, job_failure_rate: 0.9 }
+        : { error_rate: 0.05, status: 500, latency_ms: 10, drop_connection_rate: 0.02, job_failure_rate: 0.1 },
+    );
     for (let cycle = 0; cycle < o.cycles; cycle++) {
+      // Drop mode: a filler table in the buffer file (the child is dead) keeps it near max_bytes,
+      // so drop_oldest runs within seconds of every start instead of after minutes of ingest. It
+      // leaves ~30 KB of room (the file's own pages are ~110 KB): enough that the newest ticks
+      // survive, since the highest surviving tick is how a run's committed ticks are known.
+      if (o.dropChunks && cycle > 0) setFiller(true);
       const target = phases[Math.floor(random() * phases.length)];
       const run: Run = { startedAt: Date.now(), endedAt: 0, maxTick: -1 };
       const { child, events, ready } = spawnGateway();
@@ -208,6 +246,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     // Final run without faults or kills and with a normal budget, until everything is delivered;
     // then a graceful stop.
     emu.clearFaults();
+    if (o.dropChunks) setFiller(false);
     writeFileSync(cfgPath, stringify({ ...config, uplink: { ...config.uplink, requests_per_minute: 3_000 } }));
     const final: Run = { startedAt: Date.now(), endedAt: 0, maxTick: -1 };
     const { child, ready } = spawnGateway();
@@ -247,6 +286,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     let stored = 0;
     let duplicates = 0;
     let unexpected = 0;
+    let missingCovered = 0;
     const remaining = new BetterSqlite3(dbPath, { readonly: true });
     const stillBuffered = readAllSamples(remaining);
     remaining.close();
@@ -275,14 +315,23 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
         const r = runOf(x.ts);
         if (r >= 0) seen[r].add(x.value);
       }
+      let missing = 0;
+      const examples: string[] = [];
       runs.forEach((run, r) => {
         for (let tick = 0; tick <= run.maxTick; tick++) {
           if (!seen[r].has(tick)) {
-            lost++;
-            if (lostExamples.length < 10) lostExamples.push(`${v} run ${r + 1} tick ${tick}`);
+            missing++;
+            if (examples.length < 10) examples.push(`${v} run ${r + 1} tick ${tick}`);
           }
         }
       });
+      // Only samples the gateway announced as dropped may be missing (drop mode); the rest is lost.
+      const covered = Math.min(missing, announced.get(v) ?? 0);
+      missingCovered += covered;
+      if (missing > covered) {
+        lost += missing - covered;
+        lostExamples.push(...examples.slice(0, Math.max(0, 10 - lostExamples.length)));
+      }
     }
     return {
       cycles: o.cycles,
@@ -296,6 +345,8 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
       integrity,
       killsByPhase,
       importJobs: emu.importJobs().length,
+      droppedAnnounced: [...announced.values()].reduce((a, b) => a + b, 0),
+      missingCoveredByDrops: missingCovered,
       durationMs: Date.now() - started,
     };
   } finally {
@@ -318,6 +369,7 @@ export function formatReport(r: CrashReport): string {
     `  unexpected values       ${r.unexpected}`,
     `  integrity checks        ${r.integrity.ok} ok, ${r.integrity.failed.length} failed${r.integrity.failed.length ? `: ${r.integrity.failed.join('; ')}` : ''}`,
     `  import jobs created     ${r.importJobs}`,
+    `  drops announced         ${r.droppedAnnounced.toLocaleString('en-US')} samples (missing and covered by them: ${r.missingCoveredByDrops.toLocaleString('en-US')})`,
     `  duration                ${(r.durationMs / 1000).toFixed(1)} s`,
   ].join('\n');
 }

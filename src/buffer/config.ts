@@ -9,7 +9,7 @@ export const bufferSchema = z
     max_bytes: byteSize({ min: 1_000_000 }).default(2_000_000_000).meta({ description: 'Largest size of the buffer; what happens beyond it is set by when_full', examples: ['2GB'] }),
     when_full: z.enum(['drop_oldest', 'refuse_new']).default('drop_oldest').meta({ description: 'drop_oldest deletes the oldest unsent samples to make room; refuse_new drops incoming samples. Both are counted and logged' }),
     seal_after: durationMs({ min: 1_000, max: 86_400_000 }).default(120_000).meta({ description: 'Samples committed at least this long ago are sealed into compressed per-variable chunks (lossless; about 1-2 bytes per sample instead of about 25). The newest samples stay rows, which the live sync path sends', examples: ['2m'] }),
-    seal_rows: z.number().int().min(1_000).max(10_000_000).default(500_000).meta({ description: 'Samples sealed in one step. Larger steps give larger chunks per variable (better compression) but hold the buffer longer per step (measured: 0.5-2.5 s per 500,000 on a 2-core machine, bench/buffer-footprint.ts); a partial step is sealed once its oldest sample waited twice seal_after', examples: [500_000] }),
+    seal_rows: z.number().int().min(1_000).max(10_000_000).default(100_000).meta({ description: 'Samples sealed in one step. A step holds the buffer (and its rows in memory) while it runs: measured 0.2-0.5 s per 100,000 on a 2-core machine (bench/buffer-footprint.ts). Chunk size does not depend on it: small chunks of one variable from several steps are merged later (compaction); a partial step is sealed once its oldest sample waited twice seal_after', examples: [100_000] }),
   })
   .meta({ description: 'The durable store-and-forward buffer' });
 

@@ -52,7 +52,7 @@ import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
 import { toIsoUtc } from '../core/time.js';
 import type { Compressor } from './chunk-codec.js';
-import { ChunkStore, chunkSamples, type ChunkRow } from './chunk-store.js';
+import { ChunkStore, chunkSamples, MAX_CHUNK_SAMPLES, type ChunkRow } from './chunk-store.js';
 import { Sealer } from './sealer.js';
 import { fromRowValue, ROW_VALUE_JSON_SQL, toRowValue } from './row-value.js';
 
@@ -77,6 +77,8 @@ export interface BufferOptions {
   sealRows?: number;
   /** General compressor over the chunk layout (chunk-codec.ts). */
   compressor?: Compressor;
+  /** Samples per compaction window: small chunks of one variable within it are merged (sealer L5). */
+  compactSamples?: number;
 }
 
 export interface BufferedRow {
@@ -152,8 +154,17 @@ const CLAIM_COLUMNS = 'seq, var, ts, value';
 
 /** Rows are sealed once committed this long ago (buffer.seal_after; bench/buffer-footprint.ts). */
 export const DEFAULT_SEAL_AFTER_MS = 2 * 60_000;
-/** Seqs per sealing step (buffer.seal_rows): big enough for chunks of hundreds of samples per variable. */
-export const DEFAULT_SEAL_ROWS = 500_000;
+/**
+ * Seqs per sealing step (buffer.seal_rows). Small enough that a step's rows in memory and its
+ * time holding the event loop stay small (bench/memory.ts); compaction makes the chunks large.
+ */
+export const DEFAULT_SEAL_ROWS = 100_000;
+/**
+ * Samples per compaction window (sealer L5): with 5,000 variables at 1 Hz this gives chunks of
+ * ~400 samples, with 1,000 variables ~2,000; one window is rewritten in ~0.3-0.6 s
+ * (bench/buffer-footprint.ts prints the longest step).
+ */
+export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
@@ -208,6 +219,8 @@ export class SampleBuffer implements SampleSink {
   private marks: Array<{ seq: number; at: number }> = [];
   private lastSealCheck = 0;
   private sealBusyUntil = 0;
+  /** Seqs up to here were looked at by compaction and need none (sealer L5); in memory only. */
+  private compactCursor = 0;
   private readonly ledgerRanges: Statement;
 
   private readonly st: {
@@ -240,6 +253,7 @@ export class SampleBuffer implements SampleSink {
       walLimitBytes: 64 * 1024 * 1024,
       sealAfterMs: DEFAULT_SEAL_AFTER_MS,
       sealRows: DEFAULT_SEAL_ROWS,
+      compactSamples: DEFAULT_COMPACT_SAMPLES,
       compressor: 'deflate',
       ...options,
     };
@@ -457,14 +471,20 @@ export class SampleBuffer implements SampleSink {
     const now = this.opts.clock.monotonic();
     if (!force && (now - this.lastSealCheck < 1_000 || now < this.sealBusyUntil)) return;
     this.lastSealCheck = now;
+    // Sealing first (rows cost 26 B each); a tick without a sealing step may compact instead.
+    if (!this.sealStep(now, force) && !force) this.compactStep();
+  }
+
+  /** One sealing step if one is due; true when it ran (or failed trying). */
+  private sealStep(now: number, force: boolean): boolean {
     while (this.marks.length > 0 && this.marks[0].seq <= this.sealedUpto) this.marks.shift();
     let eligible = 0;
     for (const m of this.marks) if (force || m.at <= now - this.opts.sealAfterMs) eligible = m.seq;
-    if (eligible <= this.sealedUpto) return;
+    if (eligible <= this.sealedUpto) return false;
     const overdue = force || (this.marks.length > 0 && this.marks[0].at <= now - 2 * this.opts.sealAfterMs);
     const range = this.nextSealRange(eligible);
-    if (!range) return;
-    if (!overdue && !range.cut && range.hi - range.lo + 1 < this.opts.sealRows) return;
+    if (!range) return false;
+    if (!overdue && !range.cut && range.hi - range.lo + 1 < this.opts.sealRows) return false;
     const started = performance.now();
     this.opts.logger.debug({ event: 'buffer_seal_started', seq_from: range.lo, seq_to: range.hi }, 'sealing rows into chunks');
     try {
@@ -484,6 +504,117 @@ export class SampleBuffer implements SampleSink {
       this.opts.logger.warn({ err: describeError(err) }, 'sealing rows into chunks failed; they stay rows and sealing is retried');
       this.sealBusyUntil = this.opts.clock.monotonic() + 5_000;
     }
+    return true;
+  }
+
+  /** Everything held right now above `after`: import-job ranges (memory and ledger), sync-only ranges, sync claims. */
+  private holdsAbove(after: number): SeqRange[] {
+    const holds: SeqRange[] = [...this.reserved, ...this.syncOnly, ...(this.ledgerRanges.all() as SeqRange[])].filter((h) => h.to > after);
+    for (const seq of this.inflight) if (seq > after) holds.push({ from: seq, to: seq });
+    return holds.sort((a, b) => a.from - b.from);
+  }
+
+  /**
+   * The next compaction window above `compactCursor` (sealer L5): whole chunks only, no rows, no
+   * hold, at most `compactSamples` samples. `full` says it cannot grow any more (its size, a hold,
+   * a row or the end of the sealed seqs bounds it... only its size counts as full: the others may
+   * move).
+   */
+  private nextCompactWindow(): { lo: number; hi: number; before: number; after: number; samples: number; full: boolean } | null {
+    const holds = this.holdsAbove(this.compactCursor);
+    let from = this.compactCursor + 1;
+    for (let guard = 0; guard < 1_000; guard++) {
+      if (from > this.sealedUpto) return null;
+      const h = holds.find((x) => x.from <= from && x.to >= from);
+      if (h) {
+        from = h.to + 1;
+        continue;
+      }
+      // A chunk that starts below `from` and reaches into it is not ours to move (a job range ended inside it).
+      const straddle = this.store.overlapping(from, from)[0];
+      if (straddle && straddle.seq_from < from) {
+        from = straddle.seq_from + straddle.n;
+        continue;
+      }
+      let limit = this.sealedUpto;
+      const nextHold = holds.find((x) => x.from > from);
+      if (nextHold) limit = Math.min(limit, nextHold.from - 1);
+      const firstRow = this.st.firstAfter.get(from - 1, limit + 1) as number | undefined;
+      if (firstRow !== undefined && firstRow !== null) limit = firstRow - 1;
+      const perVar = new Map<number, number>();
+      let samples = 0;
+      let before = 0;
+      let lo = -1;
+      let hi = -1;
+      let full = false;
+      for (const m of this.sealer.iterateChunkMeta(from, limit)) {
+        if (m.seq_from + m.n - 1 > limit) break;
+        if (samples + m.n > this.opts.compactSamples && before > 0) {
+          full = true;
+          break;
+        }
+        if (lo < 0) lo = m.seq_from;
+        hi = m.seq_from + m.n - 1;
+        samples += m.n;
+        before++;
+        perVar.set(m.var, (perVar.get(m.var) ?? 0) + m.n);
+      }
+      if (before === 0) {
+        // Nothing sealed here: go on at the next chunk past the row or hold that ended it.
+        if (limit >= this.sealedUpto) return null;
+        const next = this.store.firstAfter(limit, this.sealedUpto + 1);
+        if (!next) return null;
+        from = Math.max(limit + 1, next.seq_from);
+        continue;
+      }
+      let after = 0;
+      for (const n of perVar.values()) after += Math.ceil(n / MAX_CHUNK_SAMPLES);
+      return { lo, hi, before, after, samples, full: full || limit < this.sealedUpto };
+    }
+    return null;
+  }
+
+  /**
+   * One compaction step (sealer L5). A window that can still grow (the newest sealed samples) is
+   * rewritten only when that cuts its chunks to a quarter, so it is not redone on every sealing
+   * step; a window bounded by its size (or a hold or row) when it saves a quarter, and then the
+   * cursor moves past it for good in this process.
+   */
+  private compactStep(): boolean {
+    if (this.chunkCount < 2) return false;
+    for (let i = 0; i < 1_000; i++) {
+      const w = this.nextCompactWindow();
+      if (!w) return false;
+      const worth = w.full ? w.after < w.before * 0.75 : w.after * 4 <= w.before;
+      if (!worth) {
+        if (!w.full) return false;
+        this.compactCursor = w.hi;
+        continue;
+      }
+      const started = performance.now();
+      this.opts.logger.debug({ event: 'buffer_compact_started', seq_from: w.lo, seq_to: w.hi, chunks: w.before }, 'merging small chunks');
+      try {
+        const r = this.sealer.compact(w.lo, w.hi);
+        this.chunkCount += r.chunksAfter - r.chunksBefore;
+        this.chunkBytes += r.bytesAfter - r.bytesBefore;
+        if (w.full) this.compactCursor = r.newHi;
+        const ms = performance.now() - started;
+        this.sealBusyUntil = this.opts.clock.monotonic() + ms;
+        this.opts.logger.debug({ event: 'buffer_compacted', seq_from: w.lo, seq_to: r.newHi, samples: r.samples, chunks_before: r.chunksBefore, chunks_after: r.chunksAfter, bytes_before: r.bytesBefore, bytes_after: r.bytesAfter, ms: Math.round(ms) }, 'merged small chunks');
+      } catch (err) {
+        this.opts.logger.warn({ err: describeError(err) }, 'merging small chunks failed; they stay as they are and merging is retried');
+        this.sealBusyUntil = this.opts.clock.monotonic() + 5_000;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  /** Compacts every window worth it now (tests, benchmarks). */
+  compactNow(): void {
+    this.compactCursor = 0;
+    for (let i = 0; i < 100_000; i++) if (!this.compactStep()) break;
+    this.refreshGauges();
   }
 
   /**
@@ -665,6 +796,13 @@ export class SampleBuffer implements SampleSink {
     try {
       this.db.transaction(() => {
         for (const row of victims) this.st.deleteSeq.run(row[0]);
+        // Before the commit, as for chunks: per variable, how many rows may leave.
+        const perVar = new Map<string, number>();
+        for (const row of victims) {
+          const name = this.varNames.get(row[1]) ?? `#${row[1]}`;
+          perVar.set(name, (perVar.get(name) ?? 0) + 1);
+        }
+        this.opts.logger.debug({ event: 'buffer_rows_dropping', samples: victims.length, per_variable: Object.fromEntries(perVar) }, 'dropping the oldest rows (buffer.when_full = drop_oldest)');
       })();
       this.rowCount -= victims.length;
       this.recordDrop('drop_oldest', victims.map((r) => r[2]));
@@ -675,7 +813,8 @@ export class SampleBuffer implements SampleSink {
 
   /** Deletes whole chunks outside every import-job range, oldest first, until `target` samples; returns how many. */
   private dropOldestChunks(target: number): number {
-    const pick = this.db.prepare('SELECT seq_from, n, ts_min, ts_max, length(data) AS bytes FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from LIMIT 256');
+    const pick = this.db.prepare('SELECT seq_from, var, n, ts_min, ts_max, length(data) AS bytes FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from LIMIT 256');
+    const gone: Array<[string, number, number, number]> = [];
     const del = this.db.prepare('DELETE FROM chunks WHERE seq_from = ?');
     let dropped = 0;
     let chunks = 0;
@@ -686,12 +825,13 @@ export class SampleBuffer implements SampleSink {
       for (const gap of this.gapsAscending()) {
         let lo = gap.lo;
         while (dropped < target) {
-          const rows = pick.all(lo, gap.hi) as Array<{ seq_from: number; n: number; ts_min: number; ts_max: number; bytes: number }>;
+          const rows = pick.all(lo, gap.hi) as Array<{ seq_from: number; var: number; n: number; ts_min: number; ts_max: number; bytes: number }>;
           if (rows.length === 0) break;
           for (const c of rows) {
             lo = c.seq_from;
             if (c.seq_from + c.n - 1 >= gap.hi || dropped >= target) continue; // reaches into a job's range
             del.run(c.seq_from);
+            gone.push([this.varNames.get(c.var) ?? `#${c.var}`, c.n, c.ts_min, c.ts_max]);
             dropped += c.n;
             chunks += 1;
             bytes += c.bytes;
@@ -701,6 +841,9 @@ export class SampleBuffer implements SampleSink {
         }
         if (dropped >= target) break;
       }
+      // Written before the commit, so a reader of the log (the crash harness) knows of every drop
+      // that may have committed, with its exact samples per variable: [variable, n, ts_min, ts_max].
+      if (gone.length > 0) this.opts.logger.debug({ event: 'buffer_chunks_dropping', samples: dropped, chunks: gone }, 'dropping the oldest sealed chunks (buffer.when_full = drop_oldest)');
     })();
     this.sealedSamples -= dropped;
     this.chunkCount -= chunks;

@@ -202,6 +202,49 @@ describe('sealed chunks (buffer v2)', () => {
     expect(b.buffer.stats().rows).toBe(5_000 - 100 - reservedBefore.length);
   });
 
+  it('compaction merges a variable\'s small chunks across sealing steps, bit-exact and in order, leaving held seqs alone (sealer L5)', async () => {
+    const { b, data } = await filled(20_000, { compactSamples: 8_000 });
+    b.buffer.sealNow();
+    const chunksBefore = b.buffer.stats().chunks;
+    expect(chunksBefore).toBeGreaterThanOrEqual(100); // 20 steps × 5 variables
+    // Holds: a sync claim (unseals the newest chunk into rows) and an import-job range over chunks.
+    const claimed = b.buffer.claimNewest(50);
+    const all0 = readAllSamples(b.buffer.database);
+    const range = { from: all0[4_000].seq, to: all0[6_500].seq };
+    b.buffer.reserveRange(range);
+    const inRange = (r: { seq: number }) => r.seq >= range.from && r.seq <= range.to;
+    const held0 = all0.filter(inRange);
+    const seqs0 = new Set(all0.map((r) => r.seq));
+    const perVar = (rows: typeof all0) => {
+      const m = new Map<string, string[]>();
+      for (const r of rows) m.set(r.variable, [...(m.get(r.variable) ?? []), key(r)]);
+      return m;
+    };
+    b.buffer.compactNow();
+    const all1 = readAllSamples(b.buffer.database);
+    const s = b.buffer.stats();
+    expect(s.chunks).toBeLessThan(chunksBefore / 2);
+    expect(s.rows).toBe(20_000);
+    expect(all1.map(key).sort()).toEqual(data.map(key).sort());
+    // Renumbered only inside the old seq space, never a seq twice, each variable's order kept.
+    expect(new Set(all1.map((r) => r.seq)).size).toBe(all1.length);
+    for (const r of all1) expect(seqs0.has(r.seq)).toBe(true);
+    const outside = (rows: typeof all0) => rows.filter((r) => !inRange(r) && !claimed.some((c) => c.seq === r.seq));
+    expect(perVar(outside(all1))).toEqual(perVar(outside(all0)));
+    // Held samples keep their seqs and content.
+    expect(all1.filter(inRange)).toEqual(held0);
+    for (const c of claimed) expect(all1.find((r) => r.seq === c.seq)).toEqual({ seq: c.seq, variable: c.variable, ts: c.ts, value: c.value });
+    // The job's range still deletes exactly its samples, and the rest survives a reopen.
+    expect(b.buffer.deleteRange(range)).toBe(held0.length);
+    b.buffer.ack(claimed);
+    await b.buffer.flush();
+    await b.close();
+    const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
+    const left = readAllSamples(again.buffer.database);
+    expect(left.length).toBe(20_000 - held0.length - claimed.length);
+    expect(again.buffer.stats().rows).toBe(left.length);
+  });
+
   it('drop_oldest drops whole sealed chunks first and counts exactly the samples dropped', async () => {
     const metrics = createMetrics();
     const { b } = await filled(40_000, { metrics, maxBytes: 1_000_000_000 });
