@@ -8,6 +8,7 @@ import { formatGaps } from '../../src/commands/gaps.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { runCli } from '../helpers/cli.js';
 import { delay, waitFor } from '../helpers/wait.js';
+import { apiGaps } from '../helpers/gaps.js';
 
 /**
  * Issue 14 §2, §3, §4: gaps recorded with the right reason and times for a Modbus device that
@@ -21,22 +22,6 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-interface ApiGap {
-  id: number;
-  source: string;
-  variables: string[] | null;
-  from: number;
-  to: number | null;
-  reason: string;
-  filled: string;
-  annotation: { state: string; external_id: string } | null;
-}
-
-async function apiGaps(gw: TestGateway, query = 'state=all&limit=50'): Promise<ApiGap[]> {
-  const res = await fetch(`${gw.handle.httpUrl}/api/gaps?${query}`);
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { gaps: ApiGap[] }).gaps;
-}
 
 describe('gap ledger', () => {
   it('records a Modbus device that stops answering as device_error with its times and variables, and annotates it once after an upstream outage', async () => {

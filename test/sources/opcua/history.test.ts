@@ -8,6 +8,7 @@ import { startEmulator, type EmulatorHandle } from '../../../src/emulator/index.
 import { OPCUA_DEMO_MAPPING, startOpcuaSimulator, type OpcuaSimulator } from '../../../src/sim/opcua-server.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { delay, waitFor } from '../../helpers/wait.js';
+import { apiGaps } from '../../helpers/gaps.js';
 import { captureLogger, tmpPki } from './helpers.js';
 import { startTcpProxy } from './tcp-proxy.js';
 
@@ -62,23 +63,6 @@ async function historyOf(sim: OpcuaSimulator, nodeId: string, from: number, to: 
   }
 }
 
-interface ApiGap {
-  id: number;
-  source: string;
-  variables: string[] | null;
-  from: number;
-  to: number | null;
-  reason: string;
-  filled: string;
-  annotation: { state: string; external_id: string } | null;
-}
-
-async function apiGaps(gw: TestGateway, query = 'state=all&limit=50'): Promise<ApiGap[]> {
-  const res = await fetch(`${gw.handle.httpUrl}/api/gaps?${query}`);
-  expect(res.status).toBe(200);
-  const body = (await res.json()) as { gaps: ApiGap[] };
-  return body.gaps;
-}
 
 /** Every value the server historized in [from, to] is stored upstream with the same timestamp and value. */
 async function expectHistoryUpstream(sim: OpcuaSimulator, emu: EmulatorHandle, from: number, to: number): Promise<number> {
