@@ -20,6 +20,14 @@ import { connectClient, endClient, mosquittoAvailable, startMosquitto, type Mosq
 const PASSWORD = 'fleet-Pa55-not-in-logs';
 const PREFIX = 'plant-a/gateways';
 const KEEPALIVE_S = 2;
+/**
+ * How late an offline message may come. MQTT owes it 1.5 keep-alives after the last packet (3 s
+ * here), but mosquitto 2.0 sweeps its keep-alive list about once every 5 s (keepalive.c,
+ * `last_keepalive_check`), so it lands 2–3 s or ~8 s after the freeze (measured here on a quiet
+ * machine: 2.46, 8.14, 8.17 s; CI saw 8.02 s), plus whatever a busy 2-core runner adds. The bound
+ * still tells our 2 s keep-alive from a default of 60 s (90 s), the failure this test catches.
+ */
+const OFFLINE_BOUND_MS = 1.5 * KEEPALIVE_S * 1000 + 17_000;
 const run = mosquittoAvailable() ? describe : describe.skip;
 
 let broker: Mosquitto;
@@ -108,17 +116,17 @@ run('fleet status on the plant broker (mosquitto, three gateway processes)', () 
     const killed = gateways[1];
     const t0 = performance.now();
     killed.child.kill('SIGKILL');
-    await waitFor(() => offlineAt.has(killed.name), { timeoutMs: 1.5 * KEEPALIVE_S * 1000 + 10_000, what: 'the will of the killed gateway' });
-    expect(offlineAt.get(killed.name)! - t0).toBeLessThan(1.5 * KEEPALIVE_S * 1000 + 5_000);
+    await waitFor(() => offlineAt.has(killed.name), { timeoutMs: 30_000, what: 'the will of the killed gateway' });
+    expect(offlineAt.get(killed.name)! - t0).toBeLessThan(OFFLINE_BOUND_MS);
 
     // SIGSTOP: no FIN, no packet; only the keep-alive notices (1.5 x keep-alive, MQTT §3.1.2.10).
     const frozen = gateways[2];
     const t1 = performance.now();
     frozen.child.kill('SIGSTOP');
-    await waitFor(() => offlineAt.has(frozen.name), { timeoutMs: 1.5 * KEEPALIVE_S * 1000 + 15_000, what: 'the will of the frozen gateway' });
+    await waitFor(() => offlineAt.has(frozen.name), { timeoutMs: 40_000, what: 'the will of the frozen gateway' });
     const frozenAfter = offlineAt.get(frozen.name)! - t1;
     expect(frozenAfter).toBeGreaterThan(KEEPALIVE_S * 1000 * 0.9);
-    expect(frozenAfter).toBeLessThan(1.5 * KEEPALIVE_S * 1000 + 5_000);
+    expect(frozenAfter).toBeLessThan(OFFLINE_BOUND_MS);
     await endClient(watcher);
 
     // A viewer started now still sees their last figures beside the offline state.
