@@ -22,6 +22,13 @@ import { fromRowValue, toRowValue } from './row-value.js';
 
 export const MAX_CHUNK_SAMPLES = 4_096;
 
+/**
+ * Chunks looked at for "the oldest sample": compaction orders a window's chunks to pack pages
+ * (sealer L5), so the lowest seq is not always the earliest sample; most variables have one chunk
+ * per window starting near its beginning, so a few dozen chunks find it to within seconds.
+ */
+const OLDEST_LOOKAHEAD = 64;
+
 export interface ChunkRow {
   seq_from: number;
   var: number;
@@ -30,6 +37,9 @@ export interface ChunkRow {
   ts_max: number;
   data: Buffer;
 }
+
+/** A chunk row without its key: encoded, not yet stored (or read to be stored again). */
+export type EncodedChunk = Omit<ChunkRow, 'seq_from'>;
 
 export interface ChunkTotals {
   chunks: number;
@@ -47,6 +57,7 @@ export class ChunkStore {
     totals: Statement;
     insertRow: Statement;
     oldest: Statement;
+    earliestFrom: Statement;
   };
 
   constructor(
@@ -61,7 +72,8 @@ export class ChunkStore {
       lastStartingBefore: db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from > ? AND seq_from < ? ORDER BY seq_from DESC LIMIT 1'),
       totals: db.prepare('SELECT count(*) AS chunks, coalesce(sum(n), 0) AS samples, coalesce(sum(length(data)), 0) AS bytes FROM chunks'),
       insertRow: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
-      oldest: db.prepare('SELECT min(ts_min) FROM (SELECT ts_min FROM chunks ORDER BY seq_from LIMIT 1)').pluck(true),
+      oldest: db.prepare(`SELECT min(ts_min) FROM (SELECT ts_min FROM chunks ORDER BY seq_from LIMIT ${OLDEST_LOOKAHEAD})`).pluck(true),
+      earliestFrom: db.prepare(`SELECT min(ts_min) FROM (SELECT ts_min FROM chunks WHERE seq_from >= ? AND seq_from < ? ORDER BY seq_from LIMIT ${OLDEST_LOOKAHEAD})`).pluck(true),
     };
   }
 
@@ -71,6 +83,13 @@ export class ChunkStore {
 
   /** Encodes and stores one chunk; the caller guarantees S1 (seqs free, inside a transaction). */
   write(seqFrom: number, varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): Buffer {
+    const c = this.encode(varId, ts, values);
+    this.insert(seqFrom, c);
+    return c.data;
+  }
+
+  /** Encodes one variable's samples as a chunk row without storing it (compaction orders them first). */
+  encode(varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): EncodedChunk {
     const data = encodeChunk(ts, values, { compressor: this.compressor });
     let min = Infinity;
     let max = -Infinity;
@@ -78,8 +97,12 @@ export class ChunkStore {
       if (ts[i] < min) min = ts[i];
       if (ts[i] > max) max = ts[i];
     }
-    this.st.insert.run(seqFrom, varId, ts.length, min, max, data);
-    return data;
+    return { var: varId, n: ts.length, ts_min: min, ts_max: max, data };
+  }
+
+  /** Stores an encoded chunk at `seqFrom` (S1: the caller guarantees its seqs are free). */
+  insert(seqFrom: number, c: EncodedChunk): void {
+    this.st.insert.run(seqFrom, c.var, c.n, c.ts_min, c.ts_max, c.data);
   }
 
   /** Chunks holding any seq in [from, to], in seq order (S4). */
@@ -97,9 +120,14 @@ export class ChunkStore {
     return this.st.lastStartingBefore.get(lo, hi) as ChunkRow | undefined;
   }
 
-  /** Sample timestamp of the chunk with the lowest seqs (its earliest), or null. */
+  /** Earliest sample timestamp among the chunks with the lowest seqs (see OLDEST_LOOKAHEAD), or null. */
   oldestTs(): number | null {
     return (this.st.oldest.get() as number | null) ?? null;
+  }
+
+  /** The same from `from` on, below `to`: the oldest sample where a sender would start. */
+  earliestTsFrom(from: number, to: number): number | null {
+    return (this.st.earliestFrom.get(from, to) as number | null) ?? null;
   }
 
   /** Number of sealed samples with seqs in [from, to]. */

@@ -982,7 +982,7 @@ export class SampleBuffer implements SampleSink {
         for (const r of rows) if (!this.inflight.has(r[0])) return r[2];
         lo = rows[rows.length - 1][0];
       }
-      if (c) return c.ts_min;
+      if (c) return Math.min(c.ts_min, this.store.earliestTsFrom(c.seq_from, gap.hi) ?? c.ts_min);
     }
     return null;
   }

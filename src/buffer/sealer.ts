@@ -1,6 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { decodeChunk } from './chunk-codec.js';
-import { MAX_CHUNK_SAMPLES, type ChunkStore } from './chunk-store.js';
+import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './chunk-store.js';
+import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder } from './page-packing.js';
 import { fromRowValue } from './row-value.js';
 
 /**
@@ -21,11 +22,14 @@ import { fromRowValue } from './row-value.js';
  *  L4  Each chunk is checked to decode bit-exact before it is stored (chunk-codec C3).
  *  L5  Compaction (merging a variable's small chunks from several sealing steps) is the same
  *      transformation applied to chunks: a window [lo, hi] that holds only chunks (no rows) and
- *      that nothing holds (L2) is rewritten in one transaction, per variable in the order of its
- *      samples, into the seqs lo, lo+1, …; the sample count is checked before commit. A sealing
- *      step cuts one chunk per variable, so with many variables its chunks are small (tens to
- *      hundreds of samples) and cost more bytes per sample; compaction makes them up to
- *      MAX_CHUNK_SAMPLES long without holding a large step's rows in memory.
+ *      that nothing holds (L2) is rewritten in one transaction into the seqs lo, lo+1, …; the
+ *      sample count is checked before commit. Each new chunk holds one variable's samples in their
+ *      order; the chunks themselves are placed in the order that fills SQLite's leaf pages
+ *      (page-packing.ts), so inside a window one variable's chunks need not follow each other or
+ *      their time order (nothing reads meaning into the order of unheld seqs: I3 is about held
+ *      ones). A sealing step cuts one chunk per variable, so with many variables its chunks are
+ *      small (tens to hundreds of samples) and cost more bytes per sample; compaction makes them up
+ *      to MAX_CHUNK_SAMPLES long without holding a large step's rows in memory.
  */
 
 export interface SealResult {
@@ -33,9 +37,6 @@ export interface SealResult {
   chunks: number;
   bytes: number;
 }
-
-/** Compaction stages new chunks at seq − 2^53 (negative, exact in a double and in SQLite's 64-bit integers). */
-const STAGE_OFFSET = 2 ** 53;
 
 export interface CompactResult {
   samples: number;
@@ -62,18 +63,19 @@ export class Sealer {
     getUpto: Statement;
     chunkMeta: Statement;
     chunkData: Statement;
-    chunkBytes: Statement;
     bytesIn: Statement;
-    copyChunk: Statement;
+    chunkRow: Statement;
     deleteWindow: Statement;
-    unstage: Statement;
     rowsIn: Statement;
   };
+
+  private readonly pageSize: number;
 
   constructor(
     private readonly db: Database,
     private readonly store: ChunkStore,
   ) {
+    this.pageSize = db.pragma('page_size', { simple: true }) as number;
     this.st = {
       rows: db.prepare('SELECT var, ts, value FROM samples WHERE seq >= ? AND seq <= ? ORDER BY seq').raw(true),
       deleteRange: db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?'),
@@ -81,11 +83,9 @@ export class Sealer {
       getUpto: db.prepare("SELECT value FROM meta WHERE key = 'sealed_upto'").pluck(true),
       chunkMeta: db.prepare('SELECT seq_from, var, n FROM chunks WHERE seq_from >= ? AND seq_from <= ? ORDER BY seq_from'),
       chunkData: db.prepare('SELECT data FROM chunks WHERE seq_from = ?').pluck(true),
-      chunkBytes: db.prepare('SELECT length(data) FROM chunks WHERE seq_from = ?').pluck(true),
       bytesIn: db.prepare('SELECT coalesce(sum(length(data)), 0) FROM chunks WHERE seq_from >= ? AND seq_from <= ?').pluck(true),
-      copyChunk: db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) SELECT ?, var, n, ts_min, ts_max, data FROM chunks WHERE seq_from = ?'),
+      chunkRow: db.prepare('SELECT var, n, ts_min, ts_max, data FROM chunks WHERE seq_from = ?'),
       deleteWindow: db.prepare('DELETE FROM chunks WHERE seq_from >= ? AND seq_from <= ?'),
-      unstage: db.prepare(`UPDATE chunks SET seq_from = seq_from + ${STAGE_OFFSET} WHERE seq_from < 0`),
       rowsIn: db.prepare('SELECT count(*) FROM samples WHERE seq >= ? AND seq <= ?').pluck(true),
     };
   }
@@ -142,12 +142,13 @@ export class Sealer {
 
   /**
    * Rewrites the chunks of [lo, hi] into per-variable chunks of up to MAX_CHUNK_SAMPLES (L5; the
-   * caller checked that nothing holds the window). The new chunks are staged at seq − 2^53
-   * (seqs are ≥ 1, so those are free, and they keep ascending order: the move into place then
-   * appends pages in order instead of splitting them half full), then the old ones are deleted
-   * and the new ones moved into place, all in this transaction: memory is the window's chunk list plus one variable's decoded
-   * samples, whatever the window's size. A chunk at least half full is copied as it is when
-   * nothing of its variable is pending, so compacted windows cost little to pass through again.
+   * caller checked that nothing holds the window), in one transaction. The new chunks are built in
+   * memory (the window's encoded bytes: a few MB for DEFAULT_COMPACT_SAMPLES, plus one variable's
+   * decoded samples), the old ones deleted, and the new ones written into the freed pages in the
+   * order that packs leaf pages full (page-packing.ts): seqs lo, lo+1, … follow that order, so
+   * chunks of all variables interleave inside the window (L5).
+   * A chunk at least half full is carried over as it is (no decoding) when nothing of its variable
+   * is pending, so compacted windows cost little to pass through again.
    */
   compact(lo: number, hi: number): CompactResult {
     return this.db.transaction((): CompactResult => {
@@ -164,47 +165,57 @@ export class Sealer {
         chunksBefore++;
       }
       const bytesBefore = this.st.bytesIn.get(lo, hi) as number;
-      let seq = lo;
-      let chunksAfter = 0;
-      let bytesAfter = 0;
+      const out: EncodedChunk[] = [];
       const accTs = new Float64Array(MAX_CHUNK_SAMPLES);
       const accV = new Float64Array(MAX_CHUNK_SAMPLES);
       for (const [varId, list] of byVar) {
+        // Equal cuts: k chunks of ~left/k samples rather than full ones and a short remainder, so
+        // a variable's chunks are alike in size and keep packing well in the order of their samples.
+        let left = 0;
+        for (let k = 1; k < list.length; k += 2) left += list[k];
         let acc = 0;
+        let target = 0;
         const emit = (): void => {
-          bytesAfter += this.store.write(seq - STAGE_OFFSET, varId, accTs.subarray(0, acc), accV.subarray(0, acc)).length;
-          seq += acc;
-          chunksAfter++;
+          out.push(this.store.encode(varId, accTs.subarray(0, acc), accV.subarray(0, acc)));
+          left -= acc;
           acc = 0;
         };
         for (let k = 0; k < list.length; k += 2) {
           const seqFrom = list[k];
           const n = list[k + 1];
           if (acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
-            bytesAfter += this.st.copyChunk.run(seq - STAGE_OFFSET, seqFrom).changes === 1 ? (this.st.chunkBytes.get(seqFrom) as number) : 0;
-            seq += n;
-            chunksAfter++;
+            out.push(this.st.chunkRow.get(seqFrom) as EncodedChunk);
+            left -= n;
             continue;
           }
           const d = decodeChunk(this.st.chunkData.get(seqFrom) as Buffer);
           if (d.ts.length !== n) throw new Error(`chunk ${seqFrom} decodes to ${d.ts.length} samples, not ${n}`);
           let i = 0;
           while (i < n) {
-            const take = Math.min(n - i, MAX_CHUNK_SAMPLES - acc);
+            if (acc === 0) target = Math.ceil(left / Math.ceil(left / MAX_CHUNK_SAMPLES));
+            const take = Math.min(n - i, target - acc);
             accTs.set(d.ts.subarray(i, i + take), acc);
             accV.set(d.values.subarray(i, i + take), acc);
             acc += take;
             i += take;
-            if (acc === MAX_CHUNK_SAMPLES) emit();
+            if (acc === target) emit();
           }
         }
         if (acc > 0) emit();
       }
-      if (seq - lo !== samples) throw new Error(`compaction of ${lo}..${hi} wrote ${seq - lo} samples, read ${samples}`);
+      let written = 0;
+      for (const c of out) written += c.n;
+      if (written !== samples) throw new Error(`compaction of ${lo}..${hi} built ${written} samples, read ${samples}`);
       this.st.deleteWindow.run(lo, hi);
-      const moved = this.st.unstage.run().changes;
-      if (moved !== chunksAfter) throw new Error(`compaction of ${lo}..${hi} staged ${chunksAfter} chunks, moved ${moved}`);
-      return { samples, chunksBefore, chunksAfter, bytesBefore, bytesAfter, newHi: seq - 1 };
+      const sizes = out.map((c, i) => leafCellBytes(chunkRecordBytes({ ...c, dataBytes: c.data.length }), lo + i, this.pageSize));
+      let seq = lo;
+      let bytesAfter = 0;
+      for (const i of packingOrder(sizes, leafCapacity(this.pageSize))) {
+        this.store.insert(seq, out[i]);
+        seq += out[i].n;
+        bytesAfter += out[i].data.length;
+      }
+      return { samples, chunksBefore, chunksAfter: out.length, bytesBefore, bytesAfter, newHi: seq - 1 };
     }).immediate();
   }
 }
