@@ -11,6 +11,7 @@
  *
  *   nice -n 5 npx tsx bench/buffer-footprint.ts                    # 20 M samples
  *   BENCH_SAMPLES=2000000 npx tsx bench/buffer-footprint.ts         # quick run
+ *   BENCH_VARIABLES=5000 npx tsx bench/buffer-footprint.ts         # 5,000 variables (same class mix)
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -28,6 +29,8 @@ import { table, verdict } from './lib.js';
 import { PlantCorpus, type SignalClass } from './plant-corpus.js';
 
 const N = Number(process.env.BENCH_SAMPLES ?? 20_000_000);
+/** Variables in the corpus, in thousands of the same class mix (BENCH_VARIABLES=5000: the README's plant). */
+const VARIABLES = Math.max(1000, Math.round(Number(process.env.BENCH_VARIABLES ?? 1000) / 1000) * 1000);
 const T0 = Date.parse('2026-11-01T00:00:00Z');
 
 /** Order-independent checksum of a multiset of samples: count, sum and xor of two 32-bit hashes. */
@@ -92,7 +95,7 @@ function checkpoint(db: BetterSqlite3.Database): void {
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-footprint-'));
 try {
-  const corpus = new PlantCorpus(T0);
+  const corpus = new PlantCorpus(T0, VARIABLES / 1000);
   let plantMs = T0;
   const clock: Clock = { now: () => plantMs, monotonic: () => plantMs - T0 } as Clock;
   const logger = silentLogger();

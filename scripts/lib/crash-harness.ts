@@ -21,7 +21,7 @@ import { stringify } from 'yaml';
 import { readAllSamples } from '../../src/buffer/chunk-store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
-export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'chunk_unsealed' | 'buffer_chunks_dropping';
+export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'buffer_compact_started' | 'chunk_unsealed' | 'buffer_chunks_dropping';
 
 export interface CrashHarnessOptions {
   cycles: number;
@@ -113,7 +113,8 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     uplink: { requests_per_minute: 60, flush_interval: 100, max_in_flight: 2, backfill: { threshold: '10s', max_file_bytes: 300_000, max_jobs_in_flight: 2, poll_interval: 100, poll_interval_max: 300 } },
     // Buffer v2: seal after a second in small steps, so every cycle seals, claims sealed samples and
     // builds import files from chunks.
-    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000, ...(o.dropChunks ? { max_bytes: '1MB' } : {}) },
+    // Small compaction windows, so that compaction (and kills inside it) happen in most cycles too.
+    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000, compact_samples: 3_000, ...(o.dropChunks ? { max_bytes: '1MB' } : {}) },
     http: { enabled: true, host: '127.0.0.1', port: httpPort },
     generator: [{ name: 'ticks', variables, interval: o.tickMs ?? 20, shape: 'counter' }],
   };
@@ -128,7 +129,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   process.once('exit', killAll);
   const killsByPhase: Record<string, number> = {};
   const integrity = { ok: 0, failed: [] as string[] };
-  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'chunk_unsealed'];
+  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'buffer_compact_started', 'chunk_unsealed'];
   if (o.dropChunks) phases.push('buffer_chunks_dropping', 'buffer_chunks_dropping', 'buffer_chunks_dropping');
   /** Per variable: samples the gateway announced it drops (buffer_chunks_dropping / buffer_rows_dropping). */
   const announced = new Map<string, number>();

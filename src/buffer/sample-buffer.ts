@@ -219,6 +219,8 @@ export class SampleBuffer implements SampleSink {
   private marks: Array<{ seq: number; at: number }> = [];
   private lastSealCheck = 0;
   private sealBusyUntil = 0;
+  /** The last tick sealed: compaction goes first on the next one if it has work (see maybeSeal). */
+  private compactTurn = false;
   /** Seqs up to here were looked at by compaction and need none (sealer L5); in memory only. */
   private compactCursor = 0;
   private readonly ledgerRanges: Statement;
@@ -471,8 +473,19 @@ export class SampleBuffer implements SampleSink {
     const now = this.opts.clock.monotonic();
     if (!force && (now - this.lastSealCheck < 1_000 || now < this.sealBusyUntil)) return;
     this.lastSealCheck = now;
-    // Sealing first (rows cost 26 B each); a tick without a sealing step may compact instead.
-    if (!this.sealStep(now, force) && !force) this.compactStep();
+    if (force) {
+      this.sealStep(now, true);
+      return;
+    }
+    // Sealing first (rows cost 26 B each), but when a sealing step is due on every tick (a v1
+    // backlog converted in place, ingest faster than seal_rows a second) compaction takes every
+    // other one, or it would wait until the backlog is sealed and the small chunks pile up.
+    if (this.compactTurn && this.compactStep()) {
+      this.compactTurn = false;
+      return;
+    }
+    if (this.sealStep(now, false)) this.compactTurn = true;
+    else this.compactStep();
   }
 
   /** One sealing step if one is due; true when it ran (or failed trying). */

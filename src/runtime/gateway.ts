@@ -136,6 +136,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     whenFull: config.buffer.when_full,
     sealAfterMs: config.buffer.seal_after,
     sealRows: config.buffer.seal_rows,
+    compactSamples: config.buffer.compact_samples,
     logger: logger.child({ component: 'buffer' }),
     metrics,
     clock,
