@@ -174,6 +174,7 @@ try {
   let second = 0;
   let v1Buf: Array<{ variable: string; ts: number; value: number }> = [];
   const pending: Promise<void>[] = [];
+  let pendingSamples = 0;
   while (total < N) {
     const batch = corpus.second(second++).slice(0, N - total);
     plantMs = T0 + second * 1000;
@@ -199,9 +200,13 @@ try {
       if (!c) perClass.set(cls, (c = new Counter(createGzip({ level: 9 }))));
       c.gz.write(text);
     }
-    if (pending.length >= 50) {
+    pendingSamples += batch.length;
+    // One group commit (and one chance to seal, as after every commit of a gateway) per ~50,000
+    // samples: with 5,000 variables, 50 plant seconds in one commit would let sealing fall behind.
+    if (pending.length >= 50 || pendingSamples >= 50_000) {
       await Promise.all(pending);
       pending.length = 0;
+      pendingSamples = 0;
       // Let the gzip streams drain, so memory stays bounded.
       await new Promise((r) => setImmediate(r));
     }
@@ -257,7 +262,7 @@ try {
   }
   const expected = new MultisetHash();
   {
-    const again = new PlantCorpus(T0);
+    const again = new PlantCorpus(T0, VARIABLES / 1000);
     let left = N;
     for (let s = 0; left > 0; s++) for (const x of again.second(s)) if (left-- > 0) expected.add(x.variable, x.ts, x.value);
   }
