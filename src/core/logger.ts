@@ -57,7 +57,13 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
   if (wantPretty) {
     return pino(options, pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
   }
-  return settings.destination ? pino(options, settings.destination) : pino(options);
+  // Synchronous writes to stdout: pino's default destination writes asynchronously and keeps what
+  // arrives meanwhile in memory, so a SIGKILL, an OOM kill or a power cut loses the last lines: the
+  // ones that explain the crash, and the drop_oldest announcements that are written inside the
+  // transaction before it commits (the crash harness counts on them; with the async default its
+  // drop mode reported samples as lost that had been dropped and logged). Log volume is small (every
+  // repeated line is throttled), so the cost is negligible.
+  return settings.destination ? pino(options, settings.destination) : pino(options, pino.destination({ dest: 1, sync: true }));
 }
 
 /** A logger that writes nothing; for tests and tools that do not want output. */
