@@ -51,7 +51,7 @@ import type { Sample, SampleSink } from '../core/sample.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
 import { toIsoUtc } from '../core/time.js';
-import type { Compressor } from './chunk-codec.js';
+import { decodeChunk, type Compressor, type DecodedChunk } from './chunk-codec.js';
 import { ChunkStore, chunkSamples, MAX_CHUNK_SAMPLES, type ChunkRow } from './chunk-store.js';
 import { Sealer } from './sealer.js';
 import { fromRowValue, ROW_VALUE_JSON_SQL, toRowValue } from './row-value.js';
@@ -1179,36 +1179,49 @@ export class SampleBuffer implements SampleSink {
       if (name === undefined) names.set(varId, (name = JSON.stringify(this.varNames.get(varId) ?? `#${varId}`)));
       return `{"timestamp":"${toIsoUtc(ts)}",${fieldJson}:${name},"value":${jsonNumber(value)}}`;
     };
+    // The chunk being serialized, decoded once and handed out `rows` items per block. A whole
+    // chunk per block (up to MAX_CHUNK_SAMPLES items, ~400 kB of text) kept thousands of item
+    // strings alive at once, so the young generation's scavenges promoted most of them and the
+    // joined text went straight to the large-object space: ~120 MB of old-generation garbage per
+    // 128 MB file, which V8 lets pile up before a full GC (bench/memory.ts, online phase).
+    // Keeping it across calls is safe: the range is held, so nothing re-encodes its samples (I3).
+    let cur: { c: ChunkRow; d: DecodedChunk; i: number; end: number } | null = null;
     return {
       nextBlock: () => {
         while (!done) {
-          // Rows up to the next chunk come from SQLite's serializer; a chunk is decoded and
-          // serialized here, one chunk per block (at most MAX_CHUNK_SAMPLES items).
-          const c = this.sealedSamples > 0 ? this.store.firstAfter(lo, range.to + 1) : undefined;
-          const rowsHi = c ? Math.min(range.to, c.seq_from - 1) : range.to;
-          if (rowsHi > lo) {
-            const r = block.get({ field: idField, lo, hi: rowsHi, rows }) as { text: string | null; n: number; last: number | null };
-            if (r.n > 0 && r.text !== null && r.last !== null) {
-              const from = lo;
-              lo = r.last;
-              if (!c && r.n < rows) done = true;
-              return { text: r.text, count: r.n, afterSeq: from, lastSeq: r.last };
+          if (!cur) {
+            // Rows up to the next chunk come from SQLite's serializer; a chunk is decoded and
+            // serialized here.
+            const c = this.sealedSamples > 0 ? this.store.firstAfter(lo, range.to + 1) : undefined;
+            const rowsHi = c ? Math.min(range.to, c.seq_from - 1) : range.to;
+            if (rowsHi > lo) {
+              const r = block.get({ field: idField, lo, hi: rowsHi, rows }) as { text: string | null; n: number; last: number | null };
+              if (r.n > 0 && r.text !== null && r.last !== null) {
+                const from = lo;
+                lo = r.last;
+                if (!c && r.n < rows) done = true;
+                return { text: r.text, count: r.n, afterSeq: from, lastSeq: r.last };
+              }
             }
+            if (!c) {
+              done = true;
+              return null;
+            }
+            // Its samples with seqs in (lo, range.to]: indexes i .. end − 1.
+            cur = { c, d: decodeChunk(c.data), i: Math.max(0, lo + 1 - c.seq_from), end: Math.min(c.n, range.to - c.seq_from + 1) };
           }
-          if (!c) {
-            done = true;
-            return null;
-          }
+          const { c, d } = cur;
+          const stop = Math.min(cur.end, cur.i + rows);
           const parts: string[] = [];
-          let last = lo;
-          for (const x of chunkSamples(c, lo + 1, range.to)) {
-            parts.push(jsItem(c.var, x.ts, x.value));
-            last = x.seq;
-          }
+          for (let i = cur.i; i < stop; i++) parts.push(jsItem(c.var, d.ts[i], d.values[i]));
           const from = lo;
-          lo = Math.max(lo, Math.min(range.to, c.seq_from + c.n - 1));
-          if (lo >= range.to) done = true;
-          if (parts.length > 0) return { text: parts.join(','), count: parts.length, afterSeq: from, lastSeq: last };
+          cur.i = stop;
+          if (stop >= cur.end) {
+            lo = Math.max(lo, Math.min(range.to, c.seq_from + c.n - 1));
+            cur = null;
+            if (lo >= range.to) done = true;
+          } else lo = c.seq_from + stop - 1;
+          if (parts.length > 0) return { text: parts.join(','), count: parts.length, afterSeq: from, lastSeq: c.seq_from + stop - 1 };
         }
         return null;
       },

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readAllSamples } from '../../src/buffer/chunk-store.js';
+import { MAX_CHUNK_SAMPLES, readAllSamples } from '../../src/buffer/chunk-store.js';
 import { openBufferDatabase } from '../../src/buffer/database.js';
 import { SCHEMA_VERSION } from '../../src/buffer/migrations.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
@@ -143,6 +143,73 @@ describe('sealed chunks (buffer v2)', () => {
       expect(b.buffer.stats().rows).toBe(left.length);
       expect(b.buffer.stats().reserved).toBe(0);
       expect(data.length + live.length).toBe(all.length);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a sealing step cuts a variable of more than MAX_CHUNK_SAMPLES rows into chunks in its order, and a later smaller step reuses the scratch', async () => {
+    const b = track(openTestBuffer({ sealRows: 20_000 }));
+    // 10,000 rows of mvr_big between rows of two small variables: one step of 12,000 seqs.
+    const data = Array.from({ length: 12_000 }, (_, i) => ({
+      variable: i % 6 === 0 ? 'mvr_a' : i % 6 === 3 ? 'mvr_b' : 'mvr_big',
+      ts: T0 + i * 10 - (i % 13 === 0 ? 25 : 0),
+      value: i % 11 === 0 ? SPECIAL[(i / 11) % SPECIAL.length] : Math.round(Math.sin(i / 40) * 1e5) / 1e3,
+    }));
+    await b.buffer.append(data);
+    b.buffer.sealNow();
+    const more = plant(700).map((s) => ({ ...s, variable: `later_${s.variable}` }));
+    await b.buffer.append(more);
+    b.buffer.sealNow();
+    expect(b.buffer.stats().liveRows).toBe(0);
+    const sizes = b.buffer.database.prepare('SELECT var, n FROM chunks ORDER BY seq_from').all() as Array<{ var: number; n: number }>;
+    expect(Math.max(...sizes.map((c) => c.n))).toBe(MAX_CHUNK_SAMPLES);
+    expect(sizes.reduce((a, c) => a + c.n, 0)).toBe(12_700);
+    // Each variable's samples come back bit-exact and in the order they were appended.
+    const all = readAllSamples(b.buffer.database);
+    for (const name of ['mvr_a', 'mvr_b', 'mvr_big', ...new Set(more.map((m) => m.variable))]) {
+      const want = [...data, ...more].filter((d) => d.variable === name).map(key);
+      expect(all.filter((r) => r.variable === name).map(key)).toEqual(want);
+    }
+  });
+
+  it('serves a chunk longer than a block in several blocks, for a range that starts and ends inside chunks and a limit that falls inside one', async () => {
+    const { b } = await filled(4_000); // chunks of 200 samples (steps of 1,000 seqs, 5 variables)
+    b.buffer.sealNow();
+    const all = readAllSamples(b.buffer.database);
+    const range = { from: all[150].seq, to: all[3_950].seq };
+    b.buffer.reserveRange(range);
+    const dir = mkdtempSync(join(tmpdir(), 'gw-chunk-import-'));
+    try {
+      const reader = b.buffer.importReader(range, 'machine_variable_id', 64);
+      const counts: number[] = [];
+      const watched = {
+        nextBlock: () => {
+          const block = reader.nextBlock();
+          if (block) counts.push(block.count);
+          return block;
+        },
+        itemsAfter: reader.itemsAfter,
+      };
+      const built = await buildImportFile(watched, join(dir, 'f.json'), 200_000);
+      expect(Math.max(...counts)).toBe(64);
+      const read = [...b.buffer.readRange(range, 500)].flat();
+      expect(built.itemCount).toBeGreaterThan(1_000);
+      expect(built.itemCount).toBeLessThan(read.length);
+      expect(built.lastSeq).toBe(read[built.itemCount - 1].seq);
+      const items = (JSON.parse(readFileSync(join(dir, 'f.json'), 'utf8')) as { items: Array<{ timestamp: string; machine_variable_id: string; value: number }> }).items;
+      expect(items).toHaveLength(built.itemCount);
+      items.forEach((it, i) => {
+        expect(it.machine_variable_id).toBe(read[i].variable);
+        expect(Date.parse(it.timestamp)).toBe(read[i].ts);
+        expect(Object.is(it.value, read[i].value)).toBe(true);
+      });
+      // The whole range in blocks of 64 gives every sample once, in readRange's order.
+      const whole = b.buffer.importReader(range, 'machine_variable_id', 64);
+      const seen: string[] = [];
+      for (let block = whole.nextBlock(); block; block = whole.nextBlock()) seen.push(block.text);
+      const parsed = JSON.parse(`[${seen.join(',')}]`) as Array<{ timestamp: string; machine_variable_id: string; value: number }>;
+      expect(parsed.map((it) => `${it.machine_variable_id}|${Date.parse(it.timestamp)}`)).toEqual(read.map((r) => `${r.variable}|${r.ts}`));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
