@@ -152,6 +152,13 @@ class BitWriter {
   private readonly w = new ByteWriter(64);
   private cur = 0;
   private nbits = 0;
+  /** Starts over, keeping the buffer (one writer serves every chunk: see bodyWriter). */
+  reset(): this {
+    this.w.pos = 0;
+    this.cur = 0;
+    this.nbits = 0;
+    return this;
+  }
   /** Writes the low `n` bits of `v` (0 ≤ n ≤ 32), most significant first. */
   bits(v: number, n: number): void {
     while (n > 0) {
@@ -205,8 +212,11 @@ function ctz32(x: number): number {
   return x === 0 ? 32 : 31 - Math.clz32(x & -x);
 }
 
+const xorWriter = new BitWriter();
+
+/** Returns a view of xorWriter's buffer, valid until the next call. */
 function encodeXor(values: ArrayLike<number>): Uint8Array {
-  const out = new BitWriter();
+  const out = xorWriter.reset();
   let prevHi = 0;
   let prevLo = 0;
   let prevLead = -1;
@@ -357,9 +367,20 @@ function timestampsFitDod(ts: ArrayLike<number>): boolean {
   return true;
 }
 
+/**
+ * Scratch of encodeChunk, reused from call to call (the codec is synchronous, so one call uses it at
+ * a time): the uncompressed body, and the samples decoded back for the C3 check. A chunk copies
+ * what it keeps, so nothing outside a call sees them. Allocating them per chunk cost several
+ * ArrayBuffers a chunk, freed only by the next scavenge: V8 lets young ArrayBuffers reach ~32 MB
+ * before it forces one, and that high-water mark stayed in the malloc heap as RSS.
+ */
+const bodyWriter = new ByteWriter(4096);
+const checkScratch = { ts: new Float64Array(0), values: new Float64Array(0) };
+
 function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'decimal' | 'xor' | 'raw' | undefined): { body: Uint8Array; valueLayout: number; tsRaw: boolean } {
   const n = ts.length;
-  const w = new ByteWriter(Math.max(64, n * 3));
+  const w = bodyWriter;
+  w.pos = 0;
   const tsRaw = !timestampsFitDod(ts) || layout === 'raw';
   if (tsRaw) {
     for (let i = 0; i < n; i++) w.f64(ts[i]);
@@ -396,6 +417,18 @@ function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'd
   return { body: w.result(), valueLayout, tsRaw };
 }
 
+/**
+ * Output buffer size for a one-shot zlib call expecting about `bytes` of output. Node's default is
+ * 16 kB, and the result is a slice of it, so every call allocated 16 kB (twice per chunk: deflate,
+ * then inflate for the C3 check) that lived until the next GC. A sealing step of 5,000 variables
+ * writes 5,000 chunks of ~20 samples: ~160 MB of such buffers per step, up to ~25 MB alive at once,
+ * and the malloc heap kept the high-water mark as RSS (~+30 MB per process, bench/memory.ts run
+ * past seal_after). Sized to the data, small outputs come from Buffer's shared pool.
+ */
+function zlibChunkSize(bytes: number): number {
+  return Math.min(64 * 1024, Math.max(64, Math.ceil(bytes)));
+}
+
 /** Encodes one variable's samples (C1–C4). `ts` and `values` have the same length. */
 export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, options: EncodeOptions = {}): Buffer {
   if (ts.length !== values.length) throw new RangeError(`encodeChunk: ${ts.length} timestamps but ${values.length} values`);
@@ -407,10 +440,12 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
   let comp: number = COMP.none;
   let payload: Uint8Array = body;
   if (compressor !== 'none' && body.length > 32) {
+    // The output buffer sized to the input (kept only when smaller): see zlibChunkSize.
+    const chunkSize = zlibChunkSize(body.length);
     const packed =
       compressor === 'brotli'
-        ? brotliCompressSync(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length, [zlibConstants.BROTLI_PARAM_LGWIN]: 18 } })
-        : deflateRawSync(body, { level: 9, memLevel: 8, windowBits: 14 });
+        ? brotliCompressSync(body, { chunkSize, params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length, [zlibConstants.BROTLI_PARAM_LGWIN]: 18 } })
+        : deflateRawSync(body, { level: 9, memLevel: 8, windowBits: 14, chunkSize });
     if (packed.length < body.length) {
       payload = packed;
       comp = COMP[compressor];
@@ -425,7 +460,7 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
   out.set(h, 0);
   out.set(payload, h.length);
   if (options.verify === false) return out;
-  if (!sameSamples(decodeChunk(out), ts, values)) {
+  if (!sameSamples(decodeChunkWith(out, checkArrays), ts, values)) {
     // C3: never store a layout that does not read back exactly.
     if (options.valueLayout === 'raw') throw new Error('encodeChunk: raw layout failed its own check');
     return encodeChunk(ts, values, { compressor: 'none', valueLayout: 'raw' });
@@ -435,6 +470,19 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
 
 /** Reads a chunk written by `encodeChunk`. Throws ChunkFormatError on anything malformed. */
 export function decodeChunk(chunk: Uint8Array): DecodedChunk {
+  return decodeChunkWith(chunk, (n) => ({ ts: new Float64Array(n), values: new Float64Array(n) }));
+}
+
+/** encodeChunk's C3 check decodes into its scratch (views of `n` samples, valid until the next call). */
+function checkArrays(n: number): DecodedChunk {
+  if (checkScratch.ts.length < n) {
+    checkScratch.ts = new Float64Array(n);
+    checkScratch.values = new Float64Array(n);
+  }
+  return { ts: checkScratch.ts.subarray(0, n), values: checkScratch.values.subarray(0, n) };
+}
+
+function decodeChunkWith(chunk: Uint8Array, arrays: (n: number) => DecodedChunk): DecodedChunk {
   const head = new ByteReader(chunk);
   const version = head.byte();
   if (version !== CHUNK_FORMAT_VERSION) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION})`);
@@ -444,12 +492,12 @@ export function decodeChunk(chunk: Uint8Array): DecodedChunk {
   const valueLayout = (flags >> 2) & 3;
   const tsRaw = (flags & TS_RAW_FLAG) !== 0;
   let body = head.rest;
-  if (comp === COMP.deflate) body = inflateRawSync(body);
-  else if (comp === COMP.brotli) body = brotliDecompressSync(body);
+  // A body is a few bytes a sample (varints); a larger one just takes more output buffers.
+  if (comp === COMP.deflate) body = inflateRawSync(body, { chunkSize: zlibChunkSize(n * 4 + 16) });
+  else if (comp === COMP.brotli) body = brotliDecompressSync(body, { chunkSize: zlibChunkSize(n * 4 + 16) });
   else if (comp !== COMP.none) throw new ChunkFormatError(`unknown compressor ${comp}`);
   const r = new ByteReader(body);
-  const ts = new Float64Array(n);
-  const values = new Float64Array(n);
+  const { ts, values } = arrays(n);
   if (tsRaw) {
     for (let i = 0; i < n; i++) ts[i] = r.f64();
   } else if (n > 0) {
