@@ -5,6 +5,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { ConfigError, describeError } from '../core/errors.js';
 import { watchFile } from './config-watch.js';
 import { startGateway, type GatewayHandle, type ReloadResult } from './gateway.js';
+import { applyV8MemoryFlags } from './v8-memory.js';
 import { statusLine } from './status.js';
 import { guardedInterval } from '../core/guarded-timer.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -39,6 +40,9 @@ export interface RunOptions {
  */
 export async function runUntilSignal(config: GatewayConfig, options: RunOptions = {}): Promise<RunningGateway> {
   const configPath = options.configPath ?? null;
+  // A long-running gateway process: keep its RSS near its live memory (v8-memory.ts). Before
+  // startGateway, whose first requests compile undici's parser.
+  applyV8MemoryFlags();
   const handle = await startGateway(config, { logger: options.logger, configPath });
   const log = handle.logger;
   const print =
