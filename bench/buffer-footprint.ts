@@ -142,34 +142,24 @@ try {
   const classSamples = new Map<SignalClass, number>();
 
   const started = performance.now();
-  let sealMs = 0;
-  let sealSteps = 0;
-  let worstSealMs = 0;
-  const origSeal = (v2 as unknown as { sealer: { seal: (lo: number, hi: number) => unknown } }).sealer;
-  const seal0 = origSeal.seal.bind(origSeal);
-  origSeal.seal = (lo: number, hi: number) => {
-    const t = performance.now();
-    const r = seal0(lo, hi);
-    const ms = performance.now() - t;
-    sealMs += ms;
-    sealSteps += 1;
-    worstSealMs = Math.max(worstSealMs, ms);
-    return r;
+  /** Wraps a sealer method to time each call: steps, total and longest milliseconds. */
+  const timed = (obj: Record<string, (lo: number, hi: number) => unknown>, method: string) => {
+    const t = { ms: 0, steps: 0, worst: 0 };
+    const orig = obj[method].bind(obj);
+    obj[method] = (lo: number, hi: number) => {
+      const start = performance.now();
+      const r = orig(lo, hi);
+      const ms = performance.now() - start;
+      t.ms += ms;
+      t.steps += 1;
+      t.worst = Math.max(t.worst, ms);
+      return r;
+    };
+    return t;
   };
-  let compactMs = 0;
-  let compactSteps = 0;
-  let worstCompactMs = 0;
-  const sealerObj = origSeal as unknown as { compact: (lo: number, hi: number) => unknown };
-  const compact0 = sealerObj.compact.bind(sealerObj);
-  sealerObj.compact = (lo: number, hi: number) => {
-    const t = performance.now();
-    const r = compact0(lo, hi);
-    const ms = performance.now() - t;
-    compactMs += ms;
-    compactSteps += 1;
-    worstCompactMs = Math.max(worstCompactMs, ms);
-    return r;
-  };
+  const sealerObj = (v2 as unknown as { sealer: Record<string, (lo: number, hi: number) => unknown> }).sealer;
+  const sealT = timed(sealerObj, 'seal');
+  const compactT = timed(sealerObj, 'compact');
   let total = 0;
   let second = 0;
   let v1Buf: Array<{ variable: string; ts: number; value: number }> = [];
@@ -300,8 +290,8 @@ try {
       { format: 'v2 chunk data only (codec output)', bytes: allSealedStats.chunkBytes, 'B/sample': bps(allSealedStats.chunkBytes, total) },
     ])}\n\n`,
   );
-  process.stdout.write(`sealing during ingest: ${sealSteps} steps, ${(sealMs / 1000).toFixed(1)} s in all, longest step ${Math.round(worstSealMs)} ms (seal_after ${sealAfterMs ?? 'default'}, seal_rows ${sealRows ?? 'default'})\n`);
-  process.stdout.write(`compaction during ingest: ${compactSteps} steps, ${(compactMs / 1000).toFixed(1)} s in all, longest step ${Math.round(worstCompactMs)} ms (compact_samples ${compactSamples ?? 'default'})\n`);
+  process.stdout.write(`sealing during ingest: ${sealT.steps} steps, ${(sealT.ms / 1000).toFixed(1)} s in all, longest step ${Math.round(sealT.worst)} ms (seal_after ${sealAfterMs ?? 'default'}, seal_rows ${sealRows ?? 'default'})\n`);
+  process.stdout.write(`compaction during ingest: ${compactT.steps} steps, ${(compactT.ms / 1000).toFixed(1)} s in all, longest step ${Math.round(compactT.worst)} ms (compact_samples ${compactSamples ?? 'default'})\n`);
   process.stdout.write(`v2 compression ratio (16 B/sample raw over chunk bytes): ${allSealedStats.compressionRatio?.toFixed(1)}; chunks ${allSealedStats.chunks.toLocaleString('en-US')}; pages in use before the final seal ${pagesBefore}\n`);
   process.stdout.write(`lossless: the samples read back from the v2 file (rows and decoded chunks) equal the corpus as a multiset, bit-exact values (order-independent checksum of ${seen.n.toLocaleString('en-US')} samples): ${lossless ? 'yes' : 'NO'}\n`);
   process.stdout.write(`v1 -> v2 in place: ${total.toLocaleString('en-US')} rows converted in ${convS.toFixed(1)} s (${Math.round(total / convS).toLocaleString('en-US')} rows/s); ${convStats.sealedSamples.toLocaleString('en-US')} sealed; pages in use ${(convUsed / total).toFixed(2)} B/sample, file ${(convFile / total).toFixed(2)} B/sample (freed row pages are reused by new samples; VACUUM returns them to the disk)\n\n`);
