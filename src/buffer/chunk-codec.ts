@@ -473,6 +473,22 @@ export function decodeChunk(chunk: Uint8Array): DecodedChunk {
   return decodeChunkWith(chunk, (n) => ({ ts: new Float64Array(n), values: new Float64Array(n) }));
 }
 
+/**
+ * Decodes into `into`'s arrays (grown when too short), for a caller that decodes many chunks and
+ * is done with each before the next: returns views of `into` that the next call overwrites. Two
+ * fresh arrays a chunk (decodeChunk) are ArrayBuffers freed only by a scavenge, and V8 lets young
+ * ArrayBuffers reach ~32 MB before it forces one (see bodyWriter).
+ */
+export function decodeChunkInto(chunk: Uint8Array, into: DecodedChunk): DecodedChunk {
+  return decodeChunkWith(chunk, (n) => {
+    if (into.ts.length < n) {
+      into.ts = new Float64Array(Math.max(n, 2 * into.ts.length));
+      into.values = new Float64Array(into.ts.length);
+    }
+    return { ts: into.ts.subarray(0, n), values: into.values.subarray(0, n) };
+  });
+}
+
 /** encodeChunk's C3 check decodes into its scratch (views of `n` samples, valid until the next call). */
 function checkArrays(n: number): DecodedChunk {
   if (checkScratch.ts.length < n) {

@@ -51,7 +51,7 @@ import type { Sample, SampleSink } from '../core/sample.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
 import { toIsoUtc } from '../core/time.js';
-import { decodeChunk, type Compressor, type DecodedChunk } from './chunk-codec.js';
+import { decodeChunkInto, type Compressor, type DecodedChunk } from './chunk-codec.js';
 import { ChunkStore, chunkSamples, MAX_CHUNK_SAMPLES, type ChunkRow } from './chunk-store.js';
 import { Sealer } from './sealer.js';
 import { fromRowValue, ROW_VALUE_JSON_SQL, toRowValue } from './row-value.js';
@@ -1186,6 +1186,9 @@ export class SampleBuffer implements SampleSink {
     // 128 MB file, which V8 lets pile up before a full GC (bench/memory.ts, online phase).
     // Keeping it across calls is safe: the range is held, so nothing re-encodes its samples (I3).
     let cur: { c: ChunkRow; d: DecodedChunk; i: number; end: number } | null = null;
+    // The reader's own decode arrays: `cur.d` views them, and the next chunk is decoded only once
+    // `cur` is done (decodeChunkInto).
+    const decoded: DecodedChunk = { ts: new Float64Array(0), values: new Float64Array(0) };
     return {
       nextBlock: () => {
         while (!done) {
@@ -1208,7 +1211,7 @@ export class SampleBuffer implements SampleSink {
               return null;
             }
             // Its samples with seqs in (lo, range.to]: indexes i .. end − 1.
-            cur = { c, d: decodeChunk(c.data), i: Math.max(0, lo + 1 - c.seq_from), end: Math.min(c.n, range.to - c.seq_from + 1) };
+            cur = { c, d: decodeChunkInto(c.data, decoded), i: Math.max(0, lo + 1 - c.seq_from), end: Math.min(c.n, range.to - c.seq_from + 1) };
           }
           const { c, d } = cur;
           const stop = Math.min(cur.end, cur.i + rows);
