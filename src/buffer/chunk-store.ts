@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { decodeChunk, encodeChunk, type Compressor } from './chunk-codec.js';
+import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './chunk-codec.js';
 import { fromRowValue, toRowValue } from './row-value.js';
 
 /**
@@ -59,6 +59,8 @@ export class ChunkStore {
     oldest: Statement;
     earliestFrom: Statement;
   };
+  /** unseal and removeRange decode into this and are done with it before they return (decodeChunkInto). */
+  private readonly decoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
 
   constructor(
     private readonly db: Database,
@@ -154,7 +156,7 @@ export class ChunkStore {
         tsMax = Math.max(tsMax, c.ts_max);
         continue;
       }
-      const d = decodeChunk(c.data);
+      const d = decodeChunkInto(c.data, this.decoded);
       this.st.remove.run(c.seq_from);
       const cutFrom = Math.max(from, c.seq_from) - c.seq_from;
       const cutTo = Math.min(to, end) - c.seq_from;
@@ -171,7 +173,7 @@ export class ChunkStore {
 
   /** Turns a chunk back into rows with the same seqs (S2); returns the number of rows. */
   unseal(c: ChunkRow): number {
-    const d = decodeChunk(c.data);
+    const d = decodeChunkInto(c.data, this.decoded);
     this.st.remove.run(c.seq_from);
     for (let i = 0; i < c.n; i++) this.st.insertRow.run(c.seq_from + i, c.var, d.ts[i], toRowValue(d.values[i]));
     return c.n;
