@@ -10,6 +10,15 @@ export type Priority = 'token' | 'annotation' | 'poll' | 'upload' | 'data';
 const RANK: Record<Priority, number> = { token: 0, annotation: 1, poll: 2, upload: 3, data: 4 };
 const PRIORITIES = Object.keys(RANK) as Priority[];
 
+/**
+ * Calls of higher rank (token calls excepted) that may go in a row ahead of a waiting `data` call.
+ * Strict priority let import-job uploads and polls take every slot of a small budget (a fleet share
+ * of 1,500/min split across gateways, §8) while the sync path waited: live values went 7–11 s stale
+ * during a backfill. With 1, the sync path gets at least every other slot while it waits, and the
+ * rest stays in the order above; when it does not wait, the others get every slot.
+ */
+const MAX_AHEAD_OF_DATA = 1;
+
 interface Waiter {
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -47,6 +56,8 @@ export class RequestBudget {
   private readonly queues = new Map<Priority, Waiter[]>(PRIORITIES.map((p) => [p, []]));
   private timer: NodeJS.Timeout | null = null;
   private granted = 0;
+  /** Non-token calls granted in a row while a `data` call waited (MAX_AHEAD_OF_DATA). */
+  private aheadOfData = 0;
 
   constructor(
     readonly perMinute: number,
@@ -110,7 +121,10 @@ export class RequestBudget {
   /** Resolves when this call may go. Rejects if `signal` aborts first. */
   acquire(priority: Priority, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
-    if (this.noneWaiting() && this.tryTake()) return Promise.resolve();
+    if (this.noneWaiting() && this.tryTake()) {
+      if (priority === 'data') this.aheadOfData = 0;
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, enqueuedAt: this.clock.monotonic(), signal };
       if (signal) {
@@ -206,10 +220,13 @@ export class RequestBudget {
     return true;
   }
 
-  private nextWaiter(): { waiter: Waiter; queue: Waiter[] } | null {
+  private nextWaiter(): { waiter: Waiter; queue: Waiter[]; priority: Priority } | null {
+    const data = this.queues.get('data')!;
+    const dataTurn = data.length > 0 && this.aheadOfData >= MAX_AHEAD_OF_DATA && this.queues.get('token')!.length === 0;
+    if (dataTurn) return { waiter: data[0], queue: data, priority: 'data' };
     for (const p of PRIORITIES) {
       const q = this.queues.get(p)!;
-      if (q.length > 0) return { waiter: q[0], queue: q };
+      if (q.length > 0) return { waiter: q[0], queue: q, priority: p };
     }
     return null;
   }
@@ -236,6 +253,8 @@ export class RequestBudget {
       }
       this.tryTake();
       next.queue.shift();
+      if (next.priority === 'data') this.aheadOfData = 0;
+      else if (next.priority !== 'token' && this.queues.get('data')!.length > 0) this.aheadOfData += 1;
       if (next.waiter.onAbort) next.waiter.signal?.removeEventListener('abort', next.waiter.onAbort);
       this.metrics?.uplinkBudgetWaitSeconds.inc((now - next.waiter.enqueuedAt) / 1000);
       next.waiter.resolve();

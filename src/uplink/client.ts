@@ -108,6 +108,8 @@ interface SendOptions {
   file?: string;
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** The caller already holds a budget slot for the first attempt (reserve()). */
+  reserved?: boolean;
 }
 
 /**
@@ -144,8 +146,20 @@ export class TrackingClient {
   }
 
   /** `POST /machine-data/batch` with a serialized `{"items": [...]}` body (§4.10). */
-  postBatch(body: string, signal?: AbortSignal): Promise<ApiResult> {
-    return this.send({ endpoint: 'batch', method: 'POST', path: '/machine-data/batch', priority: 'data', json: body, signal });
+  /**
+   * `POST /machine-data/batch` (§4.5). `reserved`: the caller took the slot with reserve('data')
+   * before it chose the rows, so the rows are the newest at the moment the request can go.
+   */
+  postBatch(body: string, signal?: AbortSignal, reserved = false): Promise<ApiResult> {
+    return this.send({ endpoint: 'batch', method: 'POST', path: '/machine-data/batch', priority: 'data', json: body, signal, reserved });
+  }
+
+  /**
+   * Takes one slot of the request budget now, for a call the caller makes next with `reserved`.
+   * Rejects if `signal` aborts first.
+   */
+  reserve(priority: Priority, signal?: AbortSignal): Promise<void> {
+    return this.o.budget.acquire(priority, signal);
   }
 
   /** `POST /machine-data/import-jobs`, the file streamed from disk as multipart part `file` (§4.10). */
@@ -213,8 +227,9 @@ export class TrackingClient {
 
   private async send(s: SendOptions): Promise<ApiResult> {
     let renewed = false;
-    for (;;) {
-      const r = await this.sendOnce(s);
+    for (let attempt = 0; ; attempt++) {
+      // A reserved slot covers the first attempt only; a repeat after a token renewal takes its own.
+      const r = await this.sendOnce(attempt === 0 ? s : { ...s, reserved: false });
       if (r.status === 401 && r.error?.code !== 'token_rejected' && !renewed) {
         // §5.4: a 401 means the token is no longer good: get a new one once and repeat.
         renewed = true;
@@ -231,7 +246,7 @@ export class TrackingClient {
     const started = this.o.clock.monotonic();
     const elapsed = () => this.o.clock.monotonic() - started;
     try {
-      await this.o.budget.acquire(s.priority, s.signal);
+      if (!s.reserved) await this.o.budget.acquire(s.priority, s.signal);
     } catch (err) {
       return { status: 0, ok: false, body: undefined, networkError: { code: 'ABORTED', message: describeError(err) }, durationMs: elapsed() };
     }

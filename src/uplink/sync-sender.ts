@@ -163,6 +163,10 @@ export class SyncSender {
             continue;
           }
         }
+        // The budget slot first, the rows second: rows claimed before a wait in the budget's queue
+        // were as old as that wait when they left (2–3 s at 2 requests/s with four batches queued).
+        await this.o.client.reserve('data', this.abort.signal);
+        if (this.stopping) break;
         const rows = this.claim(batchSize);
         if (rows.length === 0) {
           await this.wake.wait(100);
@@ -170,7 +174,7 @@ export class SyncSender {
         }
         this.partialSince = null;
         this.inflight += 1;
-        void this.deliverBatch(rows).finally(() => {
+        void this.deliverBatch(rows, true).finally(() => {
           this.inflight -= 1;
           this.wake.notify();
           this.idle.notify();
@@ -184,11 +188,11 @@ export class SyncSender {
   }
 
   /** Delivers one claimed batch, isolating bad items; every row ends acked, set aside or released. */
-  private async deliverBatch(rows: BufferedRow[]): Promise<void> {
+  private async deliverBatch(rows: BufferedRow[], reserved: boolean): Promise<void> {
     const refused: Array<{ row: BufferedRow; reason: string; requestId?: string }> = [];
     let result: DeliverResult;
     try {
-      result = await this.deliver(rows, refused);
+      result = await this.deliver(rows, refused, reserved);
     } catch (err) {
       this.throttle.error('deliver', { err: describeError(err) }, 'unexpected error delivering a batch; its samples stay buffered');
       this.o.buffer.release(rows);
@@ -223,7 +227,8 @@ export class SyncSender {
     return new Set(refused.map((r) => r.row.variable)).size >= SYSTEMATIC_MIN_VARIABLES;
   }
 
-  private async deliver(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>): Promise<DeliverResult> {
+  /** `reserved`: the first request may use the budget slot the loop took for this batch. */
+  private async deliver(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>, reserved = false): Promise<DeliverResult> {
     if (this.stopping && this.abort.signal.aborted) {
       this.o.buffer.release(rows);
       return 'stopped';
@@ -231,7 +236,7 @@ export class SyncSender {
     const body = serializeBatch(rows, this.o.itemIdField);
     if (Buffer.byteLength(body) > MAX_JSON_BODY_BYTES && rows.length > 1) {
       // Never send a body over the 1 MB limit (§8); halve until it fits.
-      return this.deliverHalves(rows, refused);
+      return this.deliverHalves(rows, refused, reserved);
     }
     let ticket: number;
     try {
@@ -240,7 +245,7 @@ export class SyncSender {
       this.o.buffer.release(rows);
       return 'stopped';
     }
-    const r = await this.o.client.postBatch(body, this.abort.signal);
+    const r = await this.o.client.postBatch(body, this.abort.signal, reserved);
     if (this.abort.signal.aborted && !r.ok) {
       this.o.buffer.release(rows);
       return 'stopped';
@@ -273,11 +278,11 @@ export class SyncSender {
     }
   }
 
-  private async deliverHalves(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>): Promise<DeliverResult> {
+  private async deliverHalves(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>, reserved = false): Promise<DeliverResult> {
     const mid = Math.ceil(rows.length / 2);
     const first = rows.slice(0, mid);
     const second = rows.slice(mid);
-    if ((await this.deliver(first, refused)) === 'stopped') {
+    if ((await this.deliver(first, refused, reserved)) === 'stopped') {
       this.o.buffer.release(second);
       return 'stopped';
     }

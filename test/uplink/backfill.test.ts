@@ -78,7 +78,13 @@ describe('import-job backfill beside live data', () => {
     expect(emu.stats().values_overwritten).toBe(0);
     // Live data stayed fresh during the drain (after the first seconds of start-up).
     const steady = freshness.slice(8);
-    expect(Math.max(...steady)).toBeLessThan(5_000);
+    const series = `freshness every 250 ms (s): ${steady.map((f) => (f / 1000).toFixed(1)).join(' ')}`;
+    expect(Math.max(...steady), series).toBeLessThan(5_000);
+    // The sync path keeps its share of the budget (budget.ts MAX_AHEAD_OF_DATA) and claims after it
+    // has a slot: typically under a second old. With uploads and polls ahead of it and rows claimed
+    // before the wait, the median was 2.6 s on a quiet machine and 7 s beside `stress-ng --cpu 4`.
+    const median = [...steady].sort((a, b) => a - b)[Math.floor(steady.length / 2)];
+    expect(median, series).toBeLessThan(2_000);
     // Temporary files are gone.
     expect(readdirSync(join(dir, 'data', 'import'))).toEqual([]);
   }, 90_000);

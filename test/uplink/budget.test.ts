@@ -37,10 +37,57 @@ describe('RequestBudget', () => {
     const budget = new RequestBudget(600, clock); // 10/s, burst 10
     for (let i = 0; i < 10; i++) await budget.acquire('data'); // drain the burst
     const order: Priority[] = [];
-    const all = (['data', 'upload', 'poll', 'annotation', 'token'] as Priority[]).map((p) => budget.acquire(p).then(() => order.push(p)));
+    const all = (['upload', 'poll', 'annotation', 'token'] as Priority[]).map((p) => budget.acquire(p).then(() => order.push(p)));
     await Promise.all(all);
-    expect(order).toEqual(['token', 'annotation', 'poll', 'upload', 'data']);
+    expect(order).toEqual(['token', 'annotation', 'poll', 'upload']);
     budget.close();
+  });
+
+  it('lets at most one call (token calls aside) go ahead of a waiting data call', async () => {
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const budget = new RequestBudget(600, clock); // 10/s, burst 10
+    for (let i = 0; i < 10; i++) await budget.acquire('data'); // drain the burst
+    const order: Priority[] = [];
+    const all = (['data', 'data', 'upload', 'poll', 'poll', 'annotation', 'token'] as Priority[]).map((p) => budget.acquire(p).then(() => order.push(p)));
+    await Promise.all(all);
+    expect(order).toEqual(['token', 'annotation', 'data', 'poll', 'data', 'poll', 'upload']);
+    budget.close();
+  });
+
+  it('keeps the sync path at half the slots or more while import-job uploads and polls compete', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    try {
+      const clock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
+      const budget = new RequestBudget(120, clock); // 2/s: a small fleet share
+      const stop = new AbortController();
+      const granted: Record<Priority, number> = { token: 0, annotation: 0, poll: 0, upload: 0, data: 0 };
+      // Each class keeps callers waiting all the time, as two jobs polled every 100 ms, a queue of
+      // uploads and four sync batches do in test/uplink/backfill.test.ts.
+      const caller = async (p: Priority) => {
+        for (;;) {
+          try {
+            await budget.acquire(p, stop.signal);
+          } catch {
+            return;
+          }
+          granted[p] += 1;
+        }
+      };
+      const callers = [...(['poll', 'poll', 'upload', 'upload'] as Priority[]), ...(['data', 'data', 'data', 'data'] as Priority[])].map(caller);
+      await vi.advanceTimersByTimeAsync(60_000);
+      stop.abort();
+      await Promise.all(callers);
+      const total = granted.poll + granted.upload + granted.data;
+      expect(total).toBeGreaterThanOrEqual(110);
+      // Half of every slot after the first burst (whose two slots went before any data call waited);
+      // strict priority gave data none.
+      expect(granted.data).toBeGreaterThanOrEqual(Math.floor((total - 2) / 2));
+      // The others still get the rest, polls ahead of uploads.
+      expect(granted.poll).toBeGreaterThan(0.4 * total);
+      budget.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('paces at the configured rate', async () => {
