@@ -65,7 +65,7 @@ export function verdict(ok: boolean, text: string): string {
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { existsSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 
 export const ROOT = join(import.meta.dirname, '..');
@@ -111,6 +111,12 @@ export async function startCli(args: string[], readyText: RegExp, env: Record<st
     child.once('exit', (code) => reject(new Error(`edge-gateway ${args[0]} exited (${code}) before it was ready:\n${out.slice(-2000)}`)));
   });
   child.removeAllListeners('exit');
+  // BENCH_GATEWAY_LOG=<file>: keep the process's log lines (JSON) for a timeline of a run.
+  if (process.env.BENCH_GATEWAY_LOG) {
+    const log = createWriteStream(process.env.BENCH_GATEWAY_LOG, { flags: 'a' });
+    log.write(out);
+    child.stdout!.pipe(log);
+  }
   const exit = new Promise<void>((r) => child.once('exit', () => r()));
   return {
     child,

@@ -38,6 +38,13 @@ const MIN_ITEM_BYTES = 60;
 const SYNC_SHARE = 0.9;
 /** The newest rows the sync path keeps for itself, in seconds of its capacity (at most half the threshold). */
 const KEEP_FOR_SYNC_SECONDS = 60;
+/**
+ * Once a backfill runs it goes on until the unheld backlog is within this many times what the sync
+ * path keeps (two minutes of sync capacity with the defaults), not only down to the threshold: the
+ * last threshold's worth (up to 5 minutes at the sync path's pace) then goes through a job in
+ * seconds. With a threshold of 2 minutes or less this is the threshold itself.
+ */
+const CONTINUE_ABOVE_KEEP = 2;
 
 export interface BackfillStats {
   enabled: boolean;
@@ -79,6 +86,8 @@ export class BackfillManager {
   private setAsideTotal = 0;
   private failedTotal = 0;
   private backlogAtStart = 0;
+  /** A backfill is under way: started above the threshold, not yet down to CONTINUE_ABOVE_KEEP. */
+  private backfilling = false;
   private readonly unsubscribe: () => void;
   /** One file is built at a time: building is CPU-bound, and two at once only doubles the memory. */
   private buildLock: Promise<void> = Promise.resolve();
@@ -102,13 +111,25 @@ export class BackfillManager {
     return Math.ceil((this.syncCapacityPerSecond * this.o.config.threshold) / 1000);
   }
 
+  /** The newest backlog the sync path keeps for itself (KEEP_FOR_SYNC_SECONDS of its capacity). */
+  get keepSamples(): number {
+    return Math.ceil(this.syncCapacityPerSecond * Math.min(KEEP_FOR_SYNC_SECONDS, this.o.config.threshold / 2_000));
+  }
+
   /**
    * True while import jobs will take the oldest samples: enabled, delivering, and the backlog is
-   * above the threshold (the sync path's age bound leaves the oldest to them then).
+   * above the threshold, or a backfill under way has more than CONTINUE_ABOVE_KEEP × keepSamples
+   * left (the sync path's age bound leaves the oldest to them then).
    */
   takesOldest(): boolean {
     if (!this.o.config.enabled || this.o.health.condition === 'halted' || this.o.health.condition === 'auth_failed') return false;
-    return this.o.buffer.available > this.thresholdSamples;
+    return this.wantsJobs();
+  }
+
+  private wantsJobs(): boolean {
+    const available = this.o.buffer.available;
+    if (available > this.thresholdSamples) return true;
+    return this.backfilling && available > CONTINUE_ABOVE_KEEP * this.keepSamples;
   }
 
   start(): void {
@@ -178,17 +199,21 @@ export class BackfillManager {
     const { buffer, config } = this.o;
     if (!config.enabled || this.o.health.condition === 'halted' || this.o.health.condition === 'auth_failed') return;
     while (this.entries.size < config.max_jobs_in_flight) {
-      if (buffer.available <= this.thresholdSamples) {
-        if (this.entries.size === 0) this.backlogAtStart = 0;
+      if (!this.wantsJobs()) {
+        if (this.entries.size === 0) {
+          this.backlogAtStart = 0;
+          this.backfilling = false;
+        }
         return;
       }
-      const keep = Math.ceil(this.syncCapacityPerSecond * Math.min(KEEP_FOR_SYNC_SECONDS, config.threshold / 2_000));
-      const range = buffer.planJobRange(Math.floor(config.max_file_bytes / MIN_ITEM_BYTES), keep);
+      const range = buffer.planJobRange(Math.floor(config.max_file_bytes / MIN_ITEM_BYTES), this.keepSamples);
       if (!range) return;
+      const why = this.backfilling ? 'backfill under way' : 'backlog above the sync threshold';
+      this.backfilling = true;
       if (this.backlogAtStart === 0) this.backlogAtStart = buffer.stats().rows;
       const entry = this.o.ledger.create(range);
       buffer.reserveRange(range);
-      this.o.logger.info({ ledger_id: entry.id, range, backlog: buffer.stats().rows }, 'backlog above the sync threshold: packing the oldest samples into an import job');
+      this.o.logger.info({ ledger_id: entry.id, range, backlog: buffer.stats().rows }, `${why}: packing the oldest samples into an import job`);
       this.launch(entry);
     }
   }

@@ -88,7 +88,7 @@ export const backfillSchema = z
       .default(300_000)
       .meta({
         description:
-          'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget. Minimum 10s. It becomes a number of samples: threshold in seconds × requests_per_minute / 60 × batch_size × 0.9 (the sync path\'s share of the budget); with the defaults (5m, 1,500/min, 200 per batch) 405,000 samples, shown as backfill.threshold_samples in /status. Only the oldest rows beyond that go into import files; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing',
+          'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget. Minimum 10s. It becomes a number of samples: threshold in seconds × requests_per_minute / 60 × batch_size × 0.9 (the sync path\'s share of the budget); with the defaults (5m, 1,500/min, 200 per batch) 405,000 samples, shown as backfill.threshold_samples in /status. Once a backfill has started it goes on until the backlog left is within twice what the sync path keeps, so the last threshold\'s worth does not wait minutes behind the sync path\'s pace; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing',
         examples: ['5m'],
       }),
     max_file_bytes: byteSize({ min: 10_000, max: MAX_IMPORT_FILE_BYTES }).default(MAX_IMPORT_FILE_BYTES).meta({ description: 'Largest import file (the service accepts up to 128 MB)', examples: ['128MB'] }),

@@ -89,6 +89,35 @@ describe('import-job backfill beside live data', () => {
     expect(readdirSync(join(dir, 'data', 'import'))).toEqual([]);
   }, 90_000);
 
+  it('once started, goes on past the threshold down to two minutes of sync capacity; below the threshold it does not start', async () => {
+    // batch_size 20 at 120 requests/min: the sync path's capacity is 36 samples/s, so the threshold
+    // (5 min) is 10,800 samples, the sync path keeps 2,160 (1 min) and a backfill under way goes on
+    // while more than 4,320 are left.
+    const cfg = { uplink: { batch_size: 20, backfill: { threshold: '5m', max_file_bytes: 400_000 } } };
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    await prefill(dir, 40_000);
+    const gw = await gateway(emu, dir, cfg);
+    expect(gw.handle.status().backfill.threshold_samples).toBe(10_800);
+    await waitFor(() => gw.handle.status().backfill.delivered_total > 0, { timeoutMs: 60_000, what: 'a job delivered' });
+    // backlog_at_start returns to 0 when the planner ends the backfill (no job wanted, none in flight).
+    await waitFor(() => gw.handle.status().backfill.backlog_at_start === 0, { timeoutMs: 60_000, what: 'backfill ended' });
+    const left = gw.handle.buffer.available;
+    // Stopping at the threshold (the rule before) left 6,402 here: minutes of work at the sync path's pace.
+    expect(left).toBeLessThanOrEqual(4_320);
+    expect(left).toBeGreaterThan(2_160 - 36 * 30); // the newest minute stayed with the sync path (less what it sent since)
+    expect(emu.stats().values_overwritten).toBe(0);
+
+    // Below the threshold no backfill starts: 8,000 samples go through the sync path.
+    const emu2 = await emulator();
+    const dir2 = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    await prefill(dir2, 8_000);
+    const gw2 = await gateway(emu2, dir2, cfg);
+    await waitFor(() => gw2.handle.sync.stats().deliveredTotal >= 500, { timeoutMs: 60_000, what: 'sync path delivering' });
+    expect(emu2.importJobs()).toEqual([]);
+    expect(gw2.handle.status().backfill.jobs_in_flight).toBe(0);
+  }, 120_000);
+
   it('sets aside the items a finished job rejected, with the job\'s error objects as they came', async () => {
     const emu = await emulator();
     const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
