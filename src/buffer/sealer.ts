@@ -92,7 +92,7 @@ export class Sealer {
   /**
    * Compaction decodes chunk after chunk into these (decodeChunkInto) and is done with each before
    * the next: fresh arrays per chunk are ArrayBuffers only a scavenge frees, and their high-water
-   * mark stays in the malloc heap (bench/memory.ts: 150.6–163.1 MB online before, 133–136 after).
+   * mark stays in the malloc heap (bench/memory.ts online peak: 150.6–163.1 MB before, 135.5–142.1 after).
    */
   private readonly compactDecoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
 
