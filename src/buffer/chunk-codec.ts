@@ -375,7 +375,7 @@ function timestampsFitDod(ts: ArrayLike<number>): boolean {
  * before it forces one, and that high-water mark stayed in the malloc heap as RSS.
  */
 const bodyWriter = new ByteWriter(4096);
-const checkScratch = { ts: new Float64Array(0), values: new Float64Array(0) };
+const checkScratch: DecodedChunk = { ts: new Float64Array(0), values: new Float64Array(0) };
 
 function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'decimal' | 'xor' | 'raw' | undefined): { body: Uint8Array; valueLayout: number; tsRaw: boolean } {
   const n = ts.length;
@@ -460,7 +460,7 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
   out.set(h, 0);
   out.set(payload, h.length);
   if (options.verify === false) return out;
-  if (!sameSamples(decodeChunkWith(out, checkArrays), ts, values)) {
+  if (!sameSamples(decodeChunkInto(out, checkScratch), ts, values)) {
     // C3: never store a layout that does not read back exactly.
     if (options.valueLayout === 'raw') throw new Error('encodeChunk: raw layout failed its own check');
     return encodeChunk(ts, values, { compressor: 'none', valueLayout: 'raw' });
@@ -487,15 +487,6 @@ export function decodeChunkInto(chunk: Uint8Array, into: DecodedChunk): DecodedC
     }
     return { ts: into.ts.subarray(0, n), values: into.values.subarray(0, n) };
   });
-}
-
-/** encodeChunk's C3 check decodes into its scratch (views of `n` samples, valid until the next call). */
-function checkArrays(n: number): DecodedChunk {
-  if (checkScratch.ts.length < n) {
-    checkScratch.ts = new Float64Array(n);
-    checkScratch.values = new Float64Array(n);
-  }
-  return { ts: checkScratch.ts.subarray(0, n), values: checkScratch.values.subarray(0, n) };
 }
 
 function decodeChunkWith(chunk: Uint8Array, arrays: (n: number) => DecodedChunk): DecodedChunk {
