@@ -4,12 +4,19 @@
  * INVARIANTS (tests in test/buffer/ and the crash harness check them):
  *
  *  I1  `append()` resolves only after the transaction holding its samples has committed (with
- *      synchronous=FULL: durable against power loss), or after the samples were deliberately
- *      dropped by the full-buffer policy, which is counted in `gateway_buffer_dropped_samples_total`
- *      and logged once per episode. A source may acknowledge its device/broker only after that.
+ *      synchronous=FULL: durable against power loss), and never otherwise. Samples it does not
+ *      keep (refuse_new over max_bytes or on a full disk, more than maxPendingSamples waiting in
+ *      memory, a closed buffer) are refused: the promise rejects with a `SamplesRefusedError`
+ *      carrying a stable code and the reason, and none of that append's samples were committed.
+ *      A source acknowledges its device/broker, and a caller deletes its own copy (set-aside),
+ *      only after `append()` resolved. Refusals are counted in
+ *      `gateway_buffer_refused_samples_total`; those whose caller cannot offer them again (no
+ *      `keepsRefused`) are lost and also counted in `gateway_buffer_dropped_samples_total` and
+ *      the full-buffer episode (logged once per episode).
  *  I2  A row leaves the `samples` table only when (a) the service answered 2xx for a batch holding
  *      it, (b) a finished import job accounted for it, (c) it moves to `set_aside` in the same
- *      transaction, or (d) the full-buffer policy dropped it (counted, logged).
+ *      transaction, or (d) drop_oldest evicted it to make room (counted, logged). refuse_new never
+ *      removes a committed row: it refuses new ones (I1).
  *  I3  `seq` is assigned from `meta.next_seq`, which is written in the same transaction as the
  *      rows, so a seq is never reused, not even across crashes. An acknowledgement by seq can
  *      therefore never delete a different, later sample.
@@ -47,7 +54,8 @@ import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
-import type { Sample, SampleSink } from '../core/sample.js';
+import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample, type SampleSink } from '../core/sample.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
 import { toIsoUtc } from '../core/time.js';
@@ -146,9 +154,17 @@ export interface BufferStats {
 
 interface PendingAppend {
   samples: readonly Sample[];
+  /** AppendOptions.keepsRefused: a refusal of these samples is not a loss. */
+  keepsRefused: boolean;
   resolve: () => void;
   reject: (err: Error) => void;
 }
+
+/** The `policy` label refused samples that are lost count under in gateway_buffer_dropped_samples_total. */
+type LossLabel = FullEpisode['policy'] | 'unwritable_at_stop';
+
+/** Metric label of gateway_buffer_refused_samples_total per refusal code. */
+const REFUSAL_LABEL: Record<BufferRefusal, string> = { BUFFER_FULL: 'buffer_full', BUFFER_PENDING_LIMIT: 'pending_limit', BUFFER_CLOSED: 'closed' };
 
 const CLAIM_COLUMNS = 'seq, var, ts, value';
 
@@ -224,6 +240,7 @@ export class SampleBuffer implements SampleSink {
   /** Seqs up to here were looked at by compaction and need none (sealer L5); in memory only. */
   private compactCursor = 0;
   private readonly ledgerRanges: Statement;
+  private readonly refusalLog: LogThrottle;
 
   private readonly st: {
     insert: Statement;
@@ -303,6 +320,7 @@ export class SampleBuffer implements SampleSink {
     this.chunkCount = totals.chunks;
     this.chunkBytes = totals.bytes;
     this.ledgerRanges = db.prepare('SELECT seq_from AS "from", seq_to AS "to" FROM import_jobs');
+    this.refusalLog = new LogThrottle(this.opts.logger, 60_000, () => options.clock.monotonic());
     // Rows already in the file were committed before this start: old enough to seal (this is also
     // how a v1 file's backlog is converted in place, a step at a time).
     if (this.nextSeq - 1 > this.sealedUpto) this.marks.push({ seq: this.nextSeq - 1, at: options.clock.monotonic() - 2 * this.opts.sealAfterMs - 1 });
@@ -312,20 +330,58 @@ export class SampleBuffer implements SampleSink {
 
   // ---------------------------------------------------------------- ingest (group commit)
 
-  append(samples: readonly Sample[]): Promise<void> {
-    if (this.closed) return Promise.reject(new Error('buffer is closed'));
+  /**
+   * Queues samples for the next group commit. Resolves once they are committed (I1); rejects with a
+   * `SamplesRefusedError` when the buffer does not keep them (see `SampleSink`).
+   */
+  append(samples: readonly Sample[], options: AppendOptions = {}): Promise<void> {
+    const keepsRefused = options.keepsRefused === true;
+    if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', samples.length));
     if (samples.length === 0) return Promise.resolve();
     if (this.pendingSamples + samples.length > this.opts.maxPendingSamples) {
-      // The disk has refused writes for long enough that memory is the limit: drop the newest
-      // (these) rather than grow without bound. Counted and reported like any other drop.
-      this.recordDrop('memory', samples.map((s) => s.ts));
-      return Promise.resolve();
+      // Memory is the limit: the disk has refused writes for a while, or one append is larger than
+      // what may wait for a commit. Refuse the newest (these) rather than grow without bound.
+      const reason = this.writable
+        ? `refused: ${this.pendingSamples + samples.length} samples would wait for one commit, more than the ${this.opts.maxPendingSamples} the buffer holds in memory; append them in smaller steps`
+        : `refused: the buffer cannot write (${this.lastWriteError?.code ?? 'unknown error'}) and ${this.pendingSamples} samples already wait in memory; at most ${this.opts.maxPendingSamples} may wait for the disk`;
+      this.countRefusal([{ samples, keepsRefused }], 'BUFFER_PENDING_LIMIT', reason);
+      return Promise.reject(new SamplesRefusedError('BUFFER_PENDING_LIMIT', reason, samples.length));
     }
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ samples, resolve, reject });
+      this.pending.push({ samples, keepsRefused, resolve, reject });
       this.pendingSamples += samples.length;
       this.scheduleCommit();
     });
+  }
+
+  /** Rejects appends the buffer does not keep (I1), each with its own count, after counting them. */
+  private refuse(batch: readonly PendingAppend[], code: BufferRefusal, reason: string, lostAs?: LossLabel): void {
+    this.countRefusal(batch, code, reason, lostAs);
+    for (const p of batch) p.reject(new SamplesRefusedError(code, reason, p.samples.length));
+  }
+
+  /**
+   * Counts refused samples. Those whose caller keeps them are refused only; the others are lost,
+   * so they also count as dropped by the policy (`refuse_new`, or `memory` for the in-memory limit)
+   * and make or extend a full-buffer episode, as before issue 21.
+   */
+  private countRefusal(batch: ReadonlyArray<{ samples: readonly Sample[]; keepsRefused: boolean }>, code: BufferRefusal, reason: string, lostAs: LossLabel = code === 'BUFFER_FULL' ? 'refuse_new' : 'memory'): void {
+    if (batch.length === 0) return;
+    let kept = 0;
+    const lost: number[] = [];
+    for (const p of batch) {
+      if (p.keepsRefused) kept += p.samples.length;
+      else for (const s of p.samples) lost.push(s.ts);
+    }
+    const total = kept + lost.length;
+    if (total === 0) return;
+    this.opts.metrics.bufferRefusedSamples.inc({ reason: REFUSAL_LABEL[code] }, total);
+    if (lostAs === 'unwritable_at_stop') {
+      // At close the episode is over: counted only (see close()).
+      this.droppedTotal += lost.length;
+      if (lost.length > 0) this.opts.metrics.bufferDroppedSamples.inc({ policy: lostAs }, lost.length);
+    } else this.recordDrop(lostAs, lost);
+    this.refusalLog.warn(`refused:${code}`, { code, samples: total, kept_by_caller: kept, lost: lost.length }, `buffer refused ${total} samples (${kept} stay with their caller, ${lost.length} are lost): ${reason}`);
   }
 
   /** Commits everything pending now. Resolves when done (or when the write failed and a retry is scheduled). */
@@ -409,10 +465,10 @@ export class SampleBuffer implements SampleSink {
       this.opts.metrics.bufferCommits.inc();
       this.opts.metrics.bufferCommittedSamples.inc(inserted);
       this.opts.metrics.bufferCommitSeconds.observe((performance.now() - started) / 1000);
-      if (refuse && samples > 0) this.recordDrop('refuse_new', batch.flatMap((p) => p.samples.map((s) => s.ts)));
       if (inserted < samples && !refuse) this.opts.metrics.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
       this.markWritable();
-      for (const p of batch) p.resolve();
+      if (refuse) this.refuse(batch, 'BUFFER_FULL', `refused: buffer full (buffer.when_full = refuse_new): ${this.usedBytes()} bytes in use, buffer.max_bytes is ${this.opts.maxBytes}`);
+      else for (const p of batch) p.resolve();
       if (this.opts.whenFull === 'drop_oldest' && this.overLimit()) this.dropOldest();
       this.maybeEndEpisode();
       if (inserted > 0) this.mark();
@@ -706,14 +762,12 @@ export class SampleBuffer implements SampleSink {
     this.opts.metrics.bufferWritable.set(1);
   }
 
-  /** refuse_new on a full disk: the pending samples are dropped (counted) so sources are not blocked. */
+  /** refuse_new on a full disk: the pending samples are refused back to their callers so sources are not blocked. */
   private refusePending(): void {
     const batch = this.pending;
     this.pending = [];
     this.pendingSamples = 0;
-    if (batch.length === 0) return;
-    this.recordDrop('refuse_new', batch.flatMap((p) => p.samples.map((s) => s.ts)));
-    for (const p of batch) p.resolve();
+    this.refuse(batch, 'BUFFER_FULL', 'refused: buffer full: the disk is full (SQLITE_FULL) and buffer.when_full = refuse_new');
   }
 
   /**
@@ -1485,14 +1539,13 @@ export class SampleBuffer implements SampleSink {
     if (this.timer) clearTimeout(this.timer);
     this.maybeEndEpisode(true);
     // Issue 12 §1: samples still in memory because the disk refused every write are lost with the
-    // process; count and say so instead of dropping them silently.
+    // process; count and say so instead of dropping them silently. Their appends are refused, so a
+    // caller that keeps them (a QoS 1 publisher) offers them again and they are not counted lost.
     this.discardedAtClose = this.pendingSamples;
     if (this.discardedAtClose > 0) {
-      this.droppedTotal += this.discardedAtClose;
-      this.opts.metrics.bufferDroppedSamples.inc({ policy: 'unwritable_at_stop' }, this.discardedAtClose);
       this.opts.logger.error({ discarded_samples: this.discardedAtClose, last_write_error: this.lastWriteError }, `buffer closed while the disk refused writes: ${this.discardedAtClose} samples held in memory are discarded`);
     }
-    for (const p of this.pending) p.reject(new Error('buffer closed before these samples could be written'));
+    this.refuse(this.pending, 'BUFFER_CLOSED', 'refused: the buffer closed before these samples could be written (the disk refused writes)', 'unwritable_at_stop');
     this.pending = [];
     this.pendingSamples = 0;
     try {

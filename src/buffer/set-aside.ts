@@ -1,5 +1,7 @@
-import type { Database } from 'better-sqlite3';
-import { fromRowValue, toRowValue } from './row-value.js';
+import type { Database, Statement } from 'better-sqlite3';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
+import { fromRowValue } from './row-value.js';
 
 /**
  * Samples the service refused, kept for the operator (CONTRACT.md error table, "invalid payload").
@@ -26,6 +28,30 @@ export interface SetAsideFilter {
   all?: boolean;
 }
 
+/**
+ * Set-aside rows moved per requeue step. One step reads its rows, commits them to the buffer and
+ * deletes them from set_aside while holding the event loop for tens of milliseconds; between
+ * steps the gateway serves everything else (bench/set-aside-requeue.ts measures the longest stall).
+ */
+export const REQUEUE_STEP_ROWS = 10_000;
+
+/** What a requeue achieved. */
+export interface RequeueResult {
+  /** Samples committed back to the queue and removed from set_aside. */
+  requeued: number;
+  /** Samples matching the request that are still set aside. */
+  remaining: number;
+  /** Why the requeue stopped early (the buffer refused a step); null when it went through. */
+  refused: { code: BufferRefusal; reason: string } | null;
+}
+
+/** The buffer as a requeue sees it (SampleBuffer). */
+export interface RequeueTarget {
+  append(samples: readonly Sample[], options?: AppendOptions): Promise<void>;
+  /** Commits what is pending now instead of at the next group-commit tick. */
+  flush(): Promise<void>;
+}
+
 export interface SetAsideSummary {
   total: number;
   by_variable: Array<{ variable: string | null; count: number; reason: string }>;
@@ -50,52 +76,110 @@ export class SetAsideStore {
     return rows.map((r) => ({ ...r, value: r.value === null ? null : fromRowValue(r.value as number | Buffer), detail: r.detail === null ? null : safeParse(r.detail) }));
   }
 
-  /** The rows matching `filter` that carry a sample (job-level notes have none). */
-  select(filter: SetAsideFilter): Array<{ id: number; variable: string; ts: number; value: number }> {
-    const { where, args } = whereOf(filter);
-    const rows = this.db.prepare(`SELECT id, variable, ts, value FROM set_aside WHERE ${where} AND variable IS NOT NULL ORDER BY id`).all(...args) as Array<{ id: number; variable: string; ts: number; value: number | Buffer }>;
-    return rows.map((r) => ({ ...r, value: fromRowValue(r.value) }));
-  }
-
   /** Deletes matching rows; returns how many. */
   drop(filter: SetAsideFilter): number {
     const { where, args } = whereOf(filter);
     return this.db.prepare(`DELETE FROM set_aside WHERE ${where}`).run(...args).changes;
   }
 
-  deleteIds(ids: number[]): void {
-    const del = this.db.prepare('DELETE FROM set_aside WHERE id = ?');
-    this.db.transaction(() => {
-      for (const id of ids) del.run(id);
-    })();
+  /** Sample rows matching `filter` (job-level notes have none). */
+  count(filter: SetAsideFilter): number {
+    const { where, args } = whereOf(filter);
+    return this.db.prepare(`SELECT count(*) FROM set_aside WHERE (${where}) AND variable IS NOT NULL`).pluck(true).get(...args) as number;
+  }
+
+  /**
+   * Puts the matching samples back into the running gateway's queue, in steps of `stepRows`
+   * (issue 21 §1). Each step's rows are committed by the buffer first and only then deleted from
+   * set_aside: a crash in between leaves a duplicate, never a loss (re-sending replaces the same
+   * value upstream, CONTRACT.md). When the buffer refuses a step (refuse_new on a full buffer) the
+   * requeue stops there and that step and the rest stay set aside; the result says how many and why.
+   *
+   * Only rows present when the requeue starts are taken, so samples the service refuses again
+   * while it runs are not requeued a second time by the same request.
+   */
+  async requeue(buffer: RequeueTarget, filter: SetAsideFilter, options: { stepRows?: number } = {}): Promise<RequeueResult> {
+    const stepRows = Math.max(1, options.stepRows ?? REQUEUE_STEP_ROWS);
+    const { where, args } = whereOf(filter);
+    const maxId = (this.db.prepare('SELECT max(id) FROM set_aside').pluck(true).get() as number | null) ?? 0;
+    const read = this.stepQuery(where);
+    // The rows a step read are exactly the matching ones in (afterId, lastId]: a new set-aside row
+    // gets an id above the largest present one, and lastId stays present until this delete.
+    const remove = this.db.prepare(`DELETE FROM set_aside WHERE (${where}) AND variable IS NOT NULL AND id > ? AND id <= ?`);
+    let afterId = 0;
+    let requeued = 0;
+    let refused: RequeueResult['refused'] = null;
+    for (;;) {
+      const rows = read.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer]>;
+      if (rows.length === 0) break;
+      const samples: Sample[] = new Array(rows.length);
+      for (let i = 0; i < rows.length; i++) samples[i] = { variable: rows[i][1], ts: rows[i][2], value: fromRowValue(rows[i][3]) };
+      const lastId = rows[rows.length - 1][0];
+      const committed = buffer.append(samples, { keepsRefused: true });
+      await buffer.flush();
+      try {
+        await committed;
+      } catch (err) {
+        if (!(err instanceof SamplesRefusedError)) throw err;
+        refused = { code: err.code, reason: err.reason };
+        break;
+      }
+      // Each part of a step holds the event loop for tens of milliseconds; the rest of the
+      // gateway runs between them.
+      await nextTurn();
+      remove.run(...args, afterId, lastId);
+      requeued += rows.length;
+      afterId = lastId;
+      if (rows.length < stepRows) break;
+      await nextTurn();
+    }
+    return { requeued, remaining: this.count(filter), refused };
   }
 
   /**
    * Requeue straight into the file, for when no gateway runs: samples go back into `samples` with
-   * new seqs from meta.next_seq and leave set_aside, in one transaction (I2, I3 of sample-buffer.ts).
+   * new seqs from meta.next_seq and leave set_aside, a step of `stepRows` per transaction (I2, I3
+   * of sample-buffer.ts), so memory stays bounded however many are set aside.
    */
-  requeueInFile(filter: SetAsideFilter): number {
-    const rows = this.select(filter);
-    if (rows.length === 0) return 0;
+  requeueInFile(filter: SetAsideFilter, options: { stepRows?: number } = {}): number {
+    const stepRows = Math.max(1, options.stepRows ?? REQUEUE_STEP_ROWS);
+    const { where, args } = whereOf(filter);
+    const maxId = (this.db.prepare('SELECT max(id) FROM set_aside').pluck(true).get() as number | null) ?? 0;
+    const step = this.stepQuery(where);
     const getNext = this.db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true);
     const maxSeq = this.db.prepare('SELECT max(seq) FROM samples').pluck(true);
+    const maxChunkSeq = this.db.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true);
     const setNext = this.db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
     const varId = this.db.prepare('SELECT id FROM variables WHERE name = ?').pluck(true);
     const insVar = this.db.prepare('INSERT INTO variables (name) VALUES (?)');
     const ins = this.db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)');
     const del = this.db.prepare('DELETE FROM set_aside WHERE id = ?');
-    this.db
-      .transaction(() => {
-        let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1);
-        for (const r of rows) {
-          const id = (varId.get(r.variable) as number | undefined) ?? Number(insVar.run(r.variable).lastInsertRowid);
-          ins.run(seq++, id, r.ts, toRowValue(r.value));
-          del.run(r.id);
-        }
-        setNext.run(String(seq));
-      })
-      .immediate();
-    return rows.length;
+    let afterId = 0;
+    let requeued = 0;
+    const moveStep = this.db.transaction((): number => {
+      const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer]>;
+      if (rows.length === 0) return 0;
+      // A seq is never reused (I3), also not one of a sealed chunk.
+      let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1, ((maxChunkSeq.get() as number | null) ?? 0) + 1);
+      for (const [rowId, variable, ts, value] of rows) {
+        const id = (varId.get(variable) as number | undefined) ?? Number(insVar.run(variable).lastInsertRowid);
+        ins.run(seq++, id, ts, value);
+        del.run(rowId);
+      }
+      setNext.run(String(seq));
+      afterId = rows[rows.length - 1][0];
+      return rows.length;
+    });
+    for (;;) {
+      const n = moveStep.immediate();
+      requeued += n;
+      if (n < stepRows) return requeued;
+    }
+  }
+
+  /** Matching sample rows in (afterId, maxId], oldest first, as [id, variable, ts, value]. */
+  private stepQuery(where: string): Statement {
+    return this.db.prepare(`SELECT id, variable, ts, value FROM set_aside WHERE (${where}) AND variable IS NOT NULL AND id > ? AND id <= ? ORDER BY id LIMIT ?`).raw(true);
   }
 }
 

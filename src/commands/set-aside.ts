@@ -69,8 +69,10 @@ export async function setAsideCommand(argv: string[]): Promise<number> {
       const body = (await api(target, 'GET', `/api/set-aside?${qs}`)) as SetAsideSummary & { rows: SetAsideRow[] };
       print(body, body.rows, v.json);
     } else {
-      const body = (await api(target, 'POST', `/api/set-aside/${action}`, filter)) as Record<string, number>;
-      process.stdout.write(v.json ? `${JSON.stringify(body)}\n` : `${action === 'requeue' ? `requeued ${body.requeued}` : `dropped ${body.dropped}`} sample(s) (through the running gateway)\n`);
+      // A requeue runs in bounded steps on the gateway (2 M samples: tens of seconds on a busy machine).
+      const body = (await api(target, 'POST', `/api/set-aside/${action}`, filter, action === 'requeue' ? 600_000 : 30_000)) as Record<string, number>;
+      const what = action === 'requeue' ? `requeued ${body.requeued} sample(s)${body.remaining > 0 ? `, ${body.remaining} stay set aside` : ''}` : `dropped ${body.dropped} sample(s)`;
+      process.stdout.write(v.json ? `${JSON.stringify(body)}\n` : `${what} (through the running gateway)\n`);
     }
     return 0;
   }
@@ -119,13 +121,13 @@ async function chooseTarget(config: string | undefined, url: string | undefined,
   return { kind: 'file', path: c.buffer.path };
 }
 
-async function api(target: Extract<Target, { kind: 'api' }>, method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+async function api(target: Extract<Target, { kind: 'api' }>, method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs = 30_000): Promise<unknown> {
   const res = await request(`${target.base}${path}`, {
     method,
     headers: { 'content-type': 'application/json', ...(target.token ? { authorization: `Bearer ${target.token}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
-    headersTimeout: 30_000,
-    bodyTimeout: 30_000,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
   });
   const json = (await res.body.json().catch(() => ({}))) as { error?: { message?: string } };
   if (res.statusCode >= 300) throw new Error(`the gateway answered HTTP ${res.statusCode}: ${json.error?.message ?? ''}`);

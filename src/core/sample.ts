@@ -1,3 +1,5 @@
+import { GatewayError } from './errors.js';
+
 /**
  * The unit of data that flows from every source to the tracking service.
  *
@@ -17,14 +19,56 @@ export interface Sample {
 
 /**
  * Where sources put samples. `append` resolves only once every sample is durably committed to the
- * buffer (or deliberately dropped by the configured full-buffer policy, which is counted), so a
- * push source can acknowledge upstream (MQTT PUBACK) after the commit and not before.
+ * buffer, so a push source can acknowledge upstream (MQTT PUBACK) after the commit and not before.
  *
- * It rejects only when the samples could not be taken at all (for example the buffer is closed);
- * the caller must then not acknowledge them.
+ * It rejects when the samples were not kept: with a `SamplesRefusedError` (a stable `code` and the
+ * reason) when the buffer refused them (full under `buffer.when_full = refuse_new`, its memory
+ * queue full, closed), or with another error for a fault. Either way none of the samples of that
+ * call were committed, and the caller must not acknowledge them.
  */
 export interface SampleSink {
-  append(samples: readonly Sample[]): Promise<void>;
+  append(samples: readonly Sample[], options?: AppendOptions): Promise<void>;
+}
+
+export interface AppendOptions {
+  /**
+   * The caller still holds the samples when they are refused and will offer them again: a QoS 1/2
+   * publisher redelivers what was not acknowledged, set-aside rows stay set aside, a backfill's gap
+   * stays pending. A refusal is then not a loss and is not counted in
+   * `gateway_buffer_dropped_samples_total` (it is counted in `gateway_buffer_refused_samples_total`).
+   * Without it, refused samples are counted as lost by the full-buffer policy.
+   */
+  keepsRefused?: boolean;
+}
+
+/** Why the buffer refused an append; stable, used in error codes and metric labels. */
+export type BufferRefusal =
+  /** Over `buffer.max_bytes` or the disk is full, and `buffer.when_full = refuse_new`. */
+  | 'BUFFER_FULL'
+  /** More samples would wait in memory for a commit than the buffer holds (the disk refuses writes, or one append is too large). */
+  | 'BUFFER_PENDING_LIMIT'
+  /** The buffer is closed (the gateway is stopping). */
+  | 'BUFFER_CLOSED';
+
+/** An append the buffer did not take: none of its samples were committed (see SampleSink). */
+export class SamplesRefusedError extends GatewayError {
+  declare readonly code: BufferRefusal;
+
+  constructor(
+    code: BufferRefusal,
+    /** For people: starts with "refused: " and says why, naming the setting where one applies. */
+    readonly reason: string,
+    /** Samples in the refused append. */
+    readonly samples: number,
+  ) {
+    super(code, reason, { details: { samples } });
+    this.name = 'SamplesRefusedError';
+  }
+}
+
+/** The source-side refusal reason (gateway_source_samples_refused_total) for a buffer refusal. */
+export function refusalReasonOf(err: SamplesRefusedError): RefusalReason {
+  return err.code === 'BUFFER_FULL' ? 'buffer_full' : 'buffer_unavailable';
 }
 
 /** Why a value read from a device was not turned into a sample. Used as a metric label. */
@@ -41,6 +85,7 @@ export type RefusalReason =
   | 'invalid_node'
   | 'decode_error'
   | 'buffer_full'
+  | 'buffer_unavailable'
   | (string & {});
 
 /** True when `v` may be sent upstream as a sample value (CONTRACT.md: finite JSON number). */
@@ -81,8 +126,8 @@ export class TappedSink implements SampleSink {
     return () => this.taps.delete(tap);
   }
 
-  async append(samples: readonly Sample[]): Promise<void> {
-    await this.inner.append(samples);
+  async append(samples: readonly Sample[], options?: AppendOptions): Promise<void> {
+    await this.inner.append(samples, options);
     for (const tap of this.taps) {
       try {
         tap.onSamples(samples);

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import { describeError, errorCode } from './errors.js';
 import type { Metrics } from './metrics.js';
-import type { RefusalReason, SampleSink } from './sample.js';
+import { refusalReasonOf, SamplesRefusedError, type RefusalReason, type SampleSink } from './sample.js';
 
 /**
  * The contract every protocol source (OPC UA, Modbus, MQTT, the synthetic generator) follows.
@@ -135,6 +135,17 @@ export class SourceStats {
     this.refusedByReason[reason] = (this.refusedByReason[reason] ?? 0) + n;
     this.metrics.sourceSamplesRefused.inc({ ...this.labels, reason }, n);
     this.onRefused?.(reason, n, info);
+  }
+
+  /**
+   * The buffer did not take `n` samples that this source cannot offer again (a poll, a subscription
+   * value, QoS 0): counted as refused by reason (buffer_full under refuse_new, else
+   * buffer_unavailable), never as read, and the error kept for status (issue 21 §1).
+   */
+  bufferRefused(err: unknown, n: number): void {
+    this.error(err, 'BUFFER_REFUSED');
+    const refused = err instanceof SamplesRefusedError;
+    this.refused(refused ? refusalReasonOf(err) : 'buffer_unavailable', n, { detail: refused ? err.reason : describeError(err) });
   }
 
   error(err: unknown, code?: string): void {

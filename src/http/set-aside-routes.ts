@@ -26,9 +26,21 @@ function parseFilter(body: unknown): SetAsideFilter {
  *   GET  /api/set-aside?limit=N&variable=mvr_...   summary and rows
  *   POST /api/set-aside/requeue  {ids | variable | all}   back into the queue
  *   POST /api/set-aside/drop     {ids | variable | all}   delete for good
+ *
+ * Requeue answers 200 `{requeued, remaining}` once every matching sample is committed to the
+ * buffer, and 503 `{error: {code, message}, requeued, remaining}` when the buffer refused a step
+ * (refuse_new on a full buffer): what was requeued before stays requeued, the rest stays set aside.
  */
 export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuffer): void {
   const store = new SetAsideStore(buffer.database);
+  // Requeue works in steps and yields between them; one write at a time keeps a second request
+  // from taking the same rows (or dropping rows a requeue step has just committed).
+  let writes: Promise<unknown> = Promise.resolve();
+  const serialized = <T>(fn: () => Promise<T> | T): Promise<T> => {
+    const run = writes.then(fn);
+    writes = run.catch(() => undefined);
+    return run;
+  };
   http.route('GET', '/api/set-aside', ({ url }) => {
     const limit = Number(url.searchParams.get('limit') ?? 100);
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new HttpError(400, 'bad_request', `limit: "${url.searchParams.get('limit')}" is not a whole number from 1 to 10000`, 'limit');
@@ -37,15 +49,15 @@ export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuff
   }, { name: 'set-aside list' });
   http.route('POST', '/api/set-aside/requeue', async (ctx) => {
     const filter = parseFilter(await ctx.json());
-    const rows = store.select(filter);
-    // Committed to the queue first, then removed from set-aside: a crash in between leaves a
-    // duplicate, never a loss (re-sending replaces the same value upstream).
-    await buffer.append(rows.map((r) => ({ variable: r.variable, ts: r.ts, value: r.value })));
-    store.deleteIds(rows.map((r) => r.id));
-    return { json: { requeued: rows.length } };
+    const r = await serialized(() => store.requeue(buffer, filter));
+    if (r.refused) {
+      const message = `${r.requeued} sample(s) requeued, ${r.remaining} stay set aside: ${r.refused.reason}`;
+      return { status: 503, json: { error: { code: r.refused.code, message }, requeued: r.requeued, remaining: r.remaining } };
+    }
+    return { json: { requeued: r.requeued, remaining: r.remaining } };
   }, { name: 'set-aside requeue' });
   http.route('POST', '/api/set-aside/drop', async (ctx) => {
     const filter = parseFilter(await ctx.json());
-    return { json: { dropped: store.drop(filter) } };
+    return { json: { dropped: await serialized(() => store.drop(filter)) } };
   }, { name: 'set-aside drop' });
 }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
+import { SamplesRefusedError } from '../../src/core/sample.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { startTestGateway } from '../helpers/gateway.js';
@@ -63,34 +64,87 @@ describe('bounded buffer', () => {
     expect(b.rows().at(-1)!.value).toBe(next + 19_999);
   });
 
-  it('disk full with refuse_new: new samples are refused (counted) and ingest resumes when space returns', async () => {
+  it('disk full with refuse_new: the append is refused (rejects with BUFFER_FULL), nothing accepted is lost, ingest resumes when space returns', async () => {
     const b = openTestBuffer({ whenFull: 'refuse_new', episodeQuietMs: 300 });
     open.push(b);
     await b.buffer.append(batch(1_000, 0));
     const pages = b.buffer.database.pragma('page_count', { simple: true }) as number;
     b.buffer.database.pragma(`max_page_count = ${pages}`);
-    await b.buffer.append(batch(5_000, 1_000)); // must resolve, not hang and not throw
+    // Issue 21 §1: not kept, so not reported as committed: the caller hears why.
+    const refused = await b.buffer.append(batch(5_000, 1_000)).then(() => null, (e: unknown) => e);
+    expect(refused).toMatchObject({ code: 'BUFFER_FULL', samples: 5_000 });
+    expect(refused).toBeInstanceOf(SamplesRefusedError);
+    expect((refused as Error).message).toMatch(/^refused: buffer full: the disk is full \(SQLITE_FULL\) and buffer\.when_full = refuse_new/);
     const s = b.buffer.stats();
+    // The caller cannot offer them again (no keepsRefused): lost, and counted as such.
     expect(s.droppedTotal).toBe(5_000);
     expect(b.rows().length).toBe(1_000); // nothing already accepted was lost
-    const refused = (await b.metrics.bufferDroppedSamples.get()).values.find((v) => v.labels.policy === 'refuse_new');
-    expect(refused?.value).toBe(5_000);
+    const dropped = (await b.metrics.bufferDroppedSamples.get()).values.find((v) => v.labels.policy === 'refuse_new');
+    expect(dropped?.value).toBe(5_000);
     b.buffer.database.pragma('max_page_count = 1000000000');
     await waitFor(async () => {
-      await b.buffer.append(batch(10, 100_000 + Math.floor(Math.random() * 1e6)));
-      return b.buffer.stats().writable;
+      await b.buffer.append(batch(10, 100_000 + Math.floor(Math.random() * 1e6))).catch(() => undefined);
+      return b.buffer.stats().writable && b.rows().length > 1_000;
     }, { what: 'writable again' });
-    expect(b.rows().length).toBeGreaterThan(1_000);
   });
 
-  it('refuse_new over max_bytes keeps what is there and refuses new samples', async () => {
+  it('refuse_new over max_bytes keeps what is there and refuses new appends: each one rejects, none resolves without its commit', async () => {
     const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 1_000_000 });
     open.push(b);
-    for (let i = 0; i < 10; i++) await b.buffer.append(batch(10_000, i * 10_000));
+    const outcomes: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      outcomes.push(await b.buffer.append(batch(10_000, i * 10_000)).then(() => 'committed', (e: SamplesRefusedError) => e.code));
+    }
     const s = b.buffer.stats();
-    expect(s.droppedTotal).toBeGreaterThan(0);
-    expect(s.rows + s.droppedTotal).toBe(100_000);
+    expect(outcomes[0]).toBe('committed');
+    expect(outcomes.at(-1)).toBe('BUFFER_FULL');
+    // What resolved is exactly what is in the file; what was refused is counted as lost.
+    expect(s.rows).toBe(outcomes.filter((o) => o === 'committed').length * 10_000);
+    expect(s.droppedTotal).toBe(outcomes.filter((o) => o === 'BUFFER_FULL').length * 10_000);
     expect(b.rows()[0].value).toBe(0); // the oldest were kept
+  });
+
+  it('refused samples a caller keeps (keepsRefused) are refused, not lost: no drop counted, no full episode', async () => {
+    const { logger, lines } = capture();
+    const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 1_000_000, logger });
+    open.push(b);
+    // Fill past max_bytes with appends that are all committed (the check comes before a commit).
+    for (let i = 0; b.buffer.usedBytes() <= 1_000_000; i++) await b.buffer.append(batch(10_000, i * 10_000));
+    const err = await b.buffer.append(batch(10_000, 900_000), { keepsRefused: true }).then(() => null, (e: unknown) => e);
+    expect(err).toMatchObject({ code: 'BUFFER_FULL', samples: 10_000 });
+    expect((err as Error).message).toMatch(/^refused: buffer full \(buffer\.when_full = refuse_new\)/);
+    expect(b.buffer.stats().droppedTotal).toBe(0);
+    expect(b.buffer.stats().fullEpisode).toBeNull();
+    expect((await b.metrics.bufferRefusedSamples.get()).values.find((v) => v.labels.reason === 'buffer_full')?.value).toBeGreaterThanOrEqual(10_000);
+    expect(lines.some((l) => typeof l.msg === 'string' && (l.msg as string).startsWith('buffer refused') && l.kept_by_caller === 10_000)).toBe(true);
+  });
+
+  it('more samples than may wait in memory: the append is refused with BUFFER_PENDING_LIMIT and the limit named, not dropped in silence', async () => {
+    const b = openTestBuffer({ maxPendingSamples: 1_000 });
+    open.push(b);
+    const err = await b.buffer.append(batch(1_500, 0)).then(() => null, (e: unknown) => e);
+    expect(err).toMatchObject({ code: 'BUFFER_PENDING_LIMIT', samples: 1_500 });
+    expect(err).toBeInstanceOf(SamplesRefusedError);
+    expect((err as Error).message).toMatch(/1500 samples would wait for one commit, more than the 1000/);
+    expect(b.rows()).toHaveLength(0);
+    // Smaller appends go through.
+    await b.buffer.append(batch(1_000, 0));
+    expect(b.rows()).toHaveLength(1_000);
+  });
+
+  it('while the disk refuses writes, appends beyond the memory limit are refused with the write error named', async () => {
+    const b = openTestBuffer({ maxPendingSamples: 1_000 });
+    open.push(b);
+    b.buffer.database.pragma('query_only = ON');
+    const held = b.buffer.append(batch(800, 0));
+    held.catch(() => undefined);
+    await waitFor(() => !b.buffer.stats().writable, { what: 'buffer unwritable' });
+    const err = await b.buffer.append(batch(300, 800)).then(() => null, (e: unknown) => e);
+    expect(err).toMatchObject({ code: 'BUFFER_PENDING_LIMIT', samples: 300 });
+    expect((err as Error).message).toMatch(/cannot write \(SQLITE_READONLY\).*800 samples already wait in memory; at most 1000/);
+    b.buffer.database.pragma('query_only = OFF');
+    await held; // the first append is committed once the disk takes writes again
+    expect(b.rows()).toHaveLength(800);
   });
 
   it('logs each full episode once, with the time range and the count lost', async () => {

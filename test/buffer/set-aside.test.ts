@@ -6,6 +6,7 @@ import { request } from 'undici';
 import { stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { SetAsideStore } from '../../src/buffer/set-aside.js';
 import { openTestBuffer } from '../helpers/buffer.js';
 import { startTestGateway, testConfigInput, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
@@ -61,7 +62,7 @@ describe('set-aside: inspect, requeue, drop', () => {
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain('varible');
     const requeued = await api(base, 'POST', '/api/set-aside/requeue', { variable: 'mvr_new_1' });
-    expect(requeued.body).toEqual({ requeued: 5 });
+    expect(requeued.body).toEqual({ requeued: 5, remaining: 0 });
     await waitFor(() => (emu2.valueCounts()['mvr_new_1'] ?? 0) === 5, { what: 'requeued samples delivered' });
     expect((await api(base, 'GET', '/api/set-aside')).body.total).toBe(0);
   });
@@ -114,5 +115,78 @@ describe('set-aside: inspect, requeue, drop', () => {
     expect(r.err).toBe('');
     expect(r.out).toContain('dropped 1 sample(s) (through the running gateway)');
     expect(gw.handle.status().set_aside.samples).toBe(0);
+  });
+});
+
+describe('set-aside requeue in steps (issue 21 §1)', () => {
+  it('the CLI through a running gateway whose buffer refuses (refuse_new, full): says why, exits non-zero, keeps every sample set aside', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-setaside-'));
+    const sections = { http: { enabled: true, port: 0 }, buffer: { when_full: 'refuse_new', max_bytes: '1MB' } };
+    const gw = await startTestGateway(emu, sections, { dir });
+    cleanup.push(() => gw.destroy());
+    gw.handle.buffer.database
+      .prepare(
+        `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
+         INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_new_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
+      )
+      .run(T0, T0);
+    const port = Number(new URL(gw.handle.httpUrl!).port);
+    const cfg = join(dir, 'gw.yaml');
+    writeFileSync(cfg, stringify(testConfigInput(emu, dir, { ...sections, http: { enabled: true, port } })));
+    const r = await runCli(['set-aside', 'requeue', '--config', cfg, '--all']);
+    expect(r.out).toBe('');
+    expect(r.err).toMatch(/HTTP 503: 0 sample\(s\) requeued, 60000 stay set aside: refused: buffer full \(buffer\.when_full = refuse_new\)/);
+    expect(r.code).toBe(1);
+    expect(gw.handle.status().set_aside.samples).toBe(60_000);
+  });
+
+  it('stops at the first step the buffer refuses: earlier steps are committed and gone from set-aside, the rest stays, nothing counted as lost', async () => {
+    const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 5_000_000 });
+    cleanup.push(() => b.destroy());
+    const db = b.buffer.database;
+    db.prepare(
+      `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 39999)
+       INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
+    ).run(T0, T0);
+    // Once the first step is committed, a busy source fills the buffer past max_bytes.
+    let filled = false;
+    b.buffer.onChange(() => {
+      if (filled) return;
+      filled = true;
+      void b.buffer.append(Array.from({ length: 200_000 }, (_, i) => ({ variable: 'mvr_busy_1', ts: T0 + i, value: i })));
+    });
+    const r = await new SetAsideStore(db).requeue(b.buffer, { all: true }, { stepRows: 10_000 });
+    expect(r.refused).toEqual({ code: 'BUFFER_FULL', reason: expect.stringMatching(/^refused: buffer full \(buffer\.when_full = refuse_new\)/) });
+    // Whole steps only, and what left set-aside is exactly what the buffer committed: the oldest ids.
+    expect(r.requeued % 10_000).toBe(0);
+    expect(r.requeued).toBeGreaterThanOrEqual(10_000);
+    expect(r.requeued + r.remaining).toBe(40_000);
+    const late = b.rows().filter((x) => x.variable === 'mvr_late_1');
+    expect(late.map((x) => x.ts)).toEqual(Array.from({ length: r.requeued }, (_, i) => T0 + i));
+    expect(db.prepare('SELECT count(*) AS n, min(id) AS lo FROM set_aside').get()).toEqual({ n: r.remaining, lo: r.requeued + 1 });
+    // Set-aside keeps what was refused: not lost.
+    expect(b.buffer.stats().droppedTotal).toBe(0);
+  });
+
+  it('requeue in the file (no gateway) moves every sample in steps, each step one transaction', async () => {
+    const b = openTestBuffer();
+    cleanup.push(() => b.destroy());
+    const db = b.buffer.database;
+    await b.buffer.append([{ variable: 'mvr_live_1', ts: T0, value: -1 }]);
+    db.prepare(
+      `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 2499)
+       INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_' || (i % 2), ? + i, i, 'sync', 'unknown variable', ? FROM c`,
+    ).run(T0, T0);
+    db.prepare("INSERT INTO set_aside (variable, ts, value, path, reason, created_at) VALUES (NULL, NULL, NULL, 'import', 'job note', ?)").run(T0);
+    const store = new SetAsideStore(db);
+    expect(store.requeueInFile({ variable: 'mvr_late_1' }, { stepRows: 400 })).toBe(1_250);
+    expect(store.count({ all: true })).toBe(1_250);
+    const rows = b.rows();
+    expect(rows.filter((x) => x.variable === 'mvr_late_1').map((x) => x.value)).toEqual(Array.from({ length: 1_250 }, (_, i) => 2 * i + 1));
+    // New seqs above every earlier one, never reused (I3).
+    expect(rows[0]).toMatchObject({ variable: 'mvr_live_1' });
+    expect(new Set(rows.map((x) => x.seq)).size).toBe(rows.length);
+    expect(db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true).get()).toBe(String(rows.at(-1)!.seq + 1));
   });
 });

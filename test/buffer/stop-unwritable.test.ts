@@ -29,6 +29,7 @@ describe('stopping while the disk refuses writes (issue 12 §1)', () => {
     expect(b.buffer.stats().pendingSamples).toBe(500);
     await b.buffer.close();
     await expect(held).rejects.toThrow(/closed before/);
+    await expect(held).rejects.toMatchObject({ code: 'BUFFER_CLOSED', samples: 500 });
     expect(b.buffer.discardedAtClose).toBe(500);
     const line = lines.find((l) => l.discarded_samples === 500);
     expect(line?.msg).toMatch(/500 samples held in memory are discarded/);

@@ -22,10 +22,14 @@ export function SetAside() {
     if (what === 'drop' && !confirm('Delete these samples for good? They are not sent.')) return;
     try {
       const r = await api(`/api/set-aside/${what}`, { method: 'POST', body });
-      setNote({ ok: true, text: what === 'requeue' ? `${fmtNum(r.requeued)} samples back in the queue.` : `${fmtNum(r.dropped)} samples dropped.` });
+      setNote({ ok: true, text: what === 'requeue' ? `${fmtNum(r.requeued)} samples back in the queue.${r.remaining > 0 ? ` ${fmtNum(r.remaining)} stay set aside.` : ''}` : `${fmtNum(r.dropped)} samples dropped.` });
       setPicked(new Set());
       reload();
-    } catch (e) { setNote({ ok: false, text: e.message }); }
+    } catch (e) {
+      // 503 from a requeue the buffer refused: the message says how many went back and why the rest stays.
+      setNote({ ok: false, text: e.message });
+      if (e.body?.requeued > 0) reload();
+    }
   };
   if (error) return html`<div class="empty">${error}</div>`;
   if (!data) return html`<div class="empty">Loading…</div>`;

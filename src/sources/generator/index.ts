@@ -1,6 +1,7 @@
 import type { Sample } from '../../core/sample.js';
 import type { Source, SourceContext, SourceKind, SourceStatus } from '../../core/source.js';
 import { describeError } from '../../core/errors.js';
+import { LogThrottle } from '../../core/log-throttle.js';
 import { generatorVariables, type GeneratorSourceConfig } from './config.js';
 
 /**
@@ -18,9 +19,11 @@ export class GeneratorSource implements Source {
   private readonly walk: number[];
   private stopped = false;
   private readonly inflight = new Set<Promise<void>>();
+  private readonly throttle: LogThrottle;
 
   constructor(private readonly cfg: GeneratorSourceConfig, private readonly ctx: SourceContext) {
     this.name = cfg.name;
+    this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     this.variables = generatorVariables(cfg);
     this.walk = this.variables.map(() => 50);
   }
@@ -46,8 +49,8 @@ export class GeneratorSource implements Source {
       .append(samples)
       .then(() => this.ctx.stats.samplesRead(samples.length))
       .catch((err) => {
-        this.ctx.stats.error(err, 'BUFFER_REFUSED');
-        this.ctx.logger.warn({ err: describeError(err) }, 'generator samples not buffered');
+        this.ctx.stats.bufferRefused(err, samples.length);
+        this.throttle.warn('buffer-refused', { source: this.name, err: describeError(err), samples: samples.length }, 'generator samples not buffered');
       })
       .finally(() => this.inflight.delete(p));
     this.inflight.add(p);

@@ -370,7 +370,8 @@ export class DevicePoller {
       .append(samples)
       .then(() => ctx.stats.samplesRead(samples.length))
       .catch((err) => {
-        ctx.stats.error(err, 'BUFFER_REFUSED');
+        // Not committed: the next poll reads the registers again; these values are counted as refused.
+        ctx.stats.bufferRefused(err, samples.length);
         this.deps.throttle.error(`buffer:${this.plan.name}`, { device: this.plan.name, err: describeError(err), samples: samples.length }, 'modbus samples not buffered');
       })
       .finally(() => this.inflight.delete(p));

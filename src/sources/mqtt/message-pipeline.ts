@@ -29,6 +29,18 @@ export interface PipelineOptions {
   ctx: SourceContext;
   /** How Sparkplug Rebirth requests leave; returns false when not connected. */
   publish(topic: string, payload: Buffer): boolean;
+  /**
+   * True when a message of this QoS that is not acknowledged comes again (a persistent session at
+   * the broker, a publisher that resends): its samples are then not lost when the buffer refuses
+   * them (AppendOptions.keepsRefused). Default: QoS 1 and 2.
+   */
+  redelivers?(qos: 0 | 1 | 2): boolean;
+}
+
+interface PendingBatch {
+  samples: Sample[];
+  dones: Array<SubmitDone>;
+  tokens: number[];
 }
 
 /** Called when a submitted message is committed (`err` null) or refused by the buffer. */
@@ -63,7 +75,12 @@ export class MessagePipeline {
   private readonly outcomes = new Map<string, number>();
   private samplesCommitted = 0;
   private flushScheduled = false;
-  private batch: { samples: Sample[]; dones: Array<SubmitDone>; tokens: number[] } | null = null;
+  /**
+   * Messages of the current event-loop turn, by what a refusal means for them: [0] lost (QoS 0, or
+   * a session the broker drops), [1] redelivered (see `redelivers`).
+   */
+  private readonly batches: [PendingBatch | null, PendingBatch | null] = [null, null];
+  private readonly redelivers: (qos: 0 | 1 | 2) => boolean;
 
   constructor(private readonly opts: PipelineOptions) {
     const ctx = opts.ctx;
@@ -90,6 +107,7 @@ export class MessagePipeline {
       refused: {},
     }));
     ctx.metrics.mqttPendingMessages.set(this.labels, 0);
+    this.redelivers = opts.redelivers ?? ((qos) => qos > 0);
   }
 
   /** Decodes the message and appends its samples. Resolves once they are committed; rejects only when the buffer did not take them. */
@@ -151,25 +169,28 @@ export class MessagePipeline {
     sub.samples += samples.length;
     this.pendingCount += 1;
     this.scheduleFlush();
-    // Messages handled in one event-loop turn go to the buffer in one append: one promise and one
-    // pending entry per batch instead of per message.
-    let batch = this.batch;
+    // Messages handled in one event-loop turn go to the buffer in one append (two when QoS 0 and
+    // QoS 1/2 mix, as a refusal loses the first and not the second): one promise and one pending
+    // entry per batch instead of per message.
+    const kind = this.redelivers(msg.qos) ? 1 : 0;
+    let batch = this.batches[kind];
     if (!batch) {
-      batch = this.batch = { samples: [], dones: [], tokens: [] };
-      setImmediate(() => this.appendBatch());
+      batch = this.batches[kind] = { samples: [], dones: [], tokens: [] };
+      setImmediate(() => this.appendBatch(kind));
     }
     for (const s of samples) batch.samples.push(s as Sample);
     batch.dones.push(done);
     batch.tokens.push(token);
   }
 
-  private appendBatch(): void {
-    const batch = this.batch;
-    this.batch = null;
+  private appendBatch(kind: 0 | 1): void {
+    const batch = this.batches[kind];
+    this.batches[kind] = null;
     if (!batch) return;
     let committed: Promise<void>;
     try {
-      committed = this.opts.ctx.sink.append(batch.samples);
+      // Not acknowledged when refused (the transports see the error): a redelivered message comes again.
+      committed = this.opts.ctx.sink.append(batch.samples, { keepsRefused: kind === 1 });
     } catch (err) {
       committed = Promise.reject(err);
     }

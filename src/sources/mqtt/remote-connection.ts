@@ -77,6 +77,12 @@ export class MqttConnectionSource implements Source {
   private refusedSubscriptions: string[] = [];
   private lastYield = 0;
   private sinceClockRead = 0;
+  /**
+   * The buffer refused a message and nothing was committed since: the next connect keeps the
+   * backoff growing, so a full buffer (refuse_new) means a reconnect (and a redelivery refused
+   * again) every reconnect.max at most, not every reconnect.initial.
+   */
+  private refusedSinceCommit = false;
 
   constructor(private readonly cfg: MqttConnectionConfig, private readonly ctx: SourceContext) {
     this.name = cfg.name;
@@ -91,6 +97,9 @@ export class MqttConnectionSource implements Source {
       maxPending: cfg.max_pending_messages,
       ctx,
       publish: (topic, payload) => this.publish(topic, payload),
+      // A refused QoS 1/2 message is not acknowledged and comes again after the reconnect only in a
+      // persistent session; with clean: true the broker forgets it with the connection (MQTT §4.4).
+      redelivers: (qos) => qos > 0 && !cfg.clean,
     });
   }
 
@@ -135,6 +144,7 @@ export class MqttConnectionSource implements Source {
           return;
         }
         conn.ackDone[token - conn.base] = 1;
+        this.refusedSinceCommit = false;
         this.scheduleAckFlush(conn);
       },
     };
@@ -186,7 +196,7 @@ export class MqttConnectionSource implements Source {
 
   private onConnect(conn: Connection, connack: IConnackPacket): void {
     if (conn !== this.conn || this.stopped) return;
-    this.backoff.reset();
+    if (!this.refusedSinceCommit) this.backoff.reset();
     this.connects += 1;
     this.connectedAt = this.ctx.clock.now();
     this.sessionPresent = connack.sessionPresent;
@@ -357,6 +367,7 @@ export class MqttConnectionSource implements Source {
 
   private onCommitFailed(conn: Connection, err: unknown): void {
     this.ctx.stats.error(err, 'BUFFER_REFUSED');
+    this.refusedSinceCommit = true;
     if (conn.broken) return;
     conn.broken = true;
     for (const r of conn.drained.splice(0)) r();

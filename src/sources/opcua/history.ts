@@ -14,7 +14,7 @@ import type { GapLedger, GapRow } from '../../buffer/gaps.js';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
-import type { Sample, SampleSink } from '../../core/sample.js';
+import { SamplesRefusedError, type Sample, type SampleSink } from '../../core/sample.js';
 import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
 
 /**
@@ -233,7 +233,10 @@ export class HistoryBackfill {
         values = await this.readAll(run, session, windows);
       } catch (err) {
         failed = true;
-        this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: HistoryRead failed; the gap stays pending and is read again at the next connect`);
+        // A buffer refusal (refuse_new on a full buffer) leaves the gap pending like a failed read:
+        // its values are still on the server (issue 21 §1).
+        const what = err instanceof SamplesRefusedError ? `the buffer refused the values read back (${err.reason})` : 'HistoryRead failed';
+        this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: ${what}; the gap stays pending and is read again at the next connect`);
       }
     }
     if (run.aborted || failed) {
@@ -378,7 +381,9 @@ export class HistoryBackfill {
         // The next request goes out while this response commits; at most APPENDS_IN_FLIGHT wait
         // for their group commit, so the buffer paces the backfill and memory stays bounded.
         const n = samples.length;
-        const committed = this.o.sink.append(samples).then(() => {
+        // keepsRefused: a refused response fails the run and its gap stays pending (execute), so
+        // the server's history still holds these values: refused, not lost.
+        const committed = this.o.sink.append(samples, { keepsRefused: true }).then(() => {
           this.valuesTotal += n;
           this.o.metrics.historyValues.inc({ source: this.o.source }, n);
         });

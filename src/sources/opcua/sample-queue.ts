@@ -52,8 +52,7 @@ export class SampleQueue {
       .append(batch)
       .then(() => this.stats.samplesRead(batch.length))
       .catch((err) => {
-        this.stats.error(err, 'BUFFER_REFUSED');
-        this.stats.refused('buffer_unavailable', batch.length);
+        this.stats.bufferRefused(err, batch.length);
         this.logger.warn({ err: describeError(err), samples: batch.length }, 'OPC UA samples not buffered');
       })
       .finally(() => {

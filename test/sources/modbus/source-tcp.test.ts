@@ -57,6 +57,28 @@ describe('modbus source over TCP against the simulator', () => {
     await waitFor(() => m.source.status().state === 'connected', 'source connected');
   });
 
+  it('a full buffer under refuse_new: polled values are counted as refused (buffer_full), not as read, and reading resumes once there is room', async () => {
+    const s = await sim();
+    const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 1_000_000 });
+    cleanups.push(() => b.destroy());
+    for (let i = 0; b.buffer.usedBytes() <= 1_000_000; i++) await b.buffer.append(Array.from({ length: 10_000 }, (_, k) => ({ variable: 'mvr_fill', ts: 1_700_000_000_000 + i * 10_000 + k, value: k })));
+    const k = knownValues('holding')[0];
+    const m = await modbus({ devices: [device('full', s.port, [{ variable: 'mvr_full_h', table: 'holding', address: k.address, type: k.type, byte_order: k.order }])] }, b.buffer);
+    const lost = () => metricValue(b.metrics, 'gateway_buffer_dropped_samples_total', { policy: 'refuse_new' });
+    await waitFor(async () => (await lost()) >= 3, 'three polls refused by the buffer');
+    // Issue 21 §1: before, refused values were counted as read (the append resolved) and nothing showed at the source.
+    const status = m.source.status();
+    expect(status.samplesRead).toBe(0);
+    expect(status.samplesRefused.buffer_full).toBeGreaterThanOrEqual(3);
+    expect(status.lastError?.message).toMatch(/^refused: buffer full \(buffer\.when_full = refuse_new\)/);
+    expect(logged(m, /modbus samples not buffered/)).toBe(true);
+    expect(b.rows().filter((r) => r.variable === 'mvr_full_h')).toHaveLength(0);
+    // The service takes the backlog: the next polls are committed and counted as read.
+    b.buffer.ack(b.buffer.claimNewest(1_000_000));
+    await waitFor(() => b.rows().some((r) => r.variable === 'mvr_full_h'), 'a poll committed once there is room');
+    await waitFor(() => m.source.status().samplesRead > 0, 'counted as read');
+  });
+
   it('refuses NaN and infinity as not_finite and rounds 64-bit values beyond 2^53 with one warning', async () => {
     const s = await sim();
     const { sink, samples } = memorySink();

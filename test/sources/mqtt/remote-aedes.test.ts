@@ -172,6 +172,50 @@ describe('MQTT source against an aedes broker', () => {
     expect(rowsOf(tb, 'mvr_r').map((r) => r.value)).toEqual([0, 1, 2]);
   });
 
+  it('refuse_new on a full buffer: QoS 1 messages are not acknowledged and come again once there is room; a QoS 0 one is counted lost', async () => {
+    const b = await broker();
+    const acks = countAcks(b, 'gw-full');
+    const tb = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 1_000_000 });
+    cleanup.push(() => tb.destroy());
+    // Past max_bytes, every append of the filling committed (the check comes before a commit).
+    for (let i = 0; tb.buffer.usedBytes() <= 1_000_000; i++) await tb.buffer.append(Array.from({ length: 10_000 }, (_, k) => ({ variable: 'mvr_fill', ts: 1_700_000_000_000 + i * 10_000 + k, value: k })));
+    const { source } = await gateway(tb.buffer, {
+      name: 'full',
+      url: b.url,
+      client_id: 'gw-full',
+      reconnect: { initial: 100, max: 2_000 },
+      subscriptions: [{ topic: 'full/1', format: 'number', qos: 1, variable: 'mvr_full_q1' }, { topic: 'full/0', format: 'number', qos: 0, variable: 'mvr_full_q0' }],
+    });
+    await waitFor(() => source.status().state === 'connected');
+    const pub = await publisher(b.url);
+    const dropped = async () => (await tb.metrics.bufferDroppedSamples.get()).values.find((v) => v.labels.policy === 'refuse_new')?.value ?? 0;
+    await pub.publishAsync('full/0', '7', { qos: 0 });
+    await waitFor(async () => (await dropped()) === 1, { what: 'the QoS 0 sample refused and counted lost' });
+    for (let i = 0; i < 3; i++) await pub.publishAsync('full/1', String(i), { qos: 1 });
+    // Refused, so not acknowledged (issue 21 §1: before, they were acknowledged and dropped).
+    await waitFor(() => source.status().lastError?.code === 'BUFFER_REFUSED' || acks.count() > 0, { what: 'the buffer answered' });
+    expect(acks.count()).toBe(0);
+    expect(source.status().lastError?.message).toMatch(/^refused: buffer full \(buffer\.when_full = refuse_new\)/);
+    // The gateway reconnects and the broker delivers them again, and again.
+    await waitFor(async () => ((await tb.metrics.bufferRefusedSamples.get()).values.find((v) => v.labels.reason === 'buffer_full')?.value ?? 0) >= 1 + 3 * 2, { timeoutMs: 30_000, what: 'QoS 1 messages refused twice' });
+    expect(acks.count()).toBe(0);
+    expect(rowsOf(tb, 'mvr_full_q1')).toHaveLength(0);
+    // The broker and the publisher still hold them: refused, not lost.
+    expect(await dropped()).toBe(1);
+    // While the buffer stays full the reconnects back off (100 ms doubling to 2 s), not every 100 ms.
+    const connects = () => (source.status().detail as { connects: number }).connects;
+    const before = connects();
+    await delay(4_000);
+    expect(connects() - before).toBeLessThanOrEqual(5);
+    // The service takes the backlog: room again.
+    tb.buffer.ack(tb.buffer.claimNewest(1_000_000));
+    await waitFor(() => rowsOf(tb, 'mvr_full_q1').length === 3, { timeoutMs: 30_000, what: 'redelivered and committed once there is room' });
+    await waitFor(() => acks.count() === 3, { what: 'acknowledged after the commit' });
+    expect(rowsOf(tb, 'mvr_full_q1').map((r) => r.value)).toEqual([0, 1, 2]);
+    expect(rowsOf(tb, 'mvr_full_q0')).toHaveLength(0);
+    expect(await dropped()).toBe(1);
+  });
+
   it('keeps reading after malformed messages (acknowledged, counted) and bounds pending messages', async () => {
     const b = await broker();
     const acks = countAcks(b, 'gw-bad');

@@ -1,3 +1,4 @@
+import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -149,6 +150,53 @@ describe('OPC UA historical backfill (issue 14)', () => {
     const compared = await expectHistoryUpstream(sim, emu, from, to);
     expect(compared).toBeGreaterThan(30);
   }, 120_000);
+
+  it('a backfill the buffer refuses (refuse_new, full) leaves its gap pending, and fills it at the next connect once there is room', async () => {
+    const sim = await startOpcuaSimulator({ pkiDir: tmpPki('hist-sim-'), updateIntervalMs: 200 });
+    cleanup.push(() => sim.close());
+    const emu = await startEmulator({ port: 0 });
+    cleanup.push(() => emu.close());
+    const dir = mkdtempSync(join(tmpdir(), 'gw-refused-'));
+    const sections = { opcua: opcuaSection(sim.endpointUrl, sim), http: { enabled: true, port: 0 }, buffer: { when_full: 'refuse_new', max_bytes: '1MB' } };
+    const first = await startTestGateway(emu, sections, { dir });
+    cleanup.push(() => first.close());
+    await waitFor(() => emu.values('mvr_press1_temperature').length >= 3, { timeoutMs: 30_000, what: 'live values upstream' });
+    const from = Date.now();
+    await waitFor(() => emu.values('mvr_press1_temperature').filter((v) => Date.parse(v.timestamp) > from + 3_000).length > 0, { timeoutMs: 30_000, what: '3 s more of live values' });
+    const to = from + 3_000;
+    first.handle.gaps.open({ source: 'press1', variables: null, from, to, reason: 'source_disconnected', filled: 'pending' }, Date.now());
+    // The operator has not dealt with a large set-aside yet: the file is over buffer.max_bytes.
+    first.handle.buffer.database
+      .prepare(
+        `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
+         INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_gone_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
+      )
+      .run(from - 600_000, from);
+    await first.close();
+    await emu.reset();
+
+    const log = captureLogger('info');
+    const second = await startTestGateway(emu, sections, { dir, logger: log.logger });
+    cleanup.push(() => second.close());
+    const history = () => (second.handle.sources[0].status().detail as { history: { last_run: { outcome: string } | null } }).history;
+    await waitFor(() => history().last_run, { timeoutMs: 45_000, what: 'the backfill run over' });
+    // Issue 21 §1: before, the refused values counted as committed and the gap was settled as filled.
+    const pending = (await apiGaps(second)).find((g) => g.from === from)!;
+    expect(pending.filled).toBe('pending');
+    expect(history().last_run.outcome).toBe('failed');
+    expect(log.lines.some((l) => /the buffer refused the values read back \(refused: buffer full \(buffer\.when_full = refuse_new\).*the gap stays pending/.test(String(l.msg)))).toBe(true);
+    await second.close();
+
+    // The operator drops the set-aside samples (edge-gateway set-aside drop --all): room again,
+    // and the next connect reads the gap back.
+    const file = new BetterSqlite3(join(dir, 'buffer.db'));
+    file.prepare('DELETE FROM set_aside').run();
+    file.close();
+    const third = await startTestGateway(emu, sections, { dir });
+    cleanup.push(() => third.destroy());
+    await waitFor(async () => (await apiGaps(third)).find((g) => g.from === from && g.filled === 'yes'), { timeoutMs: 45_000, what: 'the pending gap read again and filled', intervalMs: 500 });
+    expect(await expectHistoryUpstream(sim, emu, from, to)).toBeGreaterThan(30);
+  }, 150_000);
 
   it('fills a network cut (TCP proxy) from history', async () => {
     const sim = await startOpcuaSimulator({ pkiDir: tmpPki('hist-sim-'), updateIntervalMs: 200 });
