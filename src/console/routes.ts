@@ -120,9 +120,10 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     return { text: a.css, contentType: 'text/css; charset=utf-8' };
   }, { name: 'console asset', access: 'public' });
 
+  // A stream: counted against http.max_streams_per_client and http.max_streams (issue 21 §4).
   http.route('GET', '/console/api/events', (ctx) => {
     hub.attach(ctx.res);
-  }, { name: 'console events' });
+  }, { name: 'console events', stream: true });
 
   http.route('GET', '/console/api/overview', async () => {
     // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).

@@ -99,6 +99,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
     httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),
+    httpBusy: new Counter({ name: 'gateway_http_busy_total', help: 'Requests the local HTTP server turned away for a connection limit, by reason (streams_per_client: 429, http.max_streams_per_client; streams_total: 503, http.max_streams; reserved_connections: 503, only the connections kept for health checks and the operator page were left)', labelNames: ['reason'], registers: r }),
 
     // --- fleet (several gateways behind one address, the plant broker) ---
     uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),
