@@ -42,7 +42,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     mqttPendingMessages: new Gauge({ name: 'gateway_mqtt_pending_messages', help: 'MQTT messages received and not yet committed to the buffer (QoS 1/2 ones are not yet acknowledged)', labelNames: ['source'], registers: r }),
     mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
-    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large, too_many_clients)', labelNames: ['reason'], registers: r }),
+    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large; too_many_clients: max_clients held by authenticated clients; client_limit, unauthenticated_limit: the oldest connection that had not authenticated closed for a newcomer)', labelNames: ['reason'], registers: r }),
     brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
 
     // --- buffer ---
