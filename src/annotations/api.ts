@@ -80,11 +80,12 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       }),
       // The page itself is a static shell without data (public); what it shows comes from
       // /api/panel, a read: when reads need the token the page asks for it (hmi-page.ts).
-      { name: 'hmi', access: 'public' },
+      // Essential: served from http.reserved_connections too, like the panel and the downtime buttons.
+      { name: 'hmi', access: 'public', essential: true },
     );
   }
 
-  http.route('GET', '/api/panel', guarded(() => ({ json: deps.panel() })), { name: 'annotations_panel' });
+  http.route('GET', '/api/panel', guarded(() => ({ json: deps.panel() })), { name: 'annotations_panel', essential: true });
 
   http.route(
     'GET',
@@ -159,7 +160,7 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       const d = service.startDowntime(ctx.params.machine, body, originOf(ctx));
       return { status: 201, json: { downtime: downtimeView(d) } };
     }),
-    { name: 'downtime_start' },
+    { name: 'downtime_start', essential: true },
   );
 
   http.route(
@@ -170,7 +171,7 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       const entry = service.stopDowntime(ctx.params.machine, body, originOf(ctx));
       return { status: 201, json: { annotation: entryView(entry) } };
     }),
-    { name: 'downtime_stop' },
+    { name: 'downtime_stop', essential: true },
   );
 
   http.route(
@@ -181,6 +182,6 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       const d = service.cancelDowntime(ctx.params.machine, originOf(ctx));
       return { json: { cancelled: downtimeView(d) } };
     }),
-    { name: 'downtime_cancel' },
+    { name: 'downtime_cancel', essential: true },
   );
 }

@@ -3,6 +3,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { sleep } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { TokenError } from '../uplink/auth.js';
+import type { Priority } from '../uplink/budget.js';
 import { describeResult, type ApiResult, type TrackingClient } from '../uplink/client.js';
 
 /**
@@ -125,7 +126,7 @@ export async function verifyCredentials(client: TrackingClient, service: Gateway
 }
 
 /** Every record of one list, walking the cursor until `has_more` is false. */
-async function listAll(client: TrackingClient, kind: 'machines' | 'machine_variables', service: GatewayConfig['service'], signal?: AbortSignal) {
+async function listAll(client: TrackingClient, kind: 'machines' | 'machine_variables', service: GatewayConfig['service'], signal?: AbortSignal, priority?: Priority) {
   const what = `GET ${kind === 'machines' ? '/machines' : '/machine-variables'}`;
   const records: Array<Record<string, unknown> & { id: string }> = [];
   let cursor: string | undefined;
@@ -133,7 +134,7 @@ async function listAll(client: TrackingClient, kind: 'machines' | 'machine_varia
   for (;;) {
     let body;
     for (let attempt = 1; ; attempt++) {
-      const r = await client.listPage(kind, { limit: PAGE_LIMIT, starting_after: cursor }, signal);
+      const r = await client.listPage(kind, { limit: PAGE_LIMIT, starting_after: cursor }, signal, priority);
       if (r.ok && r.body) {
         body = r.body;
         break;
@@ -152,10 +153,13 @@ async function listAll(client: TrackingClient, kind: 'machines' | 'machine_varia
   }
 }
 
-/** Reads the organisation's machines and machine variables, every page. */
-export async function fetchCatalog(client: TrackingClient, service: GatewayConfig['service'], signal?: AbortSignal): Promise<OrganisationCatalog> {
-  const machines = await listAll(client, 'machines', service, signal);
-  const variables = await listAll(client, 'machine_variables', service, signal);
+/**
+ * Reads the organisation's machines and machine variables, every page. `priority` in the request
+ * budget: the running gateway's console reads at 'background', behind data (issue 21 §4).
+ */
+export async function fetchCatalog(client: TrackingClient, service: GatewayConfig['service'], options: { signal?: AbortSignal; priority?: Priority } = {}): Promise<OrganisationCatalog> {
+  const machines = await listAll(client, 'machines', service, options.signal, options.priority);
+  const variables = await listAll(client, 'machine_variables', service, options.signal, options.priority);
   return {
     machines: new Map(machines.records.map((m) => [m.id, typeof m.name === 'string' ? m.name : m.id])),
     variables: variables.records.map((v) => ({

@@ -11,6 +11,7 @@ import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
 import { browseOpcua, browseSchema, checkConfigText, parseBody, probeModbus, probeSchema, readConfigFile, REDACTED, renderOpcuaSnippet, snippetSchema, writeConfigFile } from './build-tools.js';
+import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { LiveHub } from './live.js';
 import type { RefusalLog } from './refusal-log.js';
 import { variableIndex, type VariableInfo } from './variable-index.js';
@@ -75,33 +76,8 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     return index.map;
   };
 
-  // The organisation's catalog (GET /machines, /machine-variables, as `check --online` reads it),
-  // kept a minute: it names the machine of each variable and feeds the mapping on the build page.
-  type Catalog = { machines: Array<{ id: string; name: string }>; variables: Array<{ id: string; name: string; machine: string | null }> };
-  let catalog: { at: number; body: Catalog } | null = null;
-  let catalogLoading: Promise<Catalog> | null = null;
-  const loadCatalog = (refresh = false): Promise<Catalog> => {
-    if (catalog && !refresh && Date.now() - catalog.at < 60_000) return Promise.resolve(catalog.body);
-    catalogLoading ??= (async () => {
-      const { fetchCatalog, CatalogCheckError } = await import('../commands/catalog-check.js');
-      try {
-        const c = await fetchCatalog(deps.client, deps.config().service);
-        const body: Catalog = {
-          machines: [...c.machines].map(([id, name]) => ({ id, name })),
-          variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null })),
-        };
-        catalog = { at: Date.now(), body };
-        return body;
-      } catch (err) {
-        throw new HttpError(502, 'catalog_unavailable', err instanceof CatalogCheckError ? err.message : describeError(err));
-      } finally {
-        catalogLoading = null;
-      }
-    })();
-    return catalogLoading;
-  };
-  let catalogTried = false;
-  const machineFromCatalog = (id: string): string | null => catalog?.body.variables.find((v) => v.id === id)?.machine ?? null;
+  // The organisation's catalog: machine names of the variables, the build page's mapping (catalog.ts).
+  const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service });
 
   const setAsideCounts = deps.buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
   const page: Reply = { html: consolePage(deps.config().gateway.name), headers: { 'content-security-policy': CSP } };
@@ -120,9 +96,10 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     return { text: a.css, contentType: 'text/css; charset=utf-8' };
   }, { name: 'console asset', access: 'public' });
 
+  // A stream: counted against http.max_streams_per_client and http.max_streams (issue 21 §4).
   http.route('GET', '/console/api/events', (ctx) => {
     hub.attach(ctx.res);
-  }, { name: 'console events' });
+  }, { name: 'console events', stream: true });
 
   http.route('GET', '/console/api/overview', async () => {
     // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).
@@ -136,11 +113,8 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
    * rows small and quick to parse.
    */
   http.route('GET', '/console/api/variables', async ({ res }) => {
-    if (!catalogTried) {
-      catalogTried = true;
-      loadCatalog().catch(() => undefined); // machine names once the service answers; never blocks
-    }
-    const catalogMachines = catalog ? new Map(catalog.body.variables.map((v) => [v.id, v.machine])) : null;
+    catalog.warm(); // machine names once the service answers; never blocks
+    const catalogMachines = catalog.machines();
     const info = infoOf();
     const now = Date.now();
     const b = deps.buffer.stats();
@@ -195,7 +169,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
         id,
         source: i?.source ?? null,
         kind: i?.kind ?? null,
-        machine: machineFromCatalog(id) ?? i?.machine ?? null,
+        machine: catalog.machineOf(id) ?? i?.machine ?? null,
         settings: i?.settings ?? [],
         config: i?.config ?? null,
         value: e?.last ?? null,
@@ -225,7 +199,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });
 
   // --- Build the config ---
-  http.route('GET', '/console/api/catalog', async ({ url }) => ({ json: await loadCatalog(url.searchParams.get('refresh') === '1') }), { name: 'console catalog' });
+  registerCatalogRoutes(http, catalog);
 
   let browsing = false;
   http.route('POST', '/console/api/opcua/browse', async (ctx) => {

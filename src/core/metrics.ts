@@ -42,7 +42,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     mqttPendingMessages: new Gauge({ name: 'gateway_mqtt_pending_messages', help: 'MQTT messages received and not yet committed to the buffer (QoS 1/2 ones are not yet acknowledged)', labelNames: ['source'], registers: r }),
     mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
-    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large, too_many_clients)', labelNames: ['reason'], registers: r }),
+    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large; too_many_clients: max_clients held by authenticated clients; client_limit, unauthenticated_limit: the oldest connection that had not authenticated closed for a newcomer)', labelNames: ['reason'], registers: r }),
     brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
 
     // --- buffer ---
@@ -100,6 +100,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
     httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),
+    httpBusy: new Counter({ name: 'gateway_http_busy_total', help: 'Requests the local HTTP server turned away for a connection limit, by reason (streams_per_client: 429, http.max_streams_per_client; streams_total: 503, http.max_streams; reserved_connections: 503, only the connections kept for health checks and the operator page were left)', labelNames: ['reason'], registers: r }),
 
     // --- fleet (several gateways behind one address, the plant broker) ---
     uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),

@@ -10,10 +10,12 @@ import { errorOf, noteClient, notesOf, redactHeaders, type RequestJournal } from
 import type { Inspector } from './inspect.js';
 import type { SlidingWindowRateLimiter } from './rate-limit.js';
 import type { Store } from './store.js';
+import { refuseEmulatorWrite } from './write-guard.js';
 
 /**
  * The HTTP front: routing, and the checks every request passes in this order:
- *   1. `/_emulator/*` goes straight to the inspection API (no auth, no rate limit, no faults);
+ *   1. `/_emulator/*` goes straight to the inspection API (no auth, no rate limit, no faults); its
+ *      writes only from non-browser clients or allowed origins (write-guard.ts);
  *   2. faults: added latency, then outage / dropped connection (socket destroyed, no answer),
  *      forced 429, injected error status;
  *   3. rate limit per client IP, all endpoints together, token endpoint included (§7, §8) -> 429
@@ -206,6 +208,13 @@ export function createEmulatorServer(deps: ServerDeps): Server {
     }
 
     if (path === EMULATOR_PATH || path.startsWith(`${EMULATOR_PATH}/`)) {
+      // A browser page of another site must not reset the emulator or set its faults (write-guard.ts).
+      const refused = refuseEmulatorWrite(req, method, deps.corsOrigins);
+      if (refused) {
+        send(res, requestId, null, refused, cors);
+        drain(req);
+        return;
+      }
       const reply = await run(() => deps.inspector.handle(method, path, query, req));
       if (reply !== GONE) send(res, requestId, null, reply, cors);
       return;

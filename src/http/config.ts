@@ -53,10 +53,53 @@ export const httpSchema = z
       .max(10_000)
       .default(256)
       .meta({ description: 'Most open connections to the local HTTP server at once; further ones are closed at once (counted in gateway_http_connections_refused_total), so idle or half-sent requests cannot use up the file descriptors the sources and the buffer need', examples: [256] }),
+    reserved_connections: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_000)
+      .optional()
+      .meta({
+        description:
+          'The last connections below max_connections, kept for /healthz, /readyz and the operator page (its panel and downtime buttons): once more than max_connections minus this are open, every other request is answered 503 and its connection closed, so long-lived requests cannot take the health checks\' and the operators\' slots. 0 keeps none. Default: 16, or max_connections / 8 when that is smaller',
+        examples: [16],
+      }),
+    max_streams: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .optional()
+      .meta({
+        description:
+          'Most long-lived streams (the console\'s live events) open at once from all clients together; a further one is answered 503. Must stay below max_connections minus reserved_connections. Default: 32, or max_connections / 4 when that is smaller',
+        examples: [32],
+      }),
+    max_streams_per_client: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .optional()
+      .meta({ description: 'Most long-lived streams (one per open console tab) open at once from one client address; a further one is answered 429. Default: 4, or max_streams when that is smaller', examples: [4] }),
   })
   .superRefine((h, ctx) => {
     if (h.require_token_for_reads === true && h.api_token === undefined) {
       ctx.addIssue({ code: 'custom', path: ['require_token_for_reads'], input: true, message: 'is true but http.api_token is not set: set the token, or leave this setting out' });
+    }
+    // Streams never reach the reserved connections, and leave room for ordinary requests.
+    const l = connectionLimits(h);
+    if (l.maxStreams + l.reservedConnections >= h.max_connections) {
+      const setting = h.max_streams !== undefined ? 'max_streams' : 'reserved_connections';
+      ctx.addIssue({
+        code: 'custom',
+        path: [setting],
+        input: setting === 'max_streams' ? l.maxStreams : l.reservedConnections,
+        message: `max_streams (${l.maxStreams}) plus reserved_connections (${l.reservedConnections}) must stay below max_connections (${h.max_connections}), so streams and the reserve leave room for ordinary requests`,
+      });
+    }
+    if (h.max_streams_per_client !== undefined && h.max_streams_per_client > l.maxStreams) {
+      ctx.addIssue({ code: 'custom', path: ['max_streams_per_client'], input: h.max_streams_per_client, message: `is ${h.max_streams_per_client}, more than max_streams (${l.maxStreams})` });
     }
   })
   .meta({ description: 'Local HTTP server: operator (HMI) page, local API, status, metrics, health' });
@@ -68,3 +111,21 @@ export function isHostOrAddress(host: string): boolean {
 }
 
 export type HttpConfig = z.output<typeof httpSchema>;
+
+/** The connection limits in force: http.reserved_connections, max_streams and max_streams_per_client with their defaults. */
+export interface ConnectionLimits {
+  maxConnections: number;
+  reservedConnections: number;
+  maxStreams: number;
+  maxStreamsPerClient: number;
+}
+
+/**
+ * Defaults scale down with a small max_connections (its minimum is 8), so a configuration that
+ * only lowered max_connections stays valid: reserve 16 or an eighth, streams 32 or a quarter.
+ */
+export function connectionLimits(h: { max_connections: number; reserved_connections?: number; max_streams?: number; max_streams_per_client?: number }): ConnectionLimits {
+  const reservedConnections = h.reserved_connections ?? Math.min(16, Math.floor(h.max_connections / 8));
+  const maxStreams = h.max_streams ?? Math.min(32, Math.floor(h.max_connections / 4));
+  return { maxConnections: h.max_connections, reservedConnections, maxStreams, maxStreamsPerClient: h.max_streams_per_client ?? Math.min(4, maxStreams) };
+}

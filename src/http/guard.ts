@@ -179,7 +179,7 @@ function one(v: string | string[] | undefined): string | undefined {
 }
 
 /** Caller-controlled text in an answer or a log line: bounded and without control characters. */
-function clip(s: string): string {
+export function clip(s: string): string {
   // eslint-disable-next-line no-control-regex
   const t = s.replace(/[\u0000-\u001f\u007f]/g, '?');
   return t.length > 100 ? `${t.slice(0, 100)}…` : t;

@@ -78,10 +78,11 @@ export function registerOpsRoutes(http: LocalHttpServer, deps: OpsDeps): void {
     deps.buffer.refreshGauges();
     return { text: await deps.metrics.registry.metrics(), contentType: deps.metrics.registry.contentType };
   }, { name: 'metrics' });
-  // /healthz and /readyz stay open (access 'public') for orchestrators' probes, which carry no token.
-  http.route('GET', '/healthz', () => ({ json: { ok: true } }), { name: 'healthz', access: 'public' });
+  // /healthz and /readyz stay open (access 'public') for orchestrators' probes, which carry no token,
+  // and are served from the reserved connections (http.reserved_connections) when the rest are taken.
+  http.route('GET', '/healthz', () => ({ json: { ok: true } }), { name: 'healthz', access: 'public', essential: true });
   http.route('GET', '/readyz', () => {
     const r = readiness(deps);
     return { status: r.ready ? 200 : 503, json: r };
-  }, { name: 'readyz', access: 'public' });
+  }, { name: 'readyz', access: 'public', essential: true });
 }

@@ -5,6 +5,8 @@ import type { Metrics } from '../core/metrics.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Secret } from '../config/secrets.js';
+import { connectionLimits, type ConnectionLimits } from './config.js';
+import { ConnectionSlots, type BusyReason } from './connection-slots.js';
 import { defaultAccess, RequestGuard, type Refusal, type RouteAccess } from './guard.js';
 
 /** An error a handler throws to answer with JSON `{error: {code, message, field?}}`. */
@@ -47,6 +49,20 @@ interface Route {
   handler: Handler;
   name: string;
   access: RouteAccess;
+  essential: boolean;
+  stream: boolean;
+}
+
+/** How a route is registered; see LocalHttpServer.route(). */
+export interface RouteOptions {
+  name?: string;
+  access?: RouteAccess;
+  /** Older spelling of access 'write' / 'read'. */
+  write?: boolean;
+  /** Served from the reserved connections too (http.reserved_connections): health checks and the operator page. */
+  essential?: boolean;
+  /** The answer stays open (server-sent events): counted against http.max_streams and max_streams_per_client. */
+  stream?: boolean;
 }
 
 export interface LocalHttpOptions {
@@ -57,6 +73,8 @@ export interface LocalHttpOptions {
   rateLimitPerMinute: number;
   /** http.max_connections: excess connections are closed at once (issue 12 §1). Default 256. */
   maxConnections?: number;
+  /** http.reserved_connections, max_streams, max_streams_per_client; default: connectionLimits() of maxConnections. */
+  limits?: Omit<ConnectionLimits, 'maxConnections'>;
   logger: Logger;
   metrics: Metrics;
   /** http.require_token_for_reads (default: on when apiToken is set); see guard.ts. */
@@ -79,6 +97,7 @@ export class LocalHttpServer {
   private server: Server | null = null;
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private readonly guard: RequestGuard;
+  private readonly slots: ConnectionSlots;
 
   /** A failing route is logged once a minute (with a count), not on every request. */
   private readonly throttle: LogThrottle;
@@ -86,6 +105,8 @@ export class LocalHttpServer {
   constructor(private readonly o: LocalHttpOptions) {
     this.throttle = new LogThrottle(o.logger, 60_000);
     this.guard = new RequestGuard({ host: o.host, apiToken: o.apiToken, requireTokenForReads: o.requireTokenForReads, allowedHosts: o.allowedHosts });
+    const maxConnections = o.maxConnections ?? 256;
+    this.slots = new ConnectionSlots({ ...connectionLimits({ max_connections: maxConnections }), ...o.limits, maxConnections });
   }
 
   /**
@@ -96,8 +117,11 @@ export class LocalHttpServer {
    * `access` (see guard.ts): 'read' by default for GET/HEAD, 'write' for the other methods;
    * 'public' only for what holds no data and changes nothing. `write: true|false` is the older
    * spelling of 'write'/'read'.
+   *
+   * `essential`: also served when only the reserved connections are left (health checks, the
+   * operator page). `stream`: the answer stays open; counted against the stream limits.
    */
-  route(method: string, pattern: string, handler: Handler, options: { name?: string; access?: RouteAccess; write?: boolean } = {}): void {
+  route(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): void {
     const m = method.toUpperCase();
     const parts = pattern.split('/').filter(Boolean);
     const existing = this.routes.findIndex((r) => r.method === m && r.parts.join('/') === parts.join('/'));
@@ -108,6 +132,8 @@ export class LocalHttpServer {
       handler,
       name: options.name ?? `${m} ${pattern}`,
       access: options.access ?? (options.write === undefined ? defaultAccess(m) : options.write ? 'write' : 'read'),
+      essential: options.essential === true,
+      stream: options.stream === true,
     });
   }
 
@@ -117,7 +143,12 @@ export class LocalHttpServer {
     server.headersTimeout = 10_000;
     // Issue 12 §1: without a cap, ~1,100 half-sent requests took every file descriptor. Node closes
     // connections beyond maxConnections as they are accepted ('drop').
-    server.maxConnections = this.o.maxConnections ?? 256;
+    server.maxConnections = this.slots.limits.maxConnections;
+    // Counted here for the reserve of issue 21 §4 (dropped connections never reach 'connection').
+    server.on('connection', (socket) => {
+      this.slots.opened();
+      socket.once('close', () => this.slots.closed());
+    });
     server.on('drop', () => {
       this.o.metrics.httpConnectionsRefused.inc();
       this.throttle.warn('too-many-connections', { max_connections: server.maxConnections }, 'local HTTP server refused a connection: http.max_connections reached');
@@ -180,7 +211,12 @@ export class LocalHttpServer {
     try {
       this.refuseIf(this.guard.checkHost(req.headers), ip);
       const url = parseRequestUrl(req.url);
-      if (!this.allow(ip)) throw new HttpError(429, 'rate_limited', `more than ${this.o.rateLimitPerMinute} requests per minute from ${ip}`);
+      if (!this.allow(ip)) {
+        // Closed with the answer: keep-alive connections kept busy with refused requests would
+        // otherwise hold http.max_connections as well as streams did (issue 21 §4).
+        res.setHeader('connection', 'close');
+        throw new HttpError(429, 'rate_limited', `more than ${this.o.rateLimitPerMinute} requests per minute from ${ip}`);
+      }
       const found = this.match(method, url.pathname);
       if (!found) throw new HttpError(404, 'not_found', `no such path: ${url.pathname}`);
       if ('allowed' in found) {
@@ -188,7 +224,13 @@ export class LocalHttpServer {
         throw new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (allowed: ${found.allowed.join(', ')})`);
       }
       routeName = found.route.name;
+      if (!found.route.essential && this.slots.inReserve) this.busy(res, 'reserved_connections', ip);
       this.refuseIf(this.guard.checkAccess(req.headers, found.route.access), ip);
+      if (found.route.stream) {
+        const slot = this.slots.takeStream(ip);
+        if ('refused' in slot) this.busy(res, slot.refused, ip);
+        else res.once('close', slot.release);
+      }
       const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req) };
       const reply = await found.route.handler(ctx);
       if (reply && !res.headersSent) send(res, reply);
@@ -207,6 +249,25 @@ export class LocalHttpServer {
     if (!refusal) return;
     if (refusal.rule === 'host' || refusal.rule === 'origin') this.throttle.warn(`refused:${refusal.rule}`, { ip, code: refusal.code, reason: refusal.message }, 'local API refused a request');
     throw new HttpError(refusal.status, refusal.code, refusal.message);
+  }
+
+  /** Throws the 429/503 of a connection limit (issue 21 §4), logged once a minute per reason. */
+  private busy(res: ServerResponse, reason: BusyReason, ip: string): never {
+    const l = this.slots.limits;
+    this.o.metrics.httpBusy.inc({ reason });
+    res.setHeader('retry-after', '5');
+    // The connection goes away with the answer: a refused client must not keep the slot alive.
+    res.setHeader('connection', 'close');
+    if (reason === 'streams_per_client') {
+      this.throttle.warn(`busy|${reason}`, { ip, max_streams_per_client: l.maxStreamsPerClient }, 'local HTTP server refused a stream: http.max_streams_per_client reached');
+      throw new HttpError(429, 'too_many_streams', `${ip} already has ${l.maxStreamsPerClient} streams open (http.max_streams_per_client); close a console tab or wait for one to end`);
+    }
+    if (reason === 'streams_total') {
+      this.throttle.warn(`busy|${reason}`, { ip, max_streams: l.maxStreams }, 'local HTTP server refused a stream: http.max_streams reached');
+      throw new HttpError(503, 'too_many_streams', `${l.maxStreams} streams are open (http.max_streams); try again when a console closes`);
+    }
+    this.throttle.warn(`busy|${reason}`, { ip, open: this.slots.openConnections, max_connections: l.maxConnections, reserved_connections: l.reservedConnections }, 'local HTTP server is busy: only the connections of http.reserved_connections are left, kept for health checks and the operator page');
+    throw new HttpError(503, 'busy', `${this.slots.openConnections} of http.max_connections (${l.maxConnections}) connections are open; the last ${l.reservedConnections} (http.reserved_connections) are kept for /healthz, /readyz and the operator page. Try again shortly`);
   }
 
   private allow(ip: string): boolean {

@@ -14,6 +14,7 @@ import { TappedSink } from '../core/sample.js';
 import type { AnnotationsRuntime } from '../annotations/index.js';
 import type { FleetRuntime } from '../fleet/index.js';
 import { LocalHttpServer } from '../http/server.js';
+import { connectionLimits } from '../http/config.js';
 import { registerOpsRoutes } from '../http/ops-routes.js';
 import { registerSetAsideRoutes } from '../http/set-aside-routes.js';
 import { registerConsoleRoutes, type ConsoleRuntime } from '../console/routes.js';
@@ -426,6 +427,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         maxBodyBytes: config.http.max_body_bytes,
         rateLimitPerMinute: config.http.rate_limit_per_minute,
         maxConnections: config.http.max_connections,
+        limits: connectionLimits(config.http),
         requireTokenForReads: config.http.require_token_for_reads,
         allowedHosts: config.http.allowed_hosts,
         logger: logger.child({ component: 'http' }),

@@ -187,15 +187,18 @@ export class TrackingClient {
     return this.send({ endpoint: 'annotation', method: 'POST', path: '/machine-data-annotations', priority: 'annotation', json: JSON.stringify(body), signal });
   }
 
-  /** One page of `GET /machines` (§4.2) or `GET /machine-variables` (§4.10). */
-  async listPage(kind: 'machines' | 'machine_variables', query: { limit?: number; starting_after?: string; site_id?: string } = {}, signal?: AbortSignal) {
+  /**
+   * One page of `GET /machines` (§4.2) or `GET /machine-variables` (§4.10). `priority` in the
+   * request budget: 'annotation' (the annotations' site lookup) unless a caller reads in the background.
+   */
+  async listPage(kind: 'machines' | 'machine_variables', query: { limit?: number; starting_after?: string; site_id?: string } = {}, signal?: AbortSignal, priority: Priority = 'annotation') {
     const params = new URLSearchParams();
     if (query.limit !== undefined) params.set('limit', String(query.limit));
     if (query.starting_after) params.set('starting_after', query.starting_after);
     if (query.site_id) params.set('site_id', query.site_id);
     const path = kind === 'machines' ? '/machines' : '/machine-variables';
     const qs = params.toString();
-    const r = await this.send({ endpoint: kind, method: 'GET', path: qs ? `${path}?${qs}` : path, priority: 'annotation', signal });
+    const r = await this.send({ endpoint: kind, method: 'GET', path: qs ? `${path}?${qs}` : path, priority, signal });
     return this.validated(r, pageSchema(kind === 'machines' ? machineSchema : machineVariableSchema));
   }
 

@@ -43,6 +43,18 @@ describe('RequestBudget', () => {
     budget.close();
   });
 
+  it('grants background calls (the console catalog) only when no data call waits: never ahead of data', async () => {
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const budget = new RequestBudget(600, clock); // 10/s, burst 10
+    for (let i = 0; i < 10; i++) await budget.acquire('data'); // drain the burst
+    const order: Priority[] = [];
+    const all = (['background', 'data', 'data', 'data', 'upload', 'data'] as Priority[]).map((p) => budget.acquire(p).then(() => order.push(p)));
+    await Promise.all(all);
+    // The upload may go ahead of one data call (MAX_AHEAD_OF_DATA); the background read goes last.
+    expect(order).toEqual(['upload', 'data', 'data', 'data', 'data', 'background']);
+    budget.close();
+  });
+
   it('lets at most one call (token calls aside) go ahead of a waiting data call', async () => {
     const clock = { now: () => Date.now(), monotonic: () => performance.now() };
     const budget = new RequestBudget(600, clock); // 10/s, burst 10
@@ -60,7 +72,7 @@ describe('RequestBudget', () => {
       const clock: Clock = { now: () => Date.now(), monotonic: () => performance.now() };
       const budget = new RequestBudget(120, clock); // 2/s: a small fleet share
       const stop = new AbortController();
-      const granted: Record<Priority, number> = { token: 0, annotation: 0, poll: 0, upload: 0, data: 0 };
+      const granted: Record<Priority, number> = { token: 0, annotation: 0, poll: 0, upload: 0, data: 0, background: 0 };
       // Each class keeps callers waiting all the time, as two jobs polled every 100 ms, a queue of
       // uploads and four sync batches do in test/uplink/backfill.test.ts.
       const caller = async (p: Priority) => {

@@ -39,6 +39,7 @@ function LinkBadge() {
   useEffect(() => { const t = setInterval(() => tick((x) => x + 1), 1000); return () => clearInterval(t); }, []);
   if (s.live === 'live') return html`<span class="pill ok" data-testid="link">Live</span>`;
   if (s.live === 'auth') return html`<span class="pill warn" data-testid="link">Token needed</span>`;
+  if (s.live === 'busy') return html`<span class="pill warn" data-testid="link" title="http.max_streams_per_client or http.max_streams reached">Too many consoles open · retrying</span>`;
   if (s.live === 'lost') return html`<span class="pill bad" data-testid="link">Connection lost ${s.lostSince ? fmtAge(Date.now() - s.lostSince) : ''} · retrying</span>`;
   return html`<span class="pill warn" data-testid="link">Connecting…</span>`;
 }

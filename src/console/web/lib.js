@@ -80,6 +80,14 @@ export function connectLive({ onHello, onTick, onState }) {
         if (token) headers.authorization = `Bearer ${token}`;
         const res = await fetch('/console/api/events', { headers, signal: ctrl.signal, cache: 'no-store' });
         if (res.status === 401) { onState('auth'); await askToken('Reading this gateway needs its API token.'); continue; }
+        // Too many streams open (http.max_streams_per_client / max_streams): wait as told, then try again.
+        if (res.status === 429 || res.status === 503) {
+          onState('busy');
+          const wait = Math.min(60, Math.max(1, Number(res.headers.get('retry-after')) || 5)) * 1000;
+          await res.body?.cancel();
+          await new Promise((r) => setTimeout(r, wait));
+          continue;
+        }
         if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
         onState('live');
         delay = 1000;

@@ -292,7 +292,13 @@ export const brokerSchema = z
     password: secretSchema().optional().meta({ description: 'Password publishers must present: {env: NAME}, {file: PATH} or a literal', examples: [{ env: 'MQTT_BROKER_PASSWORD' }] }),
     allow_anonymous: z.boolean().default(false).meta({ description: 'Accept clients without credentials. Needed when username/password are not set; only sensible on an isolated machine network' }),
     max_packet_size: byteSize({ min: 64, max: 268_435_455 }).default(262_144).meta({ description: 'Largest MQTT packet a client may send; a client sending more is disconnected (MQTT 5 §3.1.2.24 semantics)', examples: ['256KiB'] }),
-    max_clients: z.number().int().min(1).max(100_000).default(1_000).meta({ description: 'Most clients connected at once; further connections are refused' }),
+    max_clients: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(1_000)
+      .meta({ description: 'Most connections at once (TCP and WebSocket together). At the limit the oldest connection that has not authenticated is closed for the newcomer; a newcomer is refused only when every connection is an authenticated client, so idle sockets never keep a PLC with the right password out' }),
     max_unauthenticated: z
       .number()
       .int()

@@ -92,11 +92,10 @@ export class EmbeddedBroker {
   async start(): Promise<BrokerEndpoints> {
     if (this.endpoints) return this.endpoints;
     if (!this.aedes) this.aedes = await this.createAedes();
-    const aedes = this.aedes;
     try {
+      // No server.maxConnections: Node would close a PLC's connection at accept while idle sockets
+      // that never sent CONNECT held every slot (issue 21 §6). accept() enforces max_clients itself.
       const server = createServer((socket) => this.accept(socket, socket.remoteAddress ?? '?'));
-      server.maxConnections = this.cfg.max_clients;
-      server.on('drop', () => this.refuse('too_many_clients', { remote: 'tcp' }, 'embedded MQTT broker refused a connection: max_clients reached'));
       this.server = server;
       const port = await listen(server, this.cfg.port, this.cfg.host, 'mqtt.broker.port', this.onServerError);
       let websocket: BrokerEndpoints['websocket'] = null;
@@ -111,11 +110,7 @@ export class EmbeddedBroker {
         const wss = new WebSocketServer({ server: http, path: ws.path, maxPayload: this.cfg.max_packet_size + 16, handleProtocols: (protocols) => (protocols.has('mqtt') ? 'mqtt' : protocols.has('mqttv3.1') ? 'mqttv3.1' : false) });
         this.wss = wss;
         wss.on('connection', (socket, req) => {
-          if (aedes.connectedClients >= this.cfg.max_clients) {
-            this.refuse('too_many_clients', { remote: req.socket.remoteAddress }, 'embedded MQTT broker refused a WebSocket connection: max_clients reached');
-            socket.close(1013, 'too many clients');
-            return;
-          }
+          // Counted with the TCP connections in accept(): max_clients covers both.
           const stream = createWebSocketStream(socket);
           this.accept(stream, req.socket.remoteAddress ?? '?');
         });
@@ -182,14 +177,20 @@ export class EmbeddedBroker {
       conn.destroy();
       return;
     }
-    // Issue 12 §1: connections that have not authenticated get their own, smaller limit. The oldest
-    // one gives way, so a PLC that connects and sends CONNECT at once always gets in, however many
-    // idle sockets an attacker keeps open.
-    if (this.unauthenticated.size >= this.cfg.max_unauthenticated) {
-      const oldest = this.unauthenticated.values().next().value as Duplex;
-      this.unauthenticated.delete(oldest);
-      oldest.destroy();
-      this.refuse('unauthenticated_limit', { remote: 'unauthenticated' }, 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_unauthenticated reached');
+    // Issue 21 §6: max_clients counts every connection, but sockets that have not authenticated
+    // never keep an authenticated client out: at the limit the oldest of them gives way, and a
+    // newcomer is refused only when every slot holds a client that authenticated.
+    if (this.sockets.size >= this.cfg.max_clients) {
+      if (this.unauthenticated.size === 0) {
+        this.refuse('too_many_clients', { remote }, 'embedded MQTT broker refused a connection: max_clients reached (all of them authenticated)');
+        conn.on('error', () => undefined);
+        conn.destroy();
+        return;
+      }
+      this.shedOldestUnauthenticated('client_limit', 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_clients reached');
+    } else if (this.unauthenticated.size >= this.cfg.max_unauthenticated) {
+      // Issue 12 §1: connections that have not authenticated also have their own, smaller limit.
+      this.shedOldestUnauthenticated('unauthenticated_limit', 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_unauthenticated reached');
     }
     this.unauthenticated.add(conn);
     this.sockets.add(conn);
@@ -204,6 +205,19 @@ export class EmbeddedBroker {
     guardPacketSize(conn, this.cfg.max_packet_size, (problem) => {
       this.refuse('packet_too_large', { remote, problem }, 'embedded MQTT broker closed a connection: packet larger than max_packet_size');
     });
+  }
+
+  /**
+   * Closes the connection that has waited longest without authenticating. A PLC sends CONNECT as
+   * soon as it connects, so it is never the oldest for long; an idle socket is.
+   */
+  private shedOldestUnauthenticated(reason: 'client_limit' | 'unauthenticated_limit', message: string): void {
+    const oldest = this.unauthenticated.values().next().value as Duplex;
+    this.unauthenticated.delete(oldest);
+    // Out of the count now: its 'close' comes later, and the newcomer takes its slot at once.
+    this.sockets.delete(oldest);
+    oldest.destroy();
+    this.refuse(reason, { remote: 'unauthenticated' }, message);
   }
 
   private authenticate(client: Client, username: Readonly<string | undefined>, password: Readonly<Buffer | undefined>, done: (error: (Error & { returnCode: number }) | null, success: boolean | null) => void): void {

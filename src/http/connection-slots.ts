@@ -1,0 +1,70 @@
+import type { ConnectionLimits } from './config.js';
+
+/** Why a request was turned away by ConnectionSlots; also the `reason` label of gateway_http_busy_total. */
+export type BusyReason = 'streams_per_client' | 'streams_total' | 'reserved_connections';
+
+/**
+ * Who may hold the local HTTP server's connections (issue 21 §4). Node closes every connection
+ * beyond http.max_connections as it is accepted, whatever it is for; before this, one client with
+ * 256 console event streams took them all and /healthz and the operator page went dark.
+ *
+ * - Streams (routes that answer with a response that stays open, the console's live events) are
+ *   counted per client address and in total: http.max_streams_per_client, http.max_streams.
+ * - The last http.reserved_connections below max_connections are only for essential routes
+ *   (/healthz, /readyz, the operator page and its buttons): once more connections are open, other
+ *   requests are answered 503 and their connection closed, which frees the slot again.
+ *
+ * The reserve protects against requests that hold a connection (streams, slow reads, keep-alive
+ * reuse). Sockets that never finish their headers cannot be told apart before they do; those the
+ * server's headersTimeout ends.
+ */
+export class ConnectionSlots {
+  private open = 0;
+  private streams = 0;
+  private readonly streamsOf = new Map<string, number>();
+
+  constructor(readonly limits: ConnectionLimits) {}
+
+  /** A connection was accepted. */
+  opened(): void {
+    this.open += 1;
+  }
+
+  /** A connection closed. */
+  closed(): void {
+    this.open = Math.max(0, this.open - 1);
+  }
+
+  get openConnections(): number {
+    return this.open;
+  }
+
+  get openStreams(): number {
+    return this.streams;
+  }
+
+  /** The connections open reach into the reserve: only essential routes are served. */
+  get inReserve(): boolean {
+    return this.limits.reservedConnections > 0 && this.open > this.limits.maxConnections - this.limits.reservedConnections;
+  }
+
+  /** A stream slot for `client`, with its release (call it once, when the response closes); or why not. */
+  takeStream(client: string): { release: () => void } | { refused: BusyReason } {
+    const mine = this.streamsOf.get(client) ?? 0;
+    if (mine >= this.limits.maxStreamsPerClient) return { refused: 'streams_per_client' };
+    if (this.streams >= this.limits.maxStreams) return { refused: 'streams_total' };
+    this.streams += 1;
+    this.streamsOf.set(client, mine + 1);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.streams -= 1;
+        const left = (this.streamsOf.get(client) ?? 1) - 1;
+        if (left <= 0) this.streamsOf.delete(client);
+        else this.streamsOf.set(client, left);
+      },
+    };
+  }
+}
