@@ -28,10 +28,20 @@ let lengths: number[] = [];
 export function registerSecret(value: string): void {
   if (value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
   secrets.add(value);
-  const forms = new Set([value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value), Buffer.from(value).toString('base64')]);
+  stale = true;
+}
+
+/** The search structures are rebuilt at the next `redact` after registrations, once for many of them. */
+let stale = false;
+function rebuild(): void {
+  stale = false;
+  const all = new Set<string>();
+  for (const value of secrets) {
+    for (const form of [value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value), Buffer.from(value).toString('base64')]) if (form.length >= MIN_SECRET_LENGTH) all.add(form);
+  }
   // Longest first, so a secret that contains another is replaced whole.
-  needles = [...new Set([...needles, ...[...forms].filter((f) => f.length >= MIN_SECRET_LENGTH)])].sort((a, b) => b.length - a.length);
-  needleSet = new Set(needles);
+  needles = [...all].sort((a, b) => b.length - a.length);
+  needleSet = all;
   prefixes = new Set(needles.map((n) => n.slice(0, MIN_SECRET_LENGTH)));
   lengths = [...new Set(needles.map((n) => n.length))].sort((a, b) => b - a);
 }
@@ -45,6 +55,7 @@ const CREDENTIAL = /\b(Bearer|Basic)(\s+|%20)[A-Za-z0-9\-._~+/=%]{4,}/gi;
 
 export function redact(text: string): string {
   if (text.length === 0) return text;
+  if (stale) rebuild();
   let out = text.replace(CREDENTIAL, (_m, scheme: string, sp: string) => `${scheme}${sp}[redacted]`);
   if (needles.length <= NEEDLE_LOOP_MAX) {
     for (const n of needles) if (out.includes(n)) out = out.split(n).join('[redacted]');

@@ -1,0 +1,31 @@
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { secretFieldPatterns } from '../../src/config/secret-fields.js';
+import { maskSecrets, unmaskSecrets } from '../../src/console/config-edit.js';
+
+/** Issue 21 §3: the secret settings come from the schema, and the console masks every one of them. */
+describe('secret settings', () => {
+  it('are read from the schema, and every one is masked and put back', () => {
+    const patterns = secretFieldPatterns();
+    expect(patterns).toEqual(expect.arrayContaining(['mqtt.connections[].tls.passphrase', 'service.auth.client_secret', 'http.api_token', 'opcua.servers[].user.password', 'fleet.mqtt.password']));
+    // One document with a literal at every secret setting (list indexes as 0).
+    const doc: Record<string, unknown> = {};
+    patterns.forEach((p, i) => {
+      const keys = p.replace(/\[\]/g, '.0').split('.');
+      let at: Record<string, unknown> | unknown[] = doc;
+      keys.forEach((k, j) => {
+        const last = j === keys.length - 1;
+        const key = /^\d+$/.test(k) ? Number(k) : k;
+        const container = at as Record<string | number, unknown>;
+        if (last) container[key] = `literal-secret-${i}-zz`;
+        else container[key] ??= /^\d+$/.test(keys[j + 1]) ? [] : {};
+        at = container[key] as Record<string, unknown>;
+      });
+    });
+    const masked = maskSecrets(toYaml(doc));
+    for (let i = 0; i < patterns.length; i++) expect(masked, patterns[i]).not.toContain(`literal-secret-${i}-zz`);
+    expect(JSON.stringify(parseYaml(masked))).toMatch(/hidden secret/);
+    // Posted back, every placeholder stands for its secret again.
+    expect(unmaskSecrets(masked, toYaml(doc))).toEqual({ text: toYaml(doc), problems: [] });
+  });
+});
