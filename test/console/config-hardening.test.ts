@@ -128,11 +128,10 @@ afterAll(async () => {
 describe('Apply: secrets go nowhere new without a token and a confirmed diff', () => {
   it('without an api_token, refuses a new connection carrying an {env} or {file} secret, and writes nothing', async () => {
     const before = readFileSync(open.file, 'utf8');
-    const shown = ((await (await call(open, 'GET', '/console/api/config')).json()) as { yaml: string }).yaml;
     const secretFile = join(dir, 'some-secret.txt');
     writeFileSync(secretFile, 'contents-of-any-file\n');
     for (const password of [{ env: 'H21_API_KEY' }, { file: secretFile }]) {
-      const next = shown.replace('  connections:\n', mqttConnection('exfil', brokerB.url, password).replace('  connections:\n', '  connections:\n'));
+      const next = before.replace('  connections:\n', mqttConnection('exfil', brokerB.url, password));
       const res = await call(open, 'PUT', '/console/api/config', { yaml: next });
       const body = (await res.json()) as { error: { code: string; message: string }; secret_changes: Array<{ setting: string; destination: string; reason: string }> };
       expect(res.status).toBe(403);
@@ -149,11 +148,15 @@ describe('Apply: secrets go nowhere new without a token and a confirmed diff', (
     const before = readFileSync(open.file, 'utf8');
     const shown = ((await (await call(open, 'GET', '/console/api/config')).json()) as { yaml: string }).yaml;
     expect(shown).toContain(brokerA.url);
-    const res = await call(open, 'PUT', '/console/api/config', { yaml: shown.replace(brokerA.url, brokerB.url) });
-    expect(res.status).toBe(403);
-    const body = (await res.json()) as { secret_changes: unknown[] };
-    expect(body.secret_changes).toEqual([{ setting: 'mqtt.connections[0].password', secret: 'a secret written in the file', destination: brokerB.url, reason: 'existing secret sent to a new destination' }]);
+    // The text as written, and the text as the editor shows it (the secret hidden, its placeholder moved along).
+    for (const text of [before, shown]) {
+      const res = await call(open, 'PUT', '/console/api/config', { yaml: text.replace(brokerA.url, brokerB.url) });
+      expect(res.status).toBe(403);
+      const body = (await res.json()) as { secret_changes: unknown[] };
+      expect(body.secret_changes).toEqual([{ setting: 'mqtt.connections[0].password', secret: 'a secret written in the file', destination: brokerB.url, reason: 'existing secret sent to a new destination' }]);
+    }
     expect(readFileSync(open.file, 'utf8')).toBe(before);
+    expect(brokerB.passwords).toEqual([]);
   });
 
   it('with an api_token, answers 409 with the diff, and applies only with the confirmation of that diff', async () => {
@@ -241,8 +244,7 @@ describe('the dry-run check and the log', () => {
   });
 
   it('an applied secret of "msg":" is redacted inside strings, and every line stays JSON', async () => {
-    const shown = ((await (await call(guarded, 'GET', '/console/api/config', undefined, TOKEN)).json()) as { yaml: string }).yaml;
-    const next = shown.replace('  connections:\n', `  connections:\n    - { name: quote, url: "${brokerA.url}", username: gw, password: '"msg":"', subscriptions: [ { topic: "q/#", format: number, variable: mvr_q } ] }\n`);
+    const next = readFileSync(guarded.file, 'utf8').replace('  connections:\n', `  connections:\n    - { name: quote, url: "${brokerA.url}", username: gw, password: '"msg":"', subscriptions: [ { topic: "q/#", format: number, variable: mvr_q } ] }\n`);
     const res = await call(guarded, 'PUT', '/console/api/config', { yaml: next }, TOKEN);
     expect(res.status).toBe(200);
     await waitFor(() => brokerA.passwords.includes('"msg":"'), { timeoutMs: 30_000, what: 'the applied connection' });
@@ -260,8 +262,7 @@ describe('writing the file', () => {
     chmodSync(open.file, 0o600);
     const owner = process.getuid?.() === 0 ? 4321 : (process.getuid?.() ?? 0);
     if (process.getuid?.() === 0) chownSync(open.file, owner, owner);
-    const shown = ((await (await call(open, 'GET', '/console/api/config')).json()) as { yaml: string }).yaml;
-    const res = await call(open, 'PUT', '/console/api/config', { yaml: `${shown}# applied from the console\n` });
+    const res = await call(open, 'PUT', '/console/api/config', { yaml: `${readFileSync(open.file, 'utf8')}# applied from the console\n` });
     expect(res.status).toBe(200);
     const st = statSync(open.file);
     expect((st.mode & 0o777).toString(8)).toBe('600');
