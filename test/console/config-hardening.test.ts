@@ -1,9 +1,7 @@
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { Aedes } from 'aedes';
 import { stringify as toYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/load.js';
@@ -11,6 +9,7 @@ import { createLogger } from '../../src/core/logger.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { startGateway, type GatewayHandle } from '../../src/runtime/gateway.js';
 import { testConfigInput } from '../helpers/gateway.js';
+import { startRecordingBroker, type RecordingBroker } from '../helpers/recording-broker.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -28,33 +27,12 @@ let emu: EmulatorHandle;
 let dir: string;
 const cleanup: Array<() => Promise<void> | void> = [];
 
-interface Broker {
-  url: string;
-  /** Passwords presented in CONNECT packets. */
-  passwords: string[];
-}
+type Broker = RecordingBroker;
 
 async function startBroker(): Promise<Broker> {
-  const aedes = await Aedes.createBroker();
-  const passwords: string[] = [];
-  aedes.authenticate = (_client, _username, password, done) => {
-    passwords.push(password ? Buffer.from(password).toString() : '');
-    done(null, true);
-  };
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => undefined);
-    aedes.handle(socket);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  cleanup.push(async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise<void>((r) => aedes.close(() => r()));
-    await new Promise<void>((r) => server.close(() => r()));
-  });
-  return { url: `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`, passwords };
+  const broker = await startRecordingBroker();
+  cleanup.push(() => broker.close());
+  return broker;
 }
 
 /** Log lines of a gateway, as written. */
