@@ -80,6 +80,10 @@ describe.skipIf(!available)('the configuration editor', () => {
       if (r.url().includes('/console/api/')) void r.text().then((t) => bodies.push(t), () => undefined);
     });
     await page.goto(`${gw.httpUrl}/console#/build`);
+    // The editor is mounted with the page and checks the file at once; the check is a write
+    // (POST), so the page asks for the token first.
+    await page.getByTestId('token-input').fill(TOKEN);
+    await page.getByTestId('token-save').click();
     await page.getByTestId('tab-config').click();
     const editor = page.getByTestId('config-text');
     await waitFor(async () => (await editor.inputValue()).includes('hidden secret'), { timeoutMs: 20_000, what: 'the configuration in the editor' });
@@ -88,12 +92,12 @@ describe.skipIf(!available)('the configuration editor', () => {
     expect(shown).not.toContain(BROKER_PASSWORD);
     expect(shown).toContain('# written in the file');
 
+    await waitFor(async () => (await page.getByTestId('check-state').textContent()) === 'check passes', { timeoutMs: 30_000, what: 'the check of the file to pass' });
+
     // Add a connection to another broker that carries a secret from the gateway's environment.
+    const checked = page.waitForResponse((r) => r.url().endsWith('/console/api/config/check') && (r.request().postData() ?? '').includes('H21_UI_KEY'), { timeout: 30_000 });
     await editor.fill(shown.replace('  connections:\n', `  connections:\n    - name: added\n      url: ${brokerB.url}\n      username: gw\n      password: { env: H21_UI_KEY }\n      subscriptions: [ { topic: "plant/added/#", format: number, variable: mvr_added } ]\n`));
-    // The check is a write (POST): the page asks for the token once.
-    await page.getByTestId('token-input').fill(TOKEN);
-    await page.getByTestId('token-save').click();
-    await waitFor(async () => (await page.getByTestId('check-state').textContent()) === 'check passes', { timeoutMs: 20_000, what: 'the check to pass' });
+    expect(((await (await checked).json()) as { ok: boolean }).ok).toBe(true);
     await page.getByTestId('apply-config').click();
     await page.getByTestId('config-preview').waitFor({ timeout: 20_000 });
     const changes = await page.getByTestId('secret-changes').textContent();
