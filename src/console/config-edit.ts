@@ -57,7 +57,8 @@ function stringScalars(text: string): { scalars: ScalarAt[]; broken: boolean } {
 
 /** Setting names that hold secrets, for texts that do not parse (the last part of each secret setting). */
 const SECRET_NAMES = [...new Set(secretFieldPatterns().map((p) => p.slice(p.lastIndexOf('.') + 1)))];
-const SECRET_LINE = new RegExp(`^(\\s*(?:-\\s+)?(?:${SECRET_NAMES.join('|')})\\s*:\\s*)([^\\s{#].*)$`, 'gm');
+/** `name: value` of a secret setting, in block or flow style: a quoted scalar or plain text up to a comma, bracket or comment. */
+const SECRET_VALUE = new RegExp(`(\\b(?:${SECRET_NAMES.join('|')})\\s*:[ \\t]*)("(?:[^"\\\\\\n]|\\\\.)*"?|'[^'\\n]*'?|[^\\s,{}\\[\\]#][^,{}\\[\\]#\\n]*)`, 'g');
 
 /**
  * The text with every secret written in it replaced by its placeholder; everything else, comments
@@ -69,7 +70,7 @@ export function maskSecrets(text: string): string {
   let out = text;
   const secrets = scalars.filter((s) => isSecretPath(s.path) && !PLACEHOLDER.test(s.value)).sort((x, y) => y.range[0] - x.range[0]);
   for (const s of secrets) out = `${out.slice(0, s.range[0])}${JSON.stringify(placeholder(s.value))}${out.slice(s.range[1])}`;
-  if (broken) out = out.replace(SECRET_LINE, (_m, head: string) => `${head}"(hidden)"`);
+  if (broken) out = out.replace(SECRET_VALUE, (_m, head: string) => `${head}"(hidden)"`);
   return out;
 }
 

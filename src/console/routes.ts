@@ -122,7 +122,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
 
   http.route('GET', '/console/api/events', (ctx) => {
     hub.attach(ctx.res);
-  }, { name: 'console events' });
+  }, { name: 'console events', access: 'confidential' });
 
   http.route('GET', '/console/api/overview', async () => {
     // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).

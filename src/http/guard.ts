@@ -24,8 +24,8 @@ import type { Secret } from '../config/secrets.js';
  *            must be declared { access: 'write' } (better: make it a POST).
  *   'confidential'  a read of what an intruder on the plant network should not see: the
  *            configuration file and the live values of every variable (the console). Like 'read',
- *            and also needs the token whenever the server listens beyond localhost, so without an
- *            api_token such a server refuses these reads (issue 21 §3; the start-up log says so).
+ *            but a server that listens beyond localhost without an api_token refuses it outright
+ *            (issue 21 §3; the start-up log says so), whatever require_token_for_reads says.
  *
  * WHAT IS CHECKED
  *
@@ -131,7 +131,7 @@ export class RequestGuard {
   checkAccess(headers: IncomingHttpHeaders, access: RouteAccess): Refusal | null {
     if (access === 'public') return null;
     if (access === 'read') return this.tokenForReads ? this.checkToken(headers, 'reads') : null;
-    if (access === 'confidential') return this.tokenForReads || this.beyondLoopback ? this.checkToken(headers, 'confidential reads') : null;
+    if (access === 'confidential') return this.tokenForReads || (this.beyondLoopback && !this.o.apiToken) ? this.checkToken(headers, 'confidential reads') : null;
     return this.checkSameOrigin(headers) ?? this.checkContentType(headers) ?? (this.tokenForWrites ? this.checkToken(headers, 'writes') : null);
   }
 
@@ -188,7 +188,7 @@ export class RequestGuard {
     const given = Buffer.from(m?.[1] ?? '');
     const expected = Buffer.from(this.o.apiToken.reveal());
     if (given.length === expected.length && timingSafeEqual(given, expected)) return null;
-    const why = what === 'reads' ? ' (http.require_token_for_reads)' : what === 'confidential reads' && !this.tokenForReads ? ' (the configuration and variable values, from beyond localhost)' : '';
+    const why = what === 'writes' ? '' : ' (http.require_token_for_reads)';
     return { status: 401, code: 'unauthorized', rule: 'token', message: `${what === 'writes' ? 'writes' : 'reads'} need "Authorization: Bearer <http.api_token>"${why}` };
   }
 }

@@ -28,4 +28,12 @@ describe('secret settings', () => {
     // Posted back, every placeholder stands for its secret again.
     expect(unmaskSecrets(masked, toYaml(doc))).toEqual({ text: toYaml(doc), problems: [] });
   });
+
+  it('are masked in a text that is not valid YAML too', () => {
+    const broken = 'mqtt:\n  connections:\n    - name: a\n      password: broken-file-secret-1\n      tls: { passphrase: broken-pass-2, servername: b\n      api_token: \'quoted secret-3\'\n  bad: [\n';
+    const masked = maskSecrets(broken);
+    for (const secret of ['broken-file-secret-1', 'broken-pass-2', 'secret-3']) expect(masked).not.toContain(secret);
+    expect(masked).toContain('servername: b');
+    expect(masked).toContain('password: "(hidden)"');
+  });
 });

@@ -196,7 +196,7 @@ describe('what the editor shows', () => {
 
   it('on 0.0.0.0 without an api_token, refuses reads of the configuration and variables, and says so at start', async () => {
     const wide = await startFromFile('wide', { http: { enabled: true, host: '0.0.0.0', port: 0 } });
-    for (const path of ['/console/api/config', '/console/api/variables', '/console/api/variables/mvr_gen_1']) {
+    for (const path of ['/console/api/config', '/console/api/variables', '/console/api/variables/mvr_gen_1', '/console/api/events']) {
       const res = await call(wide, 'GET', path);
       expect({ path, status: res.status }).toEqual({ path, status: 403 });
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe('reads_disabled');
