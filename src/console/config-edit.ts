@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { closeSync, fchmodSync, fchownSync, fstatSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { isMap, isScalar, isSeq, parseDocument, type Node } from 'yaml';
+import { isAlias, isMap, isScalar, isSeq, parseDocument, type Node } from 'yaml';
 import { isSecretPath, pathText, secretFieldPatterns, secretUses, type SecretUse } from '../config/secret-fields.js';
 import { lineDiff } from '../config/text-diff.js';
 import type { CheckProblem } from './config-check.js';
@@ -36,13 +36,20 @@ interface ScalarAt {
   range: [number, number];
 }
 
-/** Every string scalar of a YAML text with its setting path and position. */
+/**
+ * Every string scalar of a YAML text with its setting path and position. A scalar reached through
+ * an alias (`password: *pw`) is listed under the alias's path with the anchored node's position, so
+ * a secret written once as an anchor is hidden where it is written.
+ */
 function stringScalars(text: string): { scalars: ScalarAt[]; broken: boolean } {
   const doc = parseDocument(text, { uniqueKeys: false });
   const scalars: ScalarAt[] = [];
   const walk = (node: unknown, path: Array<string | number>, depth: number): void => {
     if (depth > 70) return;
-    if (isMap(node)) {
+    if (isAlias(node)) {
+      const target = node.resolve(doc);
+      if (isScalar(target)) walk(target, path, depth + 1);
+    } else if (isMap(node)) {
       for (const pair of node.items) if (isScalar(pair.key)) walk(pair.value, [...path, String(pair.key.value)], depth + 1);
     } else if (isSeq(node)) {
       node.items.forEach((item, i) => walk(item, [...path, i], depth + 1));
@@ -68,7 +75,9 @@ const SECRET_VALUE = new RegExp(`(\\b(?:${SECRET_NAMES.join('|')})\\s*:[ \\t]*)(
 export function maskSecrets(text: string): string {
   const { scalars, broken } = stringScalars(text);
   let out = text;
-  const secrets = scalars.filter((s) => isSecretPath(s.path) && !PLACEHOLDER.test(s.value)).sort((x, y) => y.range[0] - x.range[0]);
+  const ranges = new Map<number, ScalarAt>();
+  for (const s of scalars) if (isSecretPath(s.path) && !PLACEHOLDER.test(s.value)) ranges.set(s.range[0], s);
+  const secrets = [...ranges.values()].sort((x, y) => y.range[0] - x.range[0]);
   for (const s of secrets) out = `${out.slice(0, s.range[0])}${JSON.stringify(placeholder(s.value))}${out.slice(s.range[1])}`;
   if (broken) out = out.replace(SECRET_VALUE, (_m, head: string) => `${head}"(hidden)"`);
   return out;
@@ -91,7 +100,10 @@ export function unmaskSecrets(posted: string, current: string | null): { text: s
   const problems: CheckProblem[] = [];
   const lineAt = (offset: number) => posted.slice(0, offset).split('\n').length;
   let text = posted;
-  const hidden = stringScalars(posted).scalars.filter((s) => PLACEHOLDER.test(s.value) || s.value === OLD_MARKER).sort((x, y) => y.range[0] - x.range[0]);
+  // One entry per position: a placeholder reached through aliases is judged where it is written.
+  const at = new Map<number, ScalarAt>();
+  for (const s of stringScalars(posted).scalars) if ((PLACEHOLDER.test(s.value) || s.value === OLD_MARKER) && (!at.has(s.range[0]) || !isSecretPath(s.path))) at.set(s.range[0], s);
+  const hidden = [...at.values()].sort((x, y) => y.range[0] - x.range[0]);
   for (const s of hidden) {
     const where = pathText(s.path) || '(top level)';
     const original = known.get(s.value);

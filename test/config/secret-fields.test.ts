@@ -36,4 +36,12 @@ describe('secret settings', () => {
     expect(masked).toContain('servername: b');
     expect(masked).toContain('password: "(hidden)"');
   });
+
+  it('are masked where an anchor writes them, and such a placeholder is not put back outside a secret setting', () => {
+    const text = 'x-shared: { pw: &pw anchored-secret-4 }\nfleet:\n  mqtt: { url: "mqtt://127.0.0.1:1883", password: *pw }\n';
+    const masked = maskSecrets(text);
+    expect(masked).not.toContain('anchored-secret-4');
+    expect(masked).toContain('*pw');
+    expect(unmaskSecrets(masked, text).problems).toEqual([{ path: 'x-shared.pw', line: 1, message: 'x-shared.pw: holds the placeholder of a hidden secret, but it is not a secret setting' }]);
+  });
 });
