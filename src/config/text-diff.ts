@@ -4,7 +4,7 @@
  * are trimmed first; the middle is diffed by longest common subsequence when it is small enough
  * (MAX_CELLS), else shown as one block replaced, so a diff of any two texts costs a bounded time.
  */
-const MAX_CELLS = 4_000_000;
+const MAX_CELLS = 1_000_000;
 
 type Op = { kind: ' ' | '-' | '+'; text: string; a: number; b: number };
 
@@ -46,12 +46,13 @@ function middle(a: string[], b: string[], start: number, endA: number, endB: num
       out.push({ kind: ' ', text: a[start + i], a: start + i, b: start + j });
       i++;
       j++;
-    } else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      out.push({ kind: '+', text: b[start + j], a: start + i, b: start + j });
-      j++;
-    } else {
+    } else if (i < n && (j === m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      // Removals before additions, as diff(1) shows a changed line.
       out.push({ kind: '-', text: a[start + i], a: start + i, b: start + j });
       i++;
+    } else {
+      out.push({ kind: '+', text: b[start + j], a: start + i, b: start + j });
+      j++;
     }
   }
   return out;
