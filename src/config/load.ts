@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { isAlias, isPair, isScalar, LineCounter, parseAllDocuments, visit, type Document, type YAMLParseError } from 'yaml';
+import { Composer, isPair, isScalar, LineCounter, Parser, visit, type CST, type Document, type YAMLError } from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
 import { withoutRequiredSecrets } from './secrets.js';
@@ -53,25 +53,79 @@ export function parseConfigText(text: string, origin = 'config'): Omit<LoadedCon
  * without an anchor, and alias bombs. Every message names the file, the setting and the value.
  */
 export function parseYamlConfig(text: string, origin = 'config'): unknown {
+  return parseYamlDocument(text, origin).value;
+}
+
+/** A configuration's YAML read into a document (null when the text is empty) and the plain value. */
+export interface ParsedYaml {
+  value: unknown;
+  doc: Document.Parsed | null;
+  lines: LineCounter;
+}
+
+/** `parseYamlConfig`, also returning the document, so a caller can find settings' lines without parsing again. */
+export function parseYamlDocument(text: string, origin = 'config'): ParsedYaml {
+  refuseDeepNesting(text, origin);
+  const lines = new LineCounter();
+  const tokens = [...new Parser(lines.addNewLine).parse(text)];
+  return composeConfig(text, origin, tokens, lines);
+}
+
+/** Text fed to the YAML parser between two pauses of `parseYamlDocumentSliced` (a few ms of work). */
+const PARSE_SLICE_CHARS = 8_192;
+
+/**
+ * `parseYamlDocument` that awaits `pause()` after each slice of about 8 kB of text (cut at line
+ * ends; the YAML parser takes its input in pieces), so reading a large text does not hold the event
+ * loop in one block (issue 21 §3: the console's dry-run check of 60 kB). Composing the document
+ * stays one step, a fraction of the parse.
+ */
+export async function parseYamlDocumentSliced(text: string, origin: string, pause: () => Promise<void>): Promise<ParsedYaml> {
+  refuseDeepNesting(text, origin);
+  await pause();
+  const lines = new LineCounter();
+  const parser = new Parser(lines.addNewLine);
+  const tokens: CST.Token[] = [];
+  let at = 0;
+  do {
+    const newline = text.indexOf('\n', Math.min(text.length, at + PARSE_SLICE_CHARS));
+    const end = newline < 0 ? text.length : newline + 1;
+    for (const token of parser.parse(text.slice(at, end), end < text.length)) tokens.push(token);
+    at = end;
+    await pause();
+  } while (at < text.length);
+  return composeConfig(text, origin, tokens, lines);
+}
+
+function refuseDeepNesting(text: string, origin: string): void {
   const deep = nestingBeyond(text, MAX_NESTING);
   if (deep) throw new ConfigError([`${origin}: line ${deep.line}: nesting deeper than ${MAX_NESTING} levels (${deep.what}); a configuration is a few levels deep, so this file is not one`]);
-  const lines = new LineCounter();
+}
+
+/**
+ * Parser tokens → document → plain object, refusing what the YAML library would otherwise report as
+ * a crash or a bare library message (issue 12 §4): several documents, aliases without an anchor,
+ * and alias bombs. Every message names the file, the setting and the value.
+ */
+function composeConfig(text: string, origin: string, tokens: readonly CST.Token[], lines: LineCounter): ParsedYaml {
   let docs: Document.Parsed[];
   try {
-    docs = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines }) as Document.Parsed[];
+    docs = [...new Composer({ uniqueKeys: true }).compose(tokens, false, text.length)] as Document.Parsed[];
   } catch (err) {
     throw new ConfigError([`${origin}: the YAML cannot be read: ${(err as Error).message.split('\n')[0]}`], { cause: err });
   }
-  if (!Array.isArray(docs)) docs = [docs];
   const at = (offset: number | undefined) => (offset === undefined ? '?' : String(lines.linePos(offset).line));
   const real = docs.filter((d) => d.contents !== null || d.errors.length > 0);
   if (real.length > 1) {
     throw new ConfigError([`${origin}: line ${at(real[1].range[0])}: a second YAML document starts here (after "---"); the configuration is one document: remove the "---" line or merge the two parts`]);
   }
   const doc = real[0] ?? docs[0];
-  if (!doc) return {};
+  if (!doc) return { value: {}, doc: null, lines };
   if (doc.errors.length > 0) {
-    throw new ConfigError(doc.errors.map((e: YAMLParseError) => `${origin}: YAML syntax error at line ${e.linePos?.[0]?.line ?? '?'}, column ${e.linePos?.[0]?.col ?? '?'}: ${e.message.split('\n')[0]}`));
+    throw new ConfigError(doc.errors.map((e: YAMLError) => {
+      const pos = e.pos[0] >= 0 ? lines.linePos(e.pos[0]) : null;
+      return `${origin}: YAML syntax error at line ${pos?.line ?? '?'}, column ${pos?.col ?? '?'}: ${e.message.split('\n')[0]}${pos ? ` at line ${pos.line}, column ${pos.col}` : ''}`;
+    }));
   }
   const problems: string[] = [];
   visit(doc, {
@@ -81,7 +135,7 @@ export function parseYamlConfig(text: string, origin = 'config'): unknown {
   });
   if (problems.length > 0) throw new ConfigError(problems);
   try {
-    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
+    return { value: doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {}, doc, lines };
   } catch (err) {
     const message = (err as Error).message;
     if (/alias/i.test(message)) {
@@ -183,7 +237,7 @@ function warningsFor(config: GatewayConfig): string[] {
     if (u.protocol === 'http:' && !isLoopback(host)) warnings.push(`${setting}: ${url} is plain http:// to ${host}, which is not this machine: credentials and data cross the network unencrypted; use https://`);
   }
   if (config.http.enabled && !isLoopback(config.http.host) && !config.http.api_token) {
-    warnings.push(`http.host: ${config.http.host} is reachable from the network but http.api_token is not set; writes to the local API will be refused`);
+    warnings.push(`http.host: ${config.http.host} is reachable from the network but http.api_token is not set; writes to the local API, and the console's reads of the configuration and variable values, will be refused`);
   }
   return warnings;
 }

@@ -1,18 +1,10 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { isMap, isPair, isScalar, LineCounter, parseDocument, visit } from 'yaml';
+import { mkdirSync } from 'node:fs';
 import { z } from 'zod';
-import { parseConfigText } from '../config/load.js';
-import type { GatewayConfig } from '../config/schema.js';
 import { formatIssues } from '../config/issues.js';
-import { withoutRequiredSecrets } from '../config/secrets.js';
 import { systemClock } from '../core/clock.js';
-import { ConfigError, describeError } from '../core/errors.js';
+import { describeError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
-import { createMetrics } from '../core/metrics.js';
-import { SourceStats, type SourceKind } from '../core/source.js';
 import { HttpError } from '../http/server.js';
-import { buildSources } from '../sources/registry.js';
 
 /** Turns a zod failure of a request body into a 400 naming the field. */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
@@ -152,116 +144,4 @@ export async function probeModbus(input: z.output<typeof probeSchema>) {
   }
 }
 
-// --- Configuration: check, read, apply -----------------------------------------------------------
-
-export interface CheckProblem {
-  /** The setting at fault (`opcua.servers[0].endpoint`), when the message names one. */
-  path: string | null;
-  /** 1-based line of that setting in the text, when found. */
-  line: number | null;
-  message: string;
-}
-
-export interface CheckResult {
-  ok: boolean;
-  problems: CheckProblem[];
-  warnings: string[];
-  sources: string[];
-  config?: GatewayConfig;
-}
-
-function lineOf(text: string, path: string): number | null {
-  const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter });
-  const keys: Array<string | number> = [];
-  for (const m of path.matchAll(/\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g)) keys.push(m[1] ?? (m[2] !== undefined ? Number(m[2]) : JSON.parse(m[3])));
-  // The deepest node of the path that exists: a missing setting points at its parent.
-  for (let n = keys.length; n > 0; n--) {
-    const node = doc.getIn(keys.slice(0, n), true) as { range?: [number, number, number] } | undefined;
-    if (node && node.range) return counter.linePos(node.range[0]).line;
-    const parent = n > 1 ? (doc.getIn(keys.slice(0, n - 1), true) as unknown) : doc.contents;
-    if (isMap(parent)) {
-      const pair = parent.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === keys[n - 1]);
-      if (pair && isScalar(pair.key) && pair.key.range) return counter.linePos(pair.key.range[0]).line;
-    }
-  }
-  return null;
-}
-
-/**
- * What `edge-gateway check` does, on text: parse, validate, build every source without I/O (so
- * cross-field problems show too). Secrets given as `{env: VAR}` need not be set on this machine.
- */
-export async function checkConfigText(text: string): Promise<CheckResult> {
-  let loaded;
-  try {
-    loaded = withoutRequiredSecrets(() => parseConfigText(text, 'config'));
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    return { ok: false, problems: err.problems.map((p) => problemOf(text, p)), warnings: [], sources: [] };
-  }
-  const metrics = createMetrics();
-  try {
-    const sources = await buildSources(loaded.config, (name: string, kind: SourceKind) => ({ sink: { append: async () => undefined }, logger: silentLogger(), stats: new SourceStats(name, kind, metrics, systemClock), metrics, clock: systemClock, dataDir: '/nonexistent' }));
-    return { ok: true, problems: [], warnings: loaded.warnings, sources: sources.map((s) => `${s.kind}:${s.name}`), config: loaded.config };
-  } catch (err) {
-    const problems = err instanceof ConfigError ? err.problems : [describeError(err)];
-    return { ok: false, problems: problems.map((p) => problemOf(text, p)), warnings: loaded.warnings, sources: [] };
-  }
-}
-
-function problemOf(text: string, message: string): CheckProblem {
-  const syntax = /YAML syntax error at line (\d+)/.exec(message);
-  if (syntax) return { path: null, line: Number(syntax[1]), message };
-  const m = /^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])*)(?::| )/.exec(message);
-  const path = m ? m[1] : null;
-  let line: number | null = null;
-  if (path) {
-    try {
-      line = lineOf(text, path);
-    } catch {
-      line = null;
-    }
-  }
-  return { path, line, message };
-}
-
-const SECRET_KEYS = new Set(['client_secret', 'api_key', 'secondary_api_key', 'password', 'api_token', 'token']);
-export const REDACTED = '(hidden: written in the file)';
-
-/** The file's text with secrets written inline replaced, so the console never shows one. */
-export function redactSecrets(text: string): string {
-  const doc = parseDocument(text);
-  visit(doc, {
-    Pair(_, pair) {
-      if (isScalar(pair.key) && SECRET_KEYS.has(String(pair.key.value)) && isScalar(pair.value) && typeof pair.value.value === 'string') pair.value.value = REDACTED;
-    },
-  });
-  return doc.toString();
-}
-
-export function readConfigFile(path: string): string {
-  return redactSecrets(readFileSync(path, 'utf8'));
-}
-
-/**
- * Replaces the configuration file: written beside it, fsynced, renamed over it, directory fsynced,
- * so a power cut leaves the old file or the new one, never half of each.
- */
-export function writeConfigFile(path: string, text: string): void {
-  const tmp = join(dirname(path), `.${Date.now()}.console.tmp`);
-  const fd = openSync(tmp, 'w', 0o640);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
-  }
-}
+// The configuration editor's check, read and apply: config-check.ts, config-edit.ts, config-routes.ts.

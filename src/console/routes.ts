@@ -1,6 +1,5 @@
 import { once } from 'node:events';
 import { join } from 'node:path';
-import { z } from 'zod';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { describeError } from '../core/errors.js';
@@ -10,8 +9,9 @@ import type { GatewayStatus } from '../runtime/status.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
-import { browseOpcua, browseSchema, checkConfigText, parseBody, probeModbus, probeSchema, readConfigFile, REDACTED, renderOpcuaSnippet, snippetSchema, writeConfigFile } from './build-tools.js';
+import { browseOpcua, browseSchema, parseBody, probeModbus, probeSchema, renderOpcuaSnippet, snippetSchema } from './build-tools.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
+import { registerConfigRoutes } from './config-routes.js';
 import { LiveHub } from './live.js';
 import type { RefusalLog } from './refusal-log.js';
 import { variableIndex, type VariableInfo } from './variable-index.js';
@@ -99,7 +99,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   // A stream: counted against http.max_streams_per_client and http.max_streams (issue 21 §4).
   http.route('GET', '/console/api/events', (ctx) => {
     hub.attach(ctx.res);
-  }, { name: 'console events', stream: true });
+  }, { name: 'console events', stream: true, access: 'confidential' });
 
   http.route('GET', '/console/api/overview', async () => {
     // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).
@@ -157,7 +157,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     }
     await flush();
     res.end(']}');
-  }, { name: 'console variables' });
+  }, { name: 'console variables', access: 'confidential' });
 
   http.route('GET', '/console/api/variables/:id', ({ params }) => {
     const id = params.id;
@@ -181,7 +181,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
         refusals: deps.refusals.of(id) ?? { byReason: {}, last: [] },
       },
     };
-  }, { name: 'console variable' });
+  }, { name: 'console variable', access: 'confidential' });
 
   /**
    * The Fleet page: every gateway publishing under fleet.mqtt.prefix, as `edge-gateway fleet`
@@ -221,37 +221,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
 
   http.route('POST', '/console/api/modbus/probe', async (ctx) => ({ json: await probeModbus(parseBody(probeSchema, await ctx.json())) }), { name: 'console modbus probe' });
 
-  const textSchema = z.strictObject({ yaml: z.string().max(5_000_000) });
-  http.route('POST', '/console/api/config/check', async (ctx) => {
-    const { yaml } = parseBody(textSchema, await ctx.json());
-    const r = await checkConfigText(yaml);
-    return { json: { ok: r.ok, problems: r.problems, warnings: r.warnings, sources: r.sources } };
-  }, { name: 'console config check' });
-
-  http.route('GET', '/console/api/config', () => {
-    if (!deps.configPath) return { json: { path: null, yaml: null, note: 'this gateway was started without a configuration file' } };
-    try {
-      return { json: { path: deps.configPath, yaml: readConfigFile(deps.configPath) } };
-    } catch (err) {
-      throw new HttpError(500, 'config_unreadable', `${deps.configPath} cannot be read: ${describeError(err)}`);
-    }
-  }, { name: 'console config read' });
-
-  /** Apply: checked like `check`, then written over the file (atomically) and reloaded. */
-  http.route('PUT', '/console/api/config', async (ctx) => {
-    const { yaml } = parseBody(textSchema, await ctx.json());
-    if (!deps.configPath) throw new HttpError(409, 'no_config_file', 'this gateway was started without a configuration file, so there is nothing to write; start it with --config FILE');
-    if (yaml.includes(REDACTED)) throw new HttpError(400, 'secret_hidden', `a secret shows as "${REDACTED}": write it as { env: VARIABLE } (or type it again) before applying`, 'yaml');
-    const r = await checkConfigText(yaml);
-    if (!r.ok || !r.config) return { status: 400, json: { error: { code: 'config_invalid', message: `the configuration has ${r.problems.length} problem(s); nothing was written`, field: 'yaml' }, problems: r.problems } };
-    writeConfigFile(deps.configPath, yaml);
-    try {
-      const result = await deps.reload(r.config);
-      return { json: { written: deps.configPath, changed: result.changed, restart_required: result.restartRequired, restarted_sources: result.restartedSources } };
-    } catch (err) {
-      return { status: 409, json: { error: { code: 'reload_refused', message: `written to ${deps.configPath}, but the running gateway refused it: ${describeError(err)}` } } };
-    }
-  }, { name: 'console config apply' });
+  registerConfigRoutes(http, deps);
 
   return {
     hub,

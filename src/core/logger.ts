@@ -1,6 +1,6 @@
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
 import pretty from 'pino-pretty';
-import { redact } from './redact.js';
+import { redactJsonLine } from './redact.js';
 
 export type { Logger };
 
@@ -49,8 +49,9 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
     },
     formatters: { level: (label) => ({ level: label }) },
     // Value-based redaction of the finished line: configured secrets and Bearer credentials that
-    // arrive inside outside text (an upstream error echoing request headers), issue 12 §3.
-    hooks: { streamWrite: redact },
+    // arrive inside outside text (an upstream error echoing request headers), issue 12 §3; only
+    // inside the line's strings, so the line stays JSON whatever a secret looks like (issue 21 §3).
+    hooks: { streamWrite: redactJsonLine },
   };
   const format = settings.format ?? 'auto';
   const wantPretty = format === 'pretty' || (format === 'auto' && !settings.destination && process.stdout.isTTY === true);

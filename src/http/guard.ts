@@ -22,6 +22,10 @@ import type { Secret } from '../config/secrets.js';
  *            http.require_token_for_reads is on (the default whenever api_token is set).
  *   'write'  anything that changes state — and anything that starts work. A GET that changes state
  *            must be declared { access: 'write' } (better: make it a POST).
+ *   'confidential'  a read of what an intruder on the plant network should not see: the
+ *            configuration file and the live values of every variable (the console). Like 'read',
+ *            but a server that listens beyond localhost without an api_token refuses it outright
+ *            (issue 21 §3; the start-up log says so), whatever require_token_for_reads says.
  *
  * WHAT IS CHECKED
  *
@@ -41,7 +45,7 @@ import type { Secret } from '../config/secrets.js';
  * - The bearer token, when the server listens beyond loopback (then a missing api_token refuses
  *   every write) or whenever api_token is set.
  */
-export type RouteAccess = 'public' | 'read' | 'write';
+export type RouteAccess = 'public' | 'read' | 'write' | 'confidential';
 
 /** The header a bodiless write carries instead of a JSON Content-Type (any value). */
 export const WRITE_HEADER = 'x-requested-by';
@@ -95,10 +99,12 @@ export class RequestGuard {
   private readonly names: Set<string>;
   private readonly tokenForWrites: boolean;
   private readonly tokenForReads: boolean;
+  private readonly beyondLoopback: boolean;
 
   constructor(private readonly o: GuardOptions) {
     this.names = new Set(['localhost', hostname().toLowerCase(), hostName(o.host), ...(o.allowedHosts ?? []).map(hostName)]);
-    this.tokenForWrites = !isLoopbackHost(o.host) || o.apiToken !== undefined;
+    this.beyondLoopback = !isLoopbackHost(o.host);
+    this.tokenForWrites = this.beyondLoopback || o.apiToken !== undefined;
     this.tokenForReads = o.requireTokenForReads ?? o.apiToken !== undefined;
   }
 
@@ -125,6 +131,7 @@ export class RequestGuard {
   checkAccess(headers: IncomingHttpHeaders, access: RouteAccess): Refusal | null {
     if (access === 'public') return null;
     if (access === 'read') return this.tokenForReads ? this.checkToken(headers, 'reads') : null;
+    if (access === 'confidential') return this.tokenForReads || (this.beyondLoopback && !this.o.apiToken) ? this.checkToken(headers, 'confidential reads') : null;
     return this.checkSameOrigin(headers) ?? this.checkContentType(headers) ?? (this.tokenForWrites ? this.checkToken(headers, 'writes') : null);
   }
 
@@ -161,16 +168,28 @@ export class RequestGuard {
     };
   }
 
-  private checkToken(headers: IncomingHttpHeaders, what: 'reads' | 'writes'): Refusal | null {
+  /**
+   * Why this server refuses some requests whatever they carry, for the start-up log: null when it
+   * refuses none (it listens on localhost, or has an api_token).
+   */
+  get refusedWithoutToken(): string | null {
+    if (!this.beyondLoopback || this.o.apiToken) return null;
+    return `the local API listens on ${this.o.host}, beyond localhost, and http.api_token is not set: every write, and the console's reads of the configuration and of variable values, are refused; set http.api_token (at least 16 characters) to allow them`;
+  }
+
+  private checkToken(headers: IncomingHttpHeaders, what: 'reads' | 'confidential reads' | 'writes'): Refusal | null {
     if (!this.o.apiToken) {
+      if (what === 'confidential reads') {
+        return { status: 403, code: 'reads_disabled', rule: 'token', message: 'this API listens beyond localhost and http.api_token is not set, so the configuration and variable values are not shown; set http.api_token' };
+      }
       return { status: 403, code: 'writes_disabled', rule: 'token', message: 'this API listens beyond localhost and http.api_token is not set, so writes are refused' };
     }
     const m = /^Bearer\s+(.+)$/i.exec(one(headers.authorization) ?? '');
     const given = Buffer.from(m?.[1] ?? '');
     const expected = Buffer.from(this.o.apiToken.reveal());
     if (given.length === expected.length && timingSafeEqual(given, expected)) return null;
-    const why = what === 'reads' ? ' (http.require_token_for_reads)' : '';
-    return { status: 401, code: 'unauthorized', rule: 'token', message: `${what} need "Authorization: Bearer <http.api_token>"${why}` };
+    const why = what === 'writes' ? '' : ' (http.require_token_for_reads)';
+    return { status: 401, code: 'unauthorized', rule: 'token', message: `${what === 'writes' ? 'writes' : 'reads'} need "Authorization: Bearer <http.api_token>"${why}` };
   }
 }
 

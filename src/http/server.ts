@@ -164,6 +164,9 @@ export class LocalHttpServer {
         resolve();
       });
     });
+    // Issue 21 §3: say at start why writes and confidential reads will be refused, not at the first refusal.
+    const refused = this.guard.refusedWithoutToken;
+    if (refused) this.o.logger.warn({ host: this.o.host }, refused);
     return this.url;
   }
 

@@ -35,7 +35,7 @@ export async function buildSources(config: GatewayConfig, makeContext: MakeConte
 }
 
 /** Source names must be unique across protocols because they label metrics and status entries. */
-export function assertUniqueNames(sources: readonly Source[]): void {
+export function assertUniqueNames(sources: ReadonlyArray<Pick<Source, 'name' | 'kind'>>): void {
   const seen = new Map<string, SourceKind>();
   const problems: string[] = [];
   for (const s of sources) {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,11 @@ const CASES: Array<{ name: string; text: string; expect: RegExp[] }> = [
     text: BASE.replace('base_url: http://127.0.0.1:18999/tracking/v1', 'base_url: https://gw:Pw-in-url-9Zq@api.example.com/tracking/v1').replace('auth_url: http://127.0.0.1:18999', 'auth_url: https://gw:Pw-in-url-9Zq@auth.example.com'),
     expect: [/service\.base_url: must not contain a user name or password/, /service\.auth_url: must not contain a user name or password/],
   },
+  // Issue 21 §3: secret files are regular files of at most 64 KiB; a FIFO used to freeze the
+  // reader, /dev/zero to grow it by 1 GB/s.
+  { name: 'secret-fifo', text: BASE.replace('{ env: NOT_NEEDED_HERE }', `{ file: ${join(dir, 'secret.fifo')} }`), expect: [/service\.auth\.client_secret: secret file \S+secret\.fifo is a FIFO \(named pipe\), not a regular file/] },
+  { name: 'secret-device', text: BASE.replace('{ env: NOT_NEEDED_HERE }', '{ file: /dev/zero }'), expect: [/service\.auth\.client_secret: secret file \/dev\/zero is a character device, not a regular file/] },
+  { name: 'secret-too-large', text: BASE.replace('{ env: NOT_NEEDED_HERE }', `{ file: ${join(dir, 'secret.big')} }`), expect: [/service\.auth\.client_secret: secret file \S+secret\.big is 100000 bytes, more than the 64 KiB a secret file may have/] },
   {
     name: 'duplicate-source',
     text: `${BASE}generator:\n  - { name: press, variables: [mvr_a], interval: 1s }\nmqtt:\n  broker: { enabled: true, name: press, allow_anonymous: true }\n`,
@@ -53,6 +59,8 @@ describe('service URLs', () => {
 
 describe('hostile configuration files', () => {
   it('each exits 2 from check with the file, the setting and the value', async () => {
+    execFileSync('mkfifo', [join(dir, 'secret.fifo')]);
+    writeFileSync(join(dir, 'secret.big'), 'x'.repeat(100_000));
     const results = await Promise.all(
       CASES.map(async (c) => {
         const file = join(dir, `${c.name}.yaml`);

@@ -36,14 +36,20 @@ afterAll(async () => {
 const put = (yaml: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) => fetch(`${gw.httpUrl}/console/api/config`, { method: 'PUT', headers, body: JSON.stringify({ yaml }) });
 
 describe('console configuration editor', () => {
-  it('shows the file with the inline client secret hidden, and refuses to apply the hidden marker', async () => {
+  it('shows the file with the inline client secret hidden, and keeps the secret when the hidden text is applied back', async () => {
+    const before = readFileSync(file, 'utf8');
     const r = (await (await fetch(`${gw.httpUrl}/console/api/config`)).json()) as { path: string; yaml: string };
     expect(r.path).toBe(file);
     expect(r.yaml).not.toContain('demo-secret');
-    expect(r.yaml).toMatch(/client_secret: "?\(hidden: written in the file\)"?/);
+    expect(r.yaml).toMatch(/client_secret: "\(hidden secret [0-9a-f]{12}, kept on Apply\)"/);
+    // Issue 21 §3: the placeholder posted back stands for the secret in the file.
     const res = await put(r.yaml);
-    expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('secret_hidden');
+    expect(res.status).toBe(200);
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    // The marker the console showed before is refused, naming the setting.
+    const old = await put(r.yaml.replace(/"\(hidden secret [^"]+\)"/, '"(hidden: written in the file)"'));
+    expect(old.status).toBe(400);
+    expect(((await old.json()) as { problems: Array<{ message: string }> }).problems[0].message).toMatch(/^service\.auth\.client_secret: this hidden secret is not in the configuration file/);
   });
 
   it('refuses a configuration with problems, by line, and leaves the file as it was', async () => {

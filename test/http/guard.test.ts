@@ -157,6 +157,28 @@ describe('the token for reads', () => {
   });
 });
 
+describe('confidential reads (issue 21 §3: the configuration and variable values)', () => {
+  const CONFIDENTIAL = ['/console/api/config', '/console/api/variables', '/console/api/variables/mvr_x'];
+  it('beyond localhost without a token: refused outright, while other reads stay open', async () => {
+    const h = await gateway({ host: '0.0.0.0' });
+    for (const path of CONFIDENTIAL) {
+      const r = await raw(h.url, 'GET', path);
+      expect({ path, status: r.status, code: r.body.error?.code }).toEqual({ path, status: 403, code: 'reads_disabled' });
+    }
+    expect((await raw(h.url, 'GET', '/status')).status).toBe(200);
+  });
+
+  it('follow the read-token rule otherwise', async () => {
+    const loopback = await gateway();
+    expect((await raw(loopback.url, 'GET', '/console/api/variables')).status).toBe(200);
+    const readsOff = await gateway({ host: '0.0.0.0', api_token: TOKEN, require_token_for_reads: false });
+    expect((await raw(readsOff.url, 'GET', '/console/api/variables')).status).toBe(200);
+    const readsOn = await gateway({ host: '0.0.0.0', api_token: TOKEN });
+    expect((await raw(readsOn.url, 'GET', '/console/api/variables')).status).toBe(401);
+    expect((await raw(readsOn.url, 'GET', '/console/api/variables', { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  });
+});
+
 describe('paths', () => {
   it('answers 400, not 500, to malformed percent-encoding', async () => {
     const h = await gateway();

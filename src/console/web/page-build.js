@@ -102,11 +102,19 @@ function ModbusProbe() {
   </section>`;
 }
 
+/** The diff Apply would make, line by line, coloured like a unified diff. */
+function Diff({ text }) {
+  if (!text) return html`<p class="muted" data-testid="config-diff">No changes: the text is the file as it is.</p>`;
+  const cls = (l) => (l.startsWith('@@') ? 'hunk' : l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : '');
+  return html`<pre class="code diff" data-testid="config-diff">${text.replace(/\n$/, '').split('\n').map((l) => html`<span class=${cls(l)}>${`${l}\n`}</span>`)}</pre>`;
+}
+
 function ConfigEditor({ insert }) {
   const [text, setText] = useState('');
   const [path, setPath] = useState(null);
   const [check, setCheck] = useState(null);
   const [note, setNote] = useState(null);
+  const [preview, setPreview] = useState(null);
   useEffect(() => { api('/console/api/config').then((r) => { setPath(r.path); if (r.yaml) setText(r.yaml); }, (e) => setNote({ ok: false, text: e.message })); }, []);
   useEffect(() => {
     if (!insert) return;
@@ -115,25 +123,48 @@ function ConfigEditor({ insert }) {
   }, [insert]);
   useEffect(() => {
     if (!text) return;
+    setPreview(null);
     const t = setTimeout(() => api('/console/api/config/check', { method: 'POST', body: { yaml: text } }).then(setCheck, (e) => setCheck({ ok: false, problems: [{ line: null, message: e.message }] })), 600);
     return () => clearTimeout(t);
   }, [text]);
-  const apply = async () => {
-    if (!confirm(`Write this configuration to ${path} and apply it?`)) return;
+  // Apply shows the diff first (and any secret sent somewhere new); the second step sends the
+  // confirmation of exactly that diff (issue 21 §3).
+  const review = async () => {
+    setNote(null);
     try {
-      const r = await api('/console/api/config', { method: 'PUT', body: { yaml: text } });
+      const r = await api('/console/api/config/preview', { method: 'POST', body: { yaml: text } });
+      if (!r.ok) { setCheck({ ok: false, problems: r.problems, more_problems: r.more_problems }); return; }
+      setPreview(r);
+    } catch (e) { setNote({ ok: false, text: e.message }); }
+  };
+  const apply = async () => {
+    try {
+      const r = await api('/console/api/config', { method: 'PUT', body: { yaml: text, confirm: preview.confirm } });
+      setPreview(null);
       setNote({ ok: true, text: `Written to ${r.written}. Changed: ${r.changed.join(', ') || 'nothing'}${r.restart_required.length ? `; needs a restart: ${r.restart_required.join(', ')}` : ''}.` });
-    } catch (e) { setNote({ ok: false, text: e.message }); if (e.body?.problems) setCheck({ ok: false, problems: e.body.problems }); }
+    } catch (e) {
+      if (e.body?.confirm) setPreview({ ...preview, diff: e.body.diff, confirm: e.body.confirm, secret_changes: e.body.secret_changes });
+      else setPreview(null);
+      setNote({ ok: false, text: e.message });
+      if (e.body?.problems) setCheck({ ok: false, problems: e.body.problems, more_problems: e.body.more_problems });
+    }
   };
   const lines = text.split('\n').length;
+  const count = check ? check.problems.length + (check.more_problems ?? 0) : 0;
+  const more = check?.more_problems ? html`<li class="bad"><span class="dot"></span>… and ${check.more_problems} more</li>` : '';
   return html`<section class="card"><div class="card-head"><h2>Configuration ${path ? html`<span class="muted small mono">${path}</span>` : ''}</h2>
-      <div class="row"><span class=${`pill ${check ? (check.ok ? 'ok' : 'bad') : 'warn'}`} data-testid="check-state">${check ? (check.ok ? 'check passes' : `${check.problems.length} problem${check.problems.length === 1 ? '' : 's'}`) : 'not checked'}</span>
-      <button class="primary" disabled=${!path || !check?.ok} onClick=${apply} data-testid="apply-config">Apply</button></div></div>
-    <p class="muted small">Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Apply writes the file and reloads the gateway.</p>
+      <div class="row"><span class=${`pill ${check ? (check.ok ? 'ok' : 'bad') : 'warn'}`} data-testid="check-state">${check ? (check.ok ? 'check passes' : `${count} problem${count === 1 ? '' : 's'}`) : 'not checked'}</span>
+      <button class="primary" disabled=${!path || !check?.ok} onClick=${review} data-testid="apply-config">Apply…</button></div></div>
+    <p class="muted small">Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Secrets written in the file show hidden and are kept as they are. Apply shows the changes first, then writes the file and reloads the gateway.</p>
     <div class="editor"><pre class="gutter">${Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}</pre>
       <textarea spellcheck="false" value=${text} onInput=${(e) => setText(e.target.value)} data-testid="config-text"></textarea></div>
-    ${check && !check.ok ? html`<ul class="problems" data-testid="check-problems">${check.problems.map((p) => html`<li class="bad"><span class="dot"></span>${p.line ? html`<b>line ${p.line}</b> · ` : ''}${p.message}</li>`)}</ul>` : ''}
+    ${check && !check.ok ? html`<ul class="problems" data-testid="check-problems">${check.problems.map((p) => html`<li class="bad"><span class="dot"></span>${p.line ? html`<b>line ${p.line}</b> · ` : ''}${p.message}</li>`)}${more}</ul>` : ''}
     ${check?.ok && check.warnings.length ? html`<ul class="problems">${check.warnings.map((w) => html`<li class="warn"><span class="dot"></span>${w}</li>`)}</ul>` : ''}
+    ${preview ? html`<div class="preview" data-testid="config-preview"><h3>Changes to ${path}</h3>
+      ${preview.secret_changes.length ? html`<p class=${preview.refused ? 'err-line' : 'muted small'}>${preview.refused ? preview.message : 'These changes send secrets where they were not sent before; check each destination:'}</p>
+        <ul class="problems" data-testid="secret-changes">${preview.secret_changes.map((c) => html`<li class=${preview.refused ? 'bad' : 'warn'}><span class="dot"></span><span><b class="mono">${c.setting}</b>: ${c.secret} → <b class="mono">${c.destination}</b> (${c.reason})</span></li>`)}</ul>` : ''}
+      <${Diff} text=${preview.diff} />
+      <div class="row"><button class="primary" disabled=${preview.refused || !preview.diff} onClick=${apply} data-testid="confirm-apply">${preview.secret_changes.length ? 'Send the secrets there and apply' : 'Apply these changes'}</button><button onClick=${() => setPreview(null)} data-testid="cancel-apply">Cancel</button></div></div>` : ''}
     ${note ? html`<p class=${note.ok ? 'ok-line' : 'err-line'} data-testid="apply-note">${note.text}</p>` : ''}
   </section>`;
 }
