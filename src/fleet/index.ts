@@ -52,6 +52,7 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
           totalPerMinute: o.config.uplink.requests_per_minute,
           intervalMs: share.announce_interval,
           leaseMs: share.lease,
+          maxGateways: share.max_gateways,
           clock: o.clock,
           logger: o.logger,
           metrics: o.metrics,
