@@ -14,17 +14,32 @@
  *               address budget); the 4th comes back idle (a small live source) and the busy three
  *               are measured again.
  *
+ * Before those, in this process (issue 21 §5): what fake peers on the broker cost one gateway's
+ * budget sharing, fed 300 and then 15,000 fake announcements (in socket-sized bursts of 500) through
+ * a stand-in channel, today's code next to the former one (bench/former-budget-sharing.ts: every
+ * announcement re-divided the whole table, every peer counted): the share left, the CPU time and
+ * the longest event-loop stall.
+ *
  *   nice -n 5 npx tsx bench/fleet-budget.ts
  *   BENCH_SECONDS=30 nice -n 5 npx tsx bench/fleet-budget.ts    # shorter measuring windows
+ *   BENCH_ONLY=recompute npx tsx bench/fleet-budget.ts          # the fake-peer part only (~1 min)
  *
  * Targets: aggregate >= 90 % of the limit, 429s <= 2 % of requests, every gateway within +-25 % of the
- * fair share; join and give-back within 60 s; an idle gateway's share used by the others.
+ * fair share; join and give-back within 60 s; an idle gateway's share used by the others. Fake
+ * peers: the share never below the floor (budget / max_gateways), no stall over 100 ms.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { systemClock } from '../src/core/clock.js';
+import { silentLogger } from '../src/core/logger.js';
+import { RequestBudget } from '../src/uplink/budget.js';
+import { BudgetSharing, type Announcement, type ShareChannel } from '../src/uplink/budget-sharing.js';
+import { budgetSharingSchema } from '../src/uplink/config.js';
+import { FormerBudgetSharing } from './former-budget-sharing.js';
 import { freePort, getJson, NOISY_MACHINE_NOTE, postJson, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
@@ -194,6 +209,73 @@ const row = (label: string, w: Window, names: string[], fair: number | null) => 
     'worst vs fair': f === null ? '-' : `${(f.worst * 100).toFixed(0)} %`,
   };
 };
+
+// ---- fake peers: what they cost one gateway's budget sharing (in this process)
+
+const FAKE_PEERS = Number(process.env.BENCH_FAKE_PEERS ?? 15_000);
+/** Announcements per burst: about what one 64 kB socket read holds (~110 bytes each). */
+const BURST = 500;
+
+async function fakePeerCost(impl: 'former' | 'today', fakes: number) {
+  let listener: (name: string, a: Announcement | null) => void = () => undefined;
+  const channel: ShareChannel = { connected: true, synced: true, announce: () => undefined, onPeer: (l) => ((listener = l), () => undefined) };
+  const budget = new RequestBudget(FLEET_BUDGET, systemClock);
+  const maxGateways = budgetSharingSchema.parse({}).max_gateways;
+  const common = { budget, channel, self: 'gw1', group: 'nat', totalPerMinute: FLEET_BUDGET, clock: systemClock };
+  const sharing = impl === 'former' ? new FormerBudgetSharing(common) : new BudgetSharing({ ...common, intervalMs: 3_600_000, leaseMs: 15_000, maxGateways, logger: silentLogger() });
+  sharing.start();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let longest = 0;
+  for (let i = 0; i < fakes; i += BURST) {
+    const t = performance.now();
+    for (let k = i; k < Math.min(fakes, i + BURST); k++) listener(`fake-${k}`, { group: 'nat', demand_per_min: FLEET_BUDGET, lease_ms: 600_000 });
+    longest = Math.max(longest, performance.now() - t);
+    await new Promise((r) => setImmediate(r));
+  }
+  const feedS = (performance.now() - t0) / 1000;
+  // Today's division follows within a second (throttled): wait for it, and time it as a stall too.
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
+  await sleep(1.2);
+  lag.disable();
+  longest = Math.max(longest, lag.max / 1e6);
+  const cpu = process.cpuUsage(cpu0);
+  const members = sharing instanceof BudgetSharing ? sharing.status().members.length : sharing.members();
+  sharing.stop();
+  return { impl, fakes, share: budget.ratePerMinute, members, cpuS: (cpu.user + cpu.system) / 1e6, feedS, longestMs: longest, floor: FLEET_BUDGET / maxGateways };
+}
+
+{
+  process.stdout.write(`fake peers: ${FAKE_PEERS.toLocaleString('en-US')} fake announcements fed to today's budget sharing and to the former one ...\n`);
+  const runs: Array<Awaited<ReturnType<typeof fakePeerCost>>> = [];
+  for (const fakes of [300, FAKE_PEERS]) for (const impl of ['former', 'today'] as const) runs.push(await fakePeerCost(impl, fakes));
+  process.stdout.write(
+    `\nFake peers announcing the whole budget (${FLEET_BUDGET}/min) in this gateway's group, bursts of ${BURST}\n\n${table(
+      runs.map((r) => ({
+        code: r.impl === 'former' ? 'former (baseline)' : 'today',
+        'fake peers': r.fakes,
+        'members counted': r.members,
+        'share/min': Math.round(r.share * 100) / 100,
+        'CPU s': Math.round(r.cpuS * 1000) / 1000,
+        'longest stall ms': Math.round(r.longestMs),
+      })),
+    )}\n\n`,
+  );
+  const at = (impl: string, fakes: number) => runs.find((r) => r.impl === impl && r.fakes === fakes)!;
+  const [f300, t300, fBig, tBig] = [at('former', 300), at('today', 300), at('former', FAKE_PEERS), at('today', FAKE_PEERS)];
+  process.stdout.write(`ratio former / today at ${FAKE_PEERS.toLocaleString('en-US')} fakes: CPU ${(fBig.cpuS / tBig.cpuS).toFixed(0)}x, longest stall ${(fBig.longestMs / Math.max(1, tBig.longestMs)).toFixed(0)}x; share with 300 fakes ${t300.share.toFixed(1)} vs ${f300.share.toFixed(1)}/min\n`);
+  process.stdout.write(
+    [
+      verdict(t300.share >= t300.floor * 0.99 && tBig.share >= tBig.floor * 0.99, `the share stays at the floor or above (${t300.floor.toFixed(1)}/min): ${t300.share.toFixed(1)} and ${tBig.share.toFixed(1)}/min`),
+      verdict(tBig.longestMs <= 100, `no stall over 100 ms with ${FAKE_PEERS.toLocaleString('en-US')} fake peers (${tBig.longestMs.toFixed(0)} ms)`),
+    ].join('\n') + '\n\n',
+  );
+  if (process.env.BENCH_ONLY === 'recompute') {
+    rmSync(root, { recursive: true, force: true });
+    process.exit(0);
+  }
+}
 
 const emu = await startEmulatorProcess({ port: await freePort(), rateLimit: LIMIT, dir: root });
 const broker = await startMosquitto(root);

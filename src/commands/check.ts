@@ -97,7 +97,7 @@ export function summary(c: GatewayConfig, sources: string[]): string {
     `http           ${c.http.enabled ? `${c.http.host}:${c.http.port}${c.http.api_token ? ' (api token set)' : ''}` : 'off'}`,
     `sources        ${sources.length === 0 ? 'none' : sources.join(', ')}`,
   ];
-  if (c.uplink.budget_sharing.mode === 'fleet') lines.splice(6, 0, `budget share   fleet: ${c.uplink.requests_per_minute} requests/min for every gateway of group ${c.uplink.budget_sharing.group} together`);
+  if (c.uplink.budget_sharing.mode === 'fleet') lines.splice(6, 0, `budget share   fleet: ${c.uplink.requests_per_minute} requests/min for every gateway of group ${c.uplink.budget_sharing.group} together (at most ${c.uplink.budget_sharing.max_gateways} counted; this one never below ${Math.floor(c.uplink.requests_per_minute / c.uplink.budget_sharing.max_gateways)}/min)`);
   if (c.fleet?.mqtt) lines.push(`fleet          status to ${c.fleet.mqtt.url} under ${c.fleet.mqtt.prefix}/${c.gateway.name}/ every ${c.fleet.mqtt.interval / 1000} s${c.fleet.mqtt.username ? ` (user ${c.fleet.mqtt.username})` : ''}`);
   return `${lines.join('\n')}\n`;
 }

@@ -62,9 +62,9 @@ export async function fleetCommand(argv: string[]): Promise<number> {
     password,
     log: () => undefined,
   });
-  let changed = true;
+  const table = { view, changed: true };
   client.on('message', (topic, payload) => {
-    if (view.ingest(topic, payload, Date.now())) changed = true;
+    if (view.ingest(topic, payload, Date.now())) table.changed = true;
   });
   const connected = await new Promise<boolean>((resolve) => {
     const t = setTimeout(() => resolve(false), 10_000);
@@ -79,13 +79,24 @@ export async function fleetCommand(argv: string[]): Promise<number> {
     client.end(true);
     return 1;
   }
+  // Whatever happens from here on (a row that cannot be shown, Ctrl-C), the connection is closed,
+  // or it would keep the process alive after the command is done (issue 21 §5).
+  try {
+    return await show(client, table, { prefix, broker: v.broker, wait, once: Boolean(v.once || v.json), json: Boolean(v.json) });
+  } finally {
+    await new Promise<void>((r) => client.end(true, () => r()));
+  }
+}
+
+/** Subscribes, then prints the table once or live until Ctrl-C. */
+async function show(client: mqtt.MqttClient, table: { view: FleetView; changed: boolean }, o: { prefix: string; broker: string; wait: number; once: boolean; json: boolean }): Promise<number> {
+  const { view } = table;
+  const { prefix } = o;
   client.subscribe({ [`${prefix}/+/status`]: { qos: 1 }, [`${prefix}/+/last`]: { qos: 1 } });
-  const once = v.once || v.json;
-  await new Promise((r) => setTimeout(r, wait * 1000));
-  if (once) {
+  await new Promise((r) => setTimeout(r, o.wait * 1000));
+  if (o.once) {
     const rows = view.rows(Date.now());
-    process.stdout.write(v.json ? `${JSON.stringify(rows, null, 2)}\n` : renderFleetTable(rows));
-    await new Promise<void>((r) => client.end(false, () => r()));
+    process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : renderFleetTable(rows));
     return 0;
   }
   // Live: redraw every second (on a terminal, in place), or when something changed.
@@ -97,13 +108,12 @@ export async function fleetCommand(argv: string[]): Promise<number> {
   let ticks = 0;
   while (!stopping) {
     // Also every 5 s when nothing arrived: a silent gateway turns stale without a message.
-    if (changed || tty || ++ticks % 5 === 0) {
-      changed = false;
-      const text = `${new Date().toISOString()}  ${prefix}/+ on ${v.broker}${client.connected ? '' : '  (broker unreachable, reconnecting)'}\n\n${renderFleetTable(view.rows(Date.now()))}`;
+    if (table.changed || tty || ++ticks % 5 === 0) {
+      table.changed = false;
+      const text = `${new Date().toISOString()}  ${prefix}/+ on ${o.broker}${client.connected ? '' : '  (broker unreachable, reconnecting)'}\n\n${renderFleetTable(view.rows(Date.now()))}`;
       process.stdout.write(tty ? `\x1b[2J\x1b[H${text}` : `${text}\n`);
     }
     await new Promise((r) => setTimeout(r, 1_000));
   }
-  await new Promise<void>((r) => client.end(true, () => r()));
   return 0;
 }

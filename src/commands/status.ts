@@ -271,7 +271,8 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   const u = s.uplink;
   out.push(`  ${u.condition}${u.reason ? ` (${u.reason})` : ''}${u.resume_in_ms > 0 ? `, next attempt in ${formatDuration(u.resume_in_ms / 1000)}` : ''}; ${n(u.requests_last_minute)} of ${n(u.budget_per_minute)} requests in the last minute`);
   const share = s.fleet?.budget_sharing;
-  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.aimd_factor < 1 ? `, ${Math.round(share.aimd_factor * 100)} % after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
+  if (s.fleet?.broker.duplicate_name) out.push(`  fleet   DUPLICATE NAME: ${s.fleet.broker.duplicate_name}; give each gateway its own gateway.name`);
+  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.ignored_peers ? `, ${n(share.ignored_peers)} more not counted above max_gateways ${share.max_gateways}` : ''}${share.aimd_factor < 1 ? `, ${Math.round(share.aimd_factor * 100)} % after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
   out.push(`  sync    ${rate(u.sync.rate_per_s)}, delivered ${n(u.sync.delivered_total)}, ${u.sync.inflight_batches} batch${u.sync.inflight_batches === 1 ? '' : 'es'} in flight, freshest value ${u.freshest_delivered_age_s === null ? '-' : `${ago(u.freshest_delivered_age_s)} old`}`);
   const bf = s.backfill;
   if (bf.enabled) {

@@ -104,7 +104,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- fleet (several gateways behind one address, the plant broker) ---
     uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),
-    fleetBudgetMembers: new Gauge({ name: 'gateway_fleet_budget_members', help: 'Gateways sharing the address budget as this gateway sees them (itself included)', registers: r }),
+    fleetBudgetMembers: new Gauge({ name: 'gateway_fleet_budget_members', help: 'Gateways sharing the address budget as this gateway sees them (itself included, at most uplink.budget_sharing.max_gateways)', registers: r }),
+    fleetBudgetIgnoredPeers: new Gauge({ name: 'gateway_fleet_budget_ignored_peers', help: 'Gateways announcing demand in this group beyond uplink.budget_sharing.max_gateways, not counted in the division (fake announcements or max_gateways too low)', registers: r }),
     fleetBrokerConnected: new Gauge({ name: 'gateway_fleet_broker_connected', help: '1 when the connection to the plant broker (fleet.mqtt) is up, else 0', registers: r }),
     fleetStatusPublished: new Counter({ name: 'gateway_fleet_status_published_total', help: 'Status messages published to the plant broker', registers: r }),
 

@@ -1,4 +1,5 @@
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { randomBytes } from 'node:crypto';
+import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -6,11 +7,22 @@ import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Announcement, ShareChannel } from '../uplink/budget-sharing.js';
 import type { FleetMqttConfig } from './config.js';
+import { DuplicateNameWatch, RECONNECT_MS, SESSION_TAKEN_OVER } from './duplicate-name.js';
+import { MAX_FLEET_DOC_BYTES, readAnnouncement, readStatusDoc } from './read-doc.js';
 import { offlineWill, type FleetStatusDoc } from './status-doc.js';
 import { fleetTopic, parseFleetTopic } from './topics.js';
 
 /** After SUBACK, time given to the broker to deliver the retained announcements (sent right after it). */
 const SETTLE_MS = 500;
+/**
+ * MQTT 5 Maximum Packet Size (§3.1.2.11.4) of the fleet connection: a fleet document plus its
+ * topic and headers. The broker must not send anything larger: it discards it as if it had sent
+ * it (same clause; mosquitto logs "Dropping too large outgoing PUBLISH"), so a stranger's 64 MB
+ * retained message never reaches us.
+ */
+export const FLEET_MAX_PACKET_BYTES = MAX_FLEET_DOC_BYTES + 1_024;
+/** CONNACK codes for "this broker does not speak the MQTT version asked for": 3.1.1 return code 1, MQTT 5 reason 0x84. */
+const PROTOCOL_REFUSED = new Set([1, 0x84]);
 const skipLog = (): void => undefined;
 
 /**
@@ -21,6 +33,11 @@ const skipLog = (): void => undefined;
  *
  * Everything is published retained with QoS 1 (a late subscriber gets the newest at once), and
  * only while connected: a status queued during an outage would be stale when it arrives.
+ *
+ * It speaks MQTT 5 with a Maximum Packet Size (FLEET_MAX_PACKET_BYTES), and falls back to MQTT
+ * 3.1.1 when the broker refuses version 5; on 3.1.1 a larger message still arrives, and is dropped
+ * by its size before it is decoded (read-doc.ts). It watches for a second gateway using the same
+ * name (duplicate-name.ts).
  */
 export class FleetLink implements ShareChannel {
   private client: MqttClient | null = null;
@@ -33,7 +50,11 @@ export class FleetLink implements ShareChannel {
   private settleTimer: NodeJS.Timeout | null = null;
   private lastAnnouncement: string | null = null;
   private wasConnected = false;
+  private protocol: 4 | 5 = 5;
+  private readonly duplicates: DuplicateNameWatch;
   readonly clientId: string;
+  /** Random id of this process's link, in its status documents and will (duplicate-name.ts). */
+  readonly instance = randomBytes(4).toString('hex');
 
   constructor(
     private readonly o: {
@@ -48,6 +69,27 @@ export class FleetLink implements ShareChannel {
   ) {
     this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
     this.clientId = o.config.client_id ?? `edge-gateway-fleet-${o.gateway}`;
+    this.duplicates = new DuplicateNameWatch({
+      gateway: o.gateway,
+      clientId: this.clientId,
+      instance: this.instance,
+      clock: o.clock,
+      logger: o.logger,
+      onReconnectPeriod: (ms) => {
+        // mqtt.js reads it when it schedules the next attempt (after the coming close).
+        if (this.client) this.client.options.reconnectPeriod = ms;
+      },
+    });
+  }
+
+  /** 'MQTT 5', or 'MQTT 3.1.1' after the broker refused version 5. */
+  get protocolName(): string {
+    return this.protocol === 5 ? 'MQTT 5' : 'MQTT 3.1.1';
+  }
+
+  /** What shows that another gateway uses this name, while that is suspected; else null. */
+  get duplicateName(): string | null {
+    return this.duplicates.detail;
   }
 
   get connected(): boolean {
@@ -65,21 +107,27 @@ export class FleetLink implements ShareChannel {
     const options: IClientOptions = {
       clientId: this.clientId,
       clean: true,
+      protocolVersion: 5,
+      properties: { maximumPacketSize: FLEET_MAX_PACKET_BYTES },
       keepalive: Math.max(1, Math.round(c.keepalive / 1000)),
-      reconnectPeriod: 2_000,
+      reconnectPeriod: RECONNECT_MS,
       connectTimeout: 10_000,
       queueQoSZero: false,
       username: c.username,
       password: c.password?.reveal(),
-      will: { topic: fleetTopic(prefix, this.o.gateway, 'status'), payload: Buffer.from(JSON.stringify(offlineWill(this.o.gateway, this.o.clock.now()))), qos: 1, retain: true },
+      will: { topic: fleetTopic(prefix, this.o.gateway, 'status'), payload: Buffer.from(JSON.stringify(offlineWill(this.o.gateway, this.o.clock.now(), this.instance))), qos: 1, retain: true },
     };
     if (!process.env.DEBUG) options.log = skipLog;
     const client = mqtt.connect(c.url, options);
     this.client = client;
     client.on('connect', () => {
       this.wasConnected = true;
+      this.duplicates.onConnected();
       this.o.metrics.fleetBrokerConnected.set(1);
-      this.o.logger.info({ url: c.url, client_id: this.clientId, prefix }, 'connected to the plant broker (fleet)');
+      this.o.logger.info({ url: c.url, client_id: this.clientId, prefix, protocol: this.protocolName, instance: this.instance }, 'connected to the plant broker (fleet)');
+      // Its own status topic, before anything of ours is published on this connection: another
+      // instance's status there means a second gateway with this name (duplicate-name.ts).
+      client.subscribe(fleetTopic(prefix, this.o.gateway, 'status'), { qos: 1 }, () => undefined);
       // The announcement is retained: publish it again in case the broker lost it (no persistence).
       if (this.lastAnnouncement !== null) this.publish(fleetTopic(prefix, this.o.gateway, 'budget'), this.lastAnnouncement);
       if (this.statusWatchers.size > 0) this.subscribeStatuses(client);
@@ -96,14 +144,36 @@ export class FleetLink implements ShareChannel {
         this.settleTimer.unref();
       });
     });
-    client.on('message', (topic, payload) => this.onMessage(topic, payload));
+    client.on('message', (topic, payload, packet) => this.onMessage(topic, payload, packet));
+    client.on('disconnect', (packet) => {
+      // MQTT 5: the broker says why it closes the connection (§3.14.2.1).
+      if (packet.reasonCode === SESSION_TAKEN_OVER) this.duplicates.onTakenOver();
+      else this.throttle.warn(`disconnect|${packet.reasonCode ?? ''}`, { url: c.url, reason_code: packet.reasonCode, reason: packet.properties?.reasonString }, 'the plant broker (fleet) closed the connection');
+    });
     client.on('close', () => {
+      this.duplicates.onClosed();
       this.o.metrics.fleetBrokerConnected.set(0);
-      if (this.wasConnected) this.o.logger.warn({ url: c.url }, 'connection to the plant broker (fleet) lost; reconnecting');
+      if (this.wasConnected && this.client === client) this.o.logger.warn({ url: c.url }, 'connection to the plant broker (fleet) lost; reconnecting');
       this.wasConnected = false;
     });
     client.on('error', (err) => {
-      this.throttle.warn(`error|${(err as { code?: unknown }).code ?? ''}`, { url: c.url, err: describeError(err) }, 'plant broker (fleet) connection problem');
+      const code = (err as { code?: unknown }).code;
+      if (this.protocol === 5 && typeof code === 'number' && PROTOCOL_REFUSED.has(code)) {
+        // The next attempt (mqtt.js builds its packets and parser from these options each time) speaks 3.1.1.
+        this.protocol = 4;
+        client.options.protocolVersion = 4;
+        delete client.options.properties;
+        this.o.logger.info(
+          { url: c.url },
+          `the plant broker refused MQTT 5 (${describeError(err)}): using MQTT 3.1.1, without a maximum packet size (an oversized message under the fleet prefix is received, then dropped unread: set max_packet_size on the broker, docs/scale-out.md)`,
+        );
+        // mqtt.js does not retry after a refusal in CONNACK (reconnectOnConnackError is off): ask it to, once the refusal is handled.
+        setTimeout(() => {
+          if (this.client === client) client.reconnect();
+        }, 0).unref();
+        return;
+      }
+      this.throttle.warn(`error|${code ?? ''}`, { url: c.url, err: describeError(err) }, 'plant broker (fleet) connection problem');
     });
   }
 
@@ -161,11 +231,11 @@ export class FleetLink implements ShareChannel {
     });
   }
 
-  /** Publishes the status retained on `status` and `last`. False when not connected. */
+  /** Publishes the status retained on `status` and `last` (with this link's instance id and duplicate-name finding). False when not connected. */
   publishStatus(doc: FleetStatusDoc): boolean {
     const prefix = this.o.config.prefix;
-    const text = JSON.stringify(doc);
-    const ok = this.publish(fleetTopic(prefix, this.o.gateway, 'status'), text);
+    const text = JSON.stringify(this.stamp(doc));
+    const ok = this.publish(fleetTopic(prefix, this.o.gateway, 'status'), text, () => this.duplicates.onOwnStatusAcked());
     if (ok && doc.state === 'online') this.publish(fleetTopic(prefix, this.o.gateway, 'last'), text);
     if (ok) this.o.metrics.fleetStatusPublished.inc();
     return ok;
@@ -176,11 +246,12 @@ export class FleetLink implements ShareChannel {
     const client = this.client;
     if (!client) return;
     this.client = null;
+    this.duplicates.stop();
     if (this.settleTimer) clearTimeout(this.settleTimer);
     if (final && client.connected) {
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, 2_000);
-        client.publish(fleetTopic(this.o.config.prefix, this.o.gateway, 'status'), JSON.stringify(final), { qos: 1, retain: true }, () => {
+        client.publish(fleetTopic(this.o.config.prefix, this.o.gateway, 'status'), JSON.stringify(this.stamp(final)), { qos: 1, retain: true }, () => {
           clearTimeout(t);
           resolve();
         });
@@ -196,41 +267,64 @@ export class FleetLink implements ShareChannel {
     this.o.metrics.fleetBrokerConnected.set(0);
   }
 
-  private publish(topic: string, payload: string): boolean {
+  private stamp(doc: FleetStatusDoc): FleetStatusDoc {
+    return { ...doc, instance: this.instance, duplicate_name: this.duplicates.detail };
+  }
+
+  private publish(topic: string, payload: string, onAcked?: () => void): boolean {
     const client = this.client;
     if (!client?.connected) return false;
     client.publish(topic, payload, { qos: 1, retain: true }, (err) => {
       if (err) this.throttle.warn(`publish|${topic}`, { topic, err: describeError(err) }, 'publish to the plant broker failed');
+      else onAcked?.();
     });
     return true;
   }
 
-  private onMessage(topic: string, payload: Buffer): void {
+  private onMessage(topic: string, payload: Buffer, packet: IPublishPacket): void {
     try {
-      const t = parseFleetTopic(this.o.config.prefix, topic);
-      if (t && t.kind !== 'budget') for (const w of this.statusWatchers) w(topic, payload);
-      if (!t || t.gateway === this.o.gateway) return;
-      if (t.kind === 'budget') {
-        this.emit(t.gateway, payload.length === 0 ? null : parseAnnouncement(payload));
-      } else if (t.kind === 'status' && payload.length > 0) {
-        const state = (JSON.parse(payload.toString('utf8')) as { state?: unknown }).state;
-        // Its will or its stop message: the peer is gone, its share comes back now.
-        if (state === 'offline' || state === 'stopped') this.emit(t.gateway, null);
-      }
-    } catch {
+      this.readMessage(topic, payload, packet);
+    } catch (err) {
       // Anything a stranger publishes under the prefix is ignored; it must not crash the gateway.
-      this.throttle.warn(`bad|${topic}`, { topic }, 'ignoring an unreadable message under the fleet prefix');
+      this.throttle.warn(`bad|${topic}`, { topic, err: describeError(err) }, 'ignoring an unreadable message under the fleet prefix');
+    }
+  }
+
+  private readMessage(topic: string, payload: Buffer, packet: IPublishPacket): void {
+    const t = parseFleetTopic(this.o.config.prefix, topic);
+    if (!t) return;
+    if (payload.length > MAX_FLEET_DOC_BYTES) {
+      // Dropped by its size, before a byte is decoded (MQTT 3.1.1 brokers, or a broker that ignores our maximum packet size).
+      this.throttle.warn(`oversized|${topic}`, { topic, bytes: payload.length, limit: MAX_FLEET_DOC_BYTES }, `ignoring an oversized message (${payload.length.toLocaleString('en-US')} bytes, fleet documents are at most ${MAX_FLEET_DOC_BYTES.toLocaleString('en-US')}) under the fleet prefix: someone publishes there who should not (broker ACL, docs/scale-out.md)`);
+      return;
+    }
+    if (t.kind !== 'budget') for (const w of this.statusWatchers) w(topic, payload);
+    if (t.kind === 'budget') {
+      if (t.gateway === this.o.gateway) return;
+      if (payload.length === 0) {
+        this.emit(t.gateway, null);
+        return;
+      }
+      const a = readAnnouncement(payload);
+      if (!a.ok) this.throttle.warn(`bad|${topic}`, { topic, problem: a.problem }, 'ignoring an unreadable budget announcement under the fleet prefix');
+      // An unreadable announcement counts as a withdrawal: that member's share comes back.
+      this.emit(t.gateway, a.ok ? a.doc : null);
+    } else if (t.kind === 'status' && payload.length > 0) {
+      const r = readStatusDoc(payload);
+      if (!r.ok) {
+        this.throttle.warn(`bad|${topic}`, { topic, problem: r.problem }, 'ignoring an unreadable status document under the fleet prefix');
+        return;
+      }
+      if (t.gateway === this.o.gateway) {
+        this.duplicates.onOwnStatus(r.doc, packet.retain);
+        return;
+      }
+      // Its will or its stop message: the peer is gone, its share comes back now.
+      if (r.doc.state === 'offline' || r.doc.state === 'stopped') this.emit(t.gateway, null);
     }
   }
 
   private emit(name: string, a: Announcement | null): void {
     for (const l of this.listeners) l(name, a);
   }
-}
-
-function parseAnnouncement(payload: Buffer): Announcement | null {
-  const v = JSON.parse(payload.toString('utf8')) as Partial<Announcement>;
-  if (typeof v.group !== 'string' || typeof v.demand_per_min !== 'number' || !Number.isFinite(v.demand_per_min) || v.demand_per_min < 0) return null;
-  const lease = typeof v.lease_ms === 'number' && Number.isFinite(v.lease_ms) && v.lease_ms > 0 ? Math.min(v.lease_ms, 600_000) : 15_000;
-  return { group: v.group, demand_per_min: v.demand_per_min, lease_ms: lease };
 }

@@ -18,15 +18,29 @@ const WATCH_SETTLE_MAX_MS = 2_000;
 export interface FleetWatch {
   /** The rows; subscribes on the first call after a while without one and waits for the retained statuses. */
   rows(now: () => number): Promise<FleetRow[]>;
-  /** subscription: whether the broker granted the read of `<prefix>/+/status` and `/last` (its ACL may not). */
-  broker(): { url: string; connected: boolean; prefix: string; subscription: 'pending' | 'ok' | 'refused' };
+  /** subscription: whether the broker granted the read of `<prefix>/+/status` and `/last` (its ACL may not); duplicate_name: see FleetBrokerStatus. */
+  broker(): { url: string; connected: boolean; prefix: string; subscription: 'pending' | 'ok' | 'refused'; duplicate_name: string | null };
   stop(): void;
+}
+
+/** The plant-broker link in the gateway's status. */
+export interface FleetBrokerStatus {
+  url: string;
+  connected: boolean;
+  client_id: string;
+  prefix: string;
+  /** MQTT 5, or MQTT 3.1.1 when the broker refused 5. */
+  protocol: string;
+  /** This process's instance id in its status documents. */
+  instance: string;
+  /** What shows that another gateway publishes under this gateway's name, while suspected (duplicate-name.ts); else null. */
+  duplicate_name: string | null;
 }
 
 export interface FleetRuntime {
   /** Budget sharing state (null when uplink.budget_sharing.mode is off). */
   sharing(): SharingStatus | null;
-  broker(): { url: string; connected: boolean; client_id: string; prefix: string };
+  broker(): FleetBrokerStatus;
   /**
    * Starts keeping the fleet table from `<prefix>/+/status` and `/last` on this gateway's own
    * plant-broker connection (one client, one table model: view.ts, as `edge-gateway fleet`).
@@ -52,6 +66,7 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
           totalPerMinute: o.config.uplink.requests_per_minute,
           intervalMs: share.announce_interval,
           leaseMs: share.lease,
+          maxGateways: share.max_gateways,
           clock: o.clock,
           logger: o.logger,
           metrics: o.metrics,
@@ -64,7 +79,7 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
   let stopped: Promise<void> | null = null;
   return {
     sharing: () => sharing?.status() ?? null,
-    broker: () => ({ url: mqttConfig.url, connected: link.connected, client_id: link.clientId, prefix: mqttConfig.prefix }),
+    broker: () => ({ url: mqttConfig.url, connected: link.connected, client_id: link.clientId, prefix: mqttConfig.prefix, protocol: link.protocolName, instance: link.instance, duplicate_name: link.duplicateName }),
     watch: () => {
       // Subscribed only while someone looks at the page: with every gateway subscribed all the
       // time, the broker would send N x N statuses per interval.
@@ -99,7 +114,7 @@ export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; st
           await settled;
           return v.rows(now());
         },
-        broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix, subscription: link.statusSubscription }),
+        broker: () => ({ url: mqttConfig.url, connected: link.connected, prefix: mqttConfig.prefix, subscription: link.statusSubscription, duplicate_name: link.duplicateName }),
         stop: () => {
           clearInterval(idle);
           unwatch?.();

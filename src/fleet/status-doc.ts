@@ -31,6 +31,13 @@ export interface FleetStatusDoc {
   /** Its part of the shared request budget, when budget sharing is on. */
   budget?: { group: string; share_per_minute: number; used_last_minute: number; members: number } | null;
   reason?: string;
+  /**
+   * Random id of the publishing process (a new one every start). Two ids taking turns on one
+   * topic are two gateways with the same name (duplicate-name.ts). Absent before issue 21.
+   */
+  instance?: string;
+  /** Set while this gateway sees another one publishing under its name: what it saw. */
+  duplicate_name?: string | null;
 }
 
 const UP_STATES = new Set(['connected', 'degraded']);
@@ -69,6 +76,6 @@ function lastError(s: GatewayStatus): string | null {
 }
 
 /** The last will: set at connect time, published by the broker when the connection dies. */
-export function offlineWill(gateway: string, connectedAt: number): FleetStatusDoc {
-  return { v: 1, gateway, state: 'offline', at: new Date(connectedAt).toISOString(), reason: 'gone without a goodbye (last will): crashed, killed, powered off or cut off' };
+export function offlineWill(gateway: string, connectedAt: number, instance: string): FleetStatusDoc {
+  return { v: 1, gateway, state: 'offline', at: new Date(connectedAt).toISOString(), reason: 'gone without a goodbye (last will): crashed, killed, powered off or cut off', instance };
 }

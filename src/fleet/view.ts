@@ -1,3 +1,4 @@
+import { readStatusDoc } from './read-doc.js';
 import type { FleetStatusDoc } from './status-doc.js';
 import { parseFleetTopic } from './topics.js';
 
@@ -10,14 +11,21 @@ import { parseFleetTopic } from './topics.js';
  * (online, or the will's offline, or stopped). An online gateway whose status has not been
  * refreshed for three of its intervals is shown `stale` (its network may be cut while the broker
  * has not yet noticed: the will comes 1.5 keep-alives after the last packet, MQTT §3.1.2.10).
+ *
+ * Every document is checked (read-doc.ts) before it is used: one that is not a status document
+ * (not JSON, a wrong type, too large) makes its gateway `invalid`, with what is wrong as its
+ * `problem` and the figures of its last good status if any, instead of reaching a renderer that
+ * would throw on it (issue 21 §5).
  */
-export type FleetState = 'online' | 'stale' | 'offline' | 'stopped';
+export type FleetState = 'online' | 'stale' | 'offline' | 'stopped' | 'invalid';
 
 export interface FleetRow {
   gateway: string;
   state: FleetState;
   /** Why it is offline or stopped (the will's text), else null. */
   reason: string | null;
+  /** What is wrong with this row: its status document cannot be read (state invalid), or two gateways publish under this name. */
+  problem: string | null;
   uplink: string | null;
   sources_up: number | null;
   sources_down: number | null;
@@ -41,48 +49,51 @@ export interface FleetRow {
 interface Entry {
   status: FleetStatusDoc | null;
   last: FleetStatusDoc | null;
+  /** What was wrong with the newest message on `status` / `last`, null when it was readable. */
+  badStatus: string | null;
+  badLast: string | null;
   heardAt: number;
 }
 
 const MAX_GATEWAYS = 10_000;
-const MAX_PAYLOAD = 64_000;
 
 export class FleetView {
   private readonly entries = new Map<string, Entry>();
 
   constructor(readonly prefix: string) {}
 
-  /** Takes one message; returns true when the table changed. Anything malformed is ignored. */
+  /** Takes one message; returns true when the table changed. An unreadable status document marks its gateway invalid. */
   ingest(topic: string, payload: Buffer | string, receivedAt: number): boolean {
     const t = parseFleetTopic(this.prefix, topic);
     if (!t || t.kind === 'budget') return false;
-    const text = typeof payload === 'string' ? payload : payload.toString('utf8');
-    if (text.length === 0) {
+    if (payload.length === 0) {
       // A cleared retained status: the gateway was removed from the fleet.
       if (t.kind === 'status') return this.entries.delete(t.gateway);
       return false;
     }
-    if (text.length > MAX_PAYLOAD) return false;
-    let doc: FleetStatusDoc;
-    try {
-      doc = JSON.parse(text) as FleetStatusDoc;
-    } catch {
-      return false;
-    }
-    if (typeof doc !== 'object' || doc === null || !['online', 'offline', 'stopped'].includes(doc.state)) return false;
+    const r = readStatusDoc(payload);
     let e = this.entries.get(t.gateway);
     if (!e) {
       if (this.entries.size >= MAX_GATEWAYS) return false;
-      e = { status: null, last: null, heardAt: receivedAt };
+      e = { status: null, last: null, badStatus: null, badLast: null, heardAt: receivedAt };
       this.entries.set(t.gateway, e);
     }
+    e.heardAt = receivedAt;
+    if (!r.ok) {
+      const problem = `unreadable status document: ${r.problem}`;
+      if (t.kind === 'status') e.badStatus = problem;
+      else e.badLast = problem;
+      return true;
+    }
+    const doc = r.doc;
     if (t.kind === 'status') {
+      e.badStatus = null;
       e.status = doc;
       if (doc.state === 'online') e.last = newer(e.last, doc);
-    } else if (doc.state === 'online') {
-      e.last = newer(e.last, doc);
+    } else {
+      e.badLast = null;
+      if (doc.state === 'online') e.last = newer(e.last, doc);
     }
-    e.heardAt = receivedAt;
     return true;
   }
 
@@ -91,13 +102,14 @@ export class FleetView {
     for (const [gateway, e] of this.entries) {
       const figures = e.last ?? (e.status?.state === 'online' ? e.status : null);
       const current = e.status ?? e.last;
-      let state: FleetState = (current?.state ?? 'offline') as FleetState;
+      let state: FleetState = e.badStatus !== null || !current ? 'invalid' : current.state;
       const intervalMs = (figures?.interval_s ?? 10) * 1000;
       if (state === 'online' && now - e.heardAt > 3 * intervalMs) state = 'stale';
       out.push({
         gateway,
         state,
         reason: state === 'offline' || state === 'stopped' ? current?.reason ?? null : null,
+        problem: e.badStatus ?? e.badLast ?? (figures?.duplicate_name ? `two gateways publish as ${gateway}: ${figures.duplicate_name}` : null),
         uplink: figures?.uplink ?? null,
         sources_up: figures?.sources?.up ?? null,
         sources_down: figures?.sources?.down ?? null,
@@ -115,8 +127,8 @@ export class FleetView {
         heard_ago_s: Math.max(0, Math.round((now - e.heardAt) / 1000)),
       });
     }
-    // Trouble first (offline, stale, stopped), then by name.
-    const rank: Record<FleetState, number> = { offline: 0, stale: 1, stopped: 2, online: 3 };
+    // Trouble first (offline, invalid, stale, stopped), then by name.
+    const rank: Record<FleetState, number> = { offline: 0, invalid: 1, stale: 2, stopped: 3, online: 4 };
     return out.sort((a, b) => rank[a.state] - rank[b.state] || a.gateway.localeCompare(b.gateway));
   }
 }
@@ -165,7 +177,7 @@ export function renderFleetTable(rows: FleetRow[]): string {
     VERSION: r.version ?? '-',
     // For an online gateway: how fresh the figures are; for an offline one: since when it is gone.
     'LAST STATUS': r.last_status_age_s === null ? '-' : `${dur(r.last_status_age_s)} ago`,
-    'LAST ERROR / REASON': (r.reason ?? r.last_error ?? '').replace(/\s+/g, ' ').slice(0, 80),
+    'LAST ERROR / REASON': (r.problem ?? r.reason ?? r.last_error ?? '').replace(/\s+/g, ' ').slice(0, 80),
   }));
   const cols = Object.keys(cells[0]) as Array<keyof (typeof cells)[number]>;
   const widths = cols.map((c) => Math.max(c.length, ...cells.map((r) => r[c].length)));

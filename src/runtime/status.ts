@@ -54,7 +54,7 @@ export interface GatewayStatus {
   backlog_eta_s: number | null;
   annotations?: Record<string, unknown>;
   /** The plant broker link and the shared request budget (fleet.mqtt, uplink.budget_sharing). */
-  fleet?: { broker: { url: string; connected: boolean; client_id: string; prefix: string }; budget_sharing: SharingStatus | null };
+  fleet?: { broker: import('../fleet/index.js').FleetBrokerStatus; budget_sharing: SharingStatus | null };
   /** The configuration file and its hot reloads (SIGHUP or a change of the file). */
   config: ConfigStatus;
   /**

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { RequestBudget } from './budget.js';
 import { AimdFactor, fairShares } from './fair-share.js';
@@ -21,6 +22,18 @@ import { AimdFactor, fairShares } from './fair-share.js';
  * date): the share is multiplied by an AIMD factor that a 429 cuts and quiet intervals restore.
  * While the broker is unreachable the table is frozen (peers are not expired: they are still
  * there, we just cannot hear them), and the AIMD factor alone reacts.
+ *
+ * Anyone who may publish under the fleet prefix can announce demand under made-up names (issue 21
+ * §5: 300 fakes cut a share of 1,400/min to 5/min, 15,000 stalled the gateway 21 s). So:
+ * - at most `maxGateways` members are counted, this gateway included: the peers that have been in
+ *   the table longest (incumbents keep their places; newcomers beyond the cap wait for a slot);
+ * - the floor: this gateway never paces below min(its demand, total / maxGateways), whatever the
+ *   table says (times the AIMD factor: a 429 still slows it down);
+ * - announcements only update the table (O(1) each); the division is recomputed at most once a
+ *   second (RECOMPUTE_MIN_INTERVAL_MS; at once for an isolated change; a 429 always at once, AIMD
+ *   cuts at most once per 5 s), and costs one pass over the table plus a sort of the counted
+ *   members: O(N + M log M) per second, where it was O(N log N) per announcement.
+ * The real fix for strangers on the broker is its ACL (docs/scale-out.md); these bound the damage.
  */
 
 export interface Announcement {
@@ -52,6 +65,8 @@ export interface BudgetSharingOptions {
   totalPerMinute: number;
   intervalMs: number;
   leaseMs: number;
+  /** Most gateways of the group counted, this one included (uplink.budget_sharing.max_gateways). */
+  maxGateways: number;
   clock: Clock;
   logger: Logger;
   metrics?: Metrics;
@@ -65,6 +80,10 @@ const ALONE_AFTER_MS = 10_000;
 const MIN_DEMAND_PER_MIN = 6;
 /** Head room on measured use for an unsaturated gateway's demand. */
 const DEMAND_HEADROOM = 1.5;
+/** The division is recomputed at most this often, however fast announcements arrive. */
+export const RECOMPUTE_MIN_INTERVAL_MS = 1_000;
+/** Peers remembered beyond the counted ones (waiting for a slot); more are not even stored. */
+const MAX_TRACKED_PEERS = 20_000;
 
 interface Peer {
   demand: number;
@@ -77,7 +96,13 @@ export interface SharingStatus {
   share_per_minute: number;
   demand_per_minute: number;
   aimd_factor: number;
+  /** The members counted (this gateway first), at most max_gateways. */
   members: Array<{ name: string; demand_per_minute: number }>;
+  max_gateways: number;
+  /** Live peers of the group beyond max_gateways, not counted (fake or misconfigured, or max_gateways too low). */
+  ignored_peers: number;
+  /** The least this gateway paces at (before the 429 factor): total / max_gateways, or its demand if lower. */
+  floor_per_minute: number;
   broker_connected: boolean;
 }
 
@@ -87,6 +112,9 @@ export class BudgetSharing {
   private readonly startedAt: number;
   private timer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
+  private recomputeTimer: NodeJS.Timeout | null = null;
+  private lastRecomputeAt = -Infinity;
+  private readonly throttle: LogThrottle;
   private demand: number;
   private lastTick: number;
   private lastGranted: number;
@@ -100,6 +128,7 @@ export class BudgetSharing {
     this.lastWaited = o.budget.waitedTotalMs();
     // Until measured, assume there is work: a gateway with nothing to do says so one interval later.
     this.demand = o.totalPerMinute;
+    this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
   }
 
   start(): void {
@@ -118,20 +147,25 @@ export class BudgetSharing {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    if (this.recomputeTimer) clearTimeout(this.recomputeTimer);
+    this.recomputeTimer = null;
     this.unsubscribe?.();
     this.o.budget.onRateLimited(null);
     this.o.channel.announce(null);
   }
 
   status(): SharingStatus {
-    const members = [{ name: this.o.self, demand_per_minute: this.demand }, ...[...this.livePeers()].map(([name, p]) => ({ name, demand_per_minute: p.demand }))];
+    const { counted, ignored } = this.table();
     return {
       group: this.o.group,
       total_per_minute: this.o.totalPerMinute,
       share_per_minute: Math.round(this.o.budget.ratePerMinute),
       demand_per_minute: Math.round(this.demand),
       aimd_factor: Math.round(this.aimd.factor * 100) / 100,
-      members,
+      members: [{ name: this.o.self, demand_per_minute: this.demand }, ...counted.map((m) => ({ name: m.name, demand_per_minute: m.demand }))],
+      max_gateways: this.o.maxGateways,
+      ignored_peers: ignored,
+      floor_per_minute: Math.round(this.floor() * 100) / 100,
       broker_connected: this.o.channel.connected,
     };
   }
@@ -154,54 +188,97 @@ export class BudgetSharing {
     this.lastWaited = waited;
     this.demand = saturated ? this.o.totalPerMinute : Math.min(this.o.totalPerMinute, Math.max(MIN_DEMAND_PER_MIN, Math.ceil(usedPerMin * DEMAND_HEADROOM)));
     this.aimd.tick(now);
-    this.recompute();
+    this.requestRecompute();
     this.o.channel.announce(this.announcement());
   }
 
+  /** O(1): only the table changes here; the division follows within RECOMPUTE_MIN_INTERVAL_MS. */
   private onPeer(name: string, a: Announcement | null): void {
     if (name === this.o.self) return;
     if (a === null || a.group !== this.o.group) {
-      if (this.peers.delete(name)) this.recompute();
+      if (this.peers.delete(name)) this.requestRecompute();
       return;
     }
     const before = this.peers.get(name);
+    if (!before && this.peers.size >= MAX_TRACKED_PEERS) return;
+    // An existing key keeps its place in the Map's insertion order: its seniority (table()).
     this.peers.set(name, { demand: a.demand_per_min, expiresAt: this.o.clock.monotonic() + a.lease_ms });
-    if (!before || before.demand !== a.demand_per_min) this.recompute();
+    if (!before || before.demand !== a.demand_per_min) this.requestRecompute();
   }
 
   private onRateLimited(): void {
     if (this.aimd.cut(this.o.clock.monotonic())) {
       this.o.logger.info({ factor: this.aimd.factor }, 'the service answered 429: this gateway lowers its share of the address budget for a while');
+      // At once, not throttled: the safety net must act now, and AIMD cuts at most once per 5 s.
       this.recompute();
     }
   }
 
-  private *livePeers(): Iterable<[string, Peer]> {
+  /**
+   * The live peers, expired ones dropped (one pass, O(N)); the counted ones are the first
+   * `maxGateways - 1` in the Map's insertion order, i.e. those present longest.
+   */
+  private table(): { counted: Array<{ name: string; demand: number }>; ignored: number } {
     const now = this.o.clock.monotonic();
+    // While the broker is unreachable nobody can refresh a lease: keep the table as it was.
+    const expire = this.o.channel.connected;
+    const counted: Array<{ name: string; demand: number }> = [];
+    let ignored = 0;
     for (const [name, p] of this.peers) {
-      // While the broker is unreachable nobody can refresh a lease: keep the table as it was.
-      if (p.expiresAt < now && this.o.channel.connected) {
+      if (expire && p.expiresAt < now) {
         this.peers.delete(name);
         continue;
       }
-      yield [name, p];
+      if (counted.length < this.o.maxGateways - 1) counted.push({ name, demand: p.demand });
+      else ignored += 1;
     }
+    return { counted, ignored };
+  }
+
+  /** total / maxGateways, or this gateway's demand when it wants less. */
+  private floor(): number {
+    return Math.min(this.demand, this.o.totalPerMinute / this.o.maxGateways);
+  }
+
+  /** Recomputes now if the last one is at least RECOMPUTE_MIN_INTERVAL_MS old, else once when it is. */
+  private requestRecompute(): void {
+    if (this.stopped || this.recomputeTimer) return;
+    const wait = this.lastRecomputeAt + RECOMPUTE_MIN_INTERVAL_MS - this.o.clock.monotonic();
+    if (wait <= 0) {
+      this.recompute();
+      return;
+    }
+    this.recomputeTimer = setTimeout(() => {
+      this.recomputeTimer = null;
+      this.recompute();
+    }, wait);
+    this.recomputeTimer.unref();
   }
 
   private recompute(): void {
     if (this.stopped) return;
     const now = this.o.clock.monotonic();
+    this.lastRecomputeAt = now;
     const total = this.o.totalPerMinute;
+    const { counted, ignored } = this.table();
     let share: number;
     if (!this.o.channel.synced && now - this.startedAt < ALONE_AFTER_MS && this.peers.size === 0) {
       share = total * STARTUP_FRACTION;
     } else {
-      const members = [{ name: this.o.self, demand: this.demand }, ...[...this.livePeers()].map(([name, p]) => ({ name, demand: p.demand }))];
-      share = fairShares(total, members).get(this.o.self) ?? total * STARTUP_FRACTION;
+      share = fairShares(total, [{ name: this.o.self, demand: this.demand }, ...counted]).get(this.o.self) ?? total * STARTUP_FRACTION;
     }
+    share = Math.max(share, this.floor());
     const rate = Math.max(1, share * this.aimd.factor);
     this.o.budget.setRate(rate);
     this.o.metrics?.uplinkBudgetShare.set(rate);
-    this.o.metrics?.fleetBudgetMembers.set(1 + this.peers.size);
+    this.o.metrics?.fleetBudgetMembers.set(1 + counted.length);
+    this.o.metrics?.fleetBudgetIgnoredPeers.set(ignored);
+    if (ignored > 0) {
+      this.throttle.warn(
+        'ignored',
+        { group: this.o.group, max_gateways: this.o.maxGateways, ignored, floor_per_minute: Math.round(this.floor()) },
+        `more gateways announce demand in group ${this.o.group} than uplink.budget_sharing.max_gateways (${this.o.maxGateways}): ${ignored} not counted, and this gateway paces at least at ${Math.round(this.floor())}/min. If they are real gateways raise max_gateways; if not, someone publishes fake announcements on the plant broker: restrict its ACL (docs/scale-out.md)`,
+      );
+    }
   }
 }

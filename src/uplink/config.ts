@@ -112,6 +112,17 @@ export const budgetSharingSchema = z
       .meta({ description: 'Gateways that share one address (and so one rate limit) use the same group; give each public address its own', examples: ['plant-a-nat'] }),
     announce_interval: durationMs({ min: 500, max: 60_000 }).default(2_000).meta({ description: 'How often this gateway announces its demand', examples: ['2s'] }),
     lease: durationMs({ min: 2_000, max: 600_000 }).default(15_000).meta({ description: 'An announcement not refreshed within this time is dropped and its share goes to the others', examples: ['15s'] }),
+    max_gateways: z
+      .number()
+      .int()
+      .min(2)
+      .max(1_000)
+      .default(32)
+      .meta({
+        description:
+          'Most gateways of the group counted in the division, this one included (those announcing longest); more are ignored and logged. Also the floor: this gateway never paces below requests_per_minute / max_gateways (or its demand, if lower), whatever the plant broker says. Set it to the number of gateways behind the address plus a margin',
+        examples: [8],
+      }),
   })
   .meta({ description: 'Sharing the per-address request budget (§8) among the gateways behind one address' });
 

@@ -17,7 +17,7 @@ import { freePort } from '../../src/sim/modbus-device.js';
 import { ROOT } from '../helpers/cli.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
-import { startAedes, type TestAedes } from '../sources/mqtt/helpers.js';
+import { connectClient, endClient, startAedes, type TestAedes } from '../sources/mqtt/helpers.js';
 
 /**
  * Issue 17's console page (#/fleet) in headless Chromium: a gateway serving the console keeps the
@@ -166,6 +166,26 @@ run('console Fleet page (issue 17)', () => {
     expect(await row.getByTestId('fleet-sources').textContent()).toBe('1 / 1');
     expect(await row.getByTestId('fleet-sources').getAttribute('title')).toBe('press-9');
     expect(await row.getByTestId('fleet-error').textContent()).toContain('press-9: connect ECONNREFUSED 10.0.0.9:4840');
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+
+  it('a malformed status document is a bad row; the page and the other rows stay (issue 21 §5)', async () => {
+    // Before: `down_names: "x"` reached the page as it was and its .join threw: a blank Fleet page
+    // on every gateway of the plant.
+    const c = await connectClient(broker.url);
+    const doc = { v: 1, gateway: 'bad-1', state: 'online', at: new Date().toISOString(), interval_s: 1, uplink: 5, sources: { up: 1, down: 1, down_names: 'x' }, backlog: 1 };
+    await c.publishAsync(`${PREFIX}/bad-1/status`, JSON.stringify(doc), { qos: 1, retain: true });
+    await endClient(c);
+    const row = page.getByTestId('fleet-row-bad-1');
+    await expect.poll(() => row.getAttribute('data-state').catch(() => null), { timeout: 30_000 }).toBe('invalid');
+    expect(await row.getByTestId('fleet-state').textContent()).toBe('bad status');
+    expect(await row.getAttribute('class')).toContain('fleet-invalid');
+    const problem = await row.getByTestId('fleet-error').textContent();
+    expect(problem).toContain('uplink: 5 is not a string');
+    expect(problem).toContain('sources.down_names: "x" is not a list');
+    // The other gateways are still there with their figures.
+    expect(await page.getByTestId('fleet-row-line-1').getAttribute('data-state')).toBe('online');
+    expect(await page.getByTestId('fleet-row-line-1').getByTestId('fleet-sources').textContent()).toBe('1 / 0');
     expect(pageErrors).toEqual([]);
   }, 60_000);
 

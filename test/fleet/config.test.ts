@@ -23,7 +23,7 @@ describe('fleet settings', () => {
   it('accepts a plant broker with defaults', () => {
     const { config } = validateConfig(testConfigInput(emu, '/tmp/x', { fleet: { mqtt: { url: 'mqtt://broker:1883' } }, uplink: { budget_sharing: { mode: 'fleet' } } }));
     expect(config.fleet?.mqtt).toMatchObject({ prefix: 'edge-gateway/fleet', interval: 10_000, keepalive: 15_000 });
-    expect(config.uplink.budget_sharing).toEqual({ mode: 'fleet', group: 'default', announce_interval: 2_000, lease: 15_000 });
+    expect(config.uplink.budget_sharing).toEqual({ mode: 'fleet', group: 'default', announce_interval: 2_000, lease: 15_000, max_gateways: 32 });
   });
 
   it('names the setting and the value of every mistake', () => {
@@ -35,6 +35,7 @@ describe('fleet settings', () => {
     expect(p.join('\n')).toMatch(/uplink\.budget_sharing\.mode/);
     expect(p.join('\n')).toMatch(/uplink\.budget_sharing\.group/);
     expect(problems({ fleet: { mqtt: { url: 'mqtt://user:pw@broker:1883' } } }).join('\n')).toMatch(/fleet\.mqtt\.url: must not contain a user name or password/);
+    expect(problems({ fleet: { mqtt: { url: 'mqtt://broker:1883' } }, uplink: { budget_sharing: { mode: 'fleet', max_gateways: 1 } } })).toEqual(['uplink.budget_sharing.max_gateways: 1 is below the minimum of 2']);
   });
 
   it('`check` shows the fleet settings without the password', async () => {
@@ -45,7 +46,7 @@ describe('fleet settings', () => {
       writeFileSync(file, stringify(raw));
       const r = await runCli(['check', '--config', file], { env: { TEST_FLEET_PW: 'sekrit-fleet-pw' } });
       expect(r.code).toBe(0);
-      expect(r.out).toMatch(/budget share +fleet: 1400 requests\/min for every gateway of group nat-b together/);
+      expect(r.out).toMatch(/budget share +fleet: 1400 requests\/min for every gateway of group nat-b together \(at most 32 counted; this one never below 43\/min\)/);
       expect(r.out).toMatch(/fleet +status to mqtt:\/\/broker:1883 under edge-gateway\/fleet\/line-7\/ every 10 s \(user gw\)/);
       expect(r.out + r.err).not.toContain('sekrit-fleet-pw');
     } finally {

@@ -60,9 +60,11 @@ describe('console fleet table (GET /console/api/fleet)', () => {
     const subscribed: string[] = [];
     broker.aedes.on('subscribe', (subs, client) => subscribed.push(...subs.map((x) => `${client?.id} ${x.topic}`)));
     const { gw, api } = await gateway('cell-1');
-    // Connected and publishing, but not subscribed to the plant's statuses while nobody asks.
-    await waitFor(() => (gw.handle.status().fleet?.broker.connected ? true : null), { timeoutMs: 20_000, what: 'cell-1 connected to the plant broker' });
-    expect(subscribed.filter((x) => x.startsWith('edge-gateway-fleet-cell-1 '))).toEqual([]);
+    // Connected and publishing, but not subscribed to the plant's statuses while nobody asks: only
+    // to its own status topic (where a second gateway with its name would show, issue 21 §5).
+    const ownTopic = `edge-gateway-fleet-cell-1 ${PREFIX}/cell-1/status`;
+    await waitFor(() => (gw.handle.status().fleet?.broker.connected && subscribed.includes(ownTopic) ? true : null), { timeoutMs: 20_000, what: 'cell-1 connected to the plant broker' });
+    expect(subscribed.filter((x) => x.startsWith('edge-gateway-fleet-cell-1 '))).toEqual([ownTopic]);
     // A peer published with src/fleet's own code.
     const base = gw.handle.status();
     const peer = new FleetLink({ config: fleetMqttSchema.parse({ url: broker.url, prefix: PREFIX }), gateway: 'cell-2', sharing: false, logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
@@ -74,7 +76,7 @@ describe('console fleet table (GET /console/api/fleet)', () => {
       const b = await api();
       return b.rows.length === 2 && b.rows.every((r) => r.state === 'online') ? b : null;
     }, { timeoutMs: 30_000, intervalMs: 300, what: 'cell-1 and cell-2 online in the console fleet table' });
-    expect(subscribed.filter((x) => x.startsWith('edge-gateway-fleet-cell-1 ')).sort()).toEqual([`edge-gateway-fleet-cell-1 ${PREFIX}/+/last`, `edge-gateway-fleet-cell-1 ${PREFIX}/+/status`]);
+    expect(subscribed.filter((x) => x.startsWith('edge-gateway-fleet-cell-1 ')).sort()).toEqual([`edge-gateway-fleet-cell-1 ${PREFIX}/+/last`, `edge-gateway-fleet-cell-1 ${PREFIX}/+/status`, ownTopic]);
     expect(body.configured).toBe(true);
     expect(body.self).toBe('cell-1');
     expect(body.broker).toMatchObject({ connected: true, subscription: 'ok', prefix: PREFIX });

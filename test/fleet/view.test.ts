@@ -34,22 +34,48 @@ describe('FleetView (the table model of `edge-gateway fleet` and the console)', 
     expect(renderFleetTable(v.rows(later))).toMatch(/5m ago\s+gone$/m);
   });
 
-  it('ignores what it cannot read and sorts trouble first', () => {
+  it('ignores other topics, shows an unreadable status as an invalid row, and sorts trouble first', () => {
     const v = new FleetView('p');
     for (const [t, p] of [
-      ['p/x/status', 'not json'],
-      ['p/x/status', '[1,2]'],
-      ['p/x/status', '{"state":"weird"}'],
       ['p/x/budget', doc('x')],
       ['other/x/status', doc('x')],
       ['p/x/y/status', doc('x')],
     ]) expect(v.ingest(t, p, 0)).toBe(false);
+    expect(v.rows(0)).toEqual([]);
+    // Not a status document: a row that says what is wrong (issue 21 §5), never a throw later.
+    for (const [p, problem] of [
+      ['not json', 'not JSON'],
+      ['[1,2]', '(top level): a list of 2 is not a mapping'],
+      ['{"state":"weird"}', 'state: "weird" is not one of online, offline, stopped'],
+      [doc('x', { uplink: 5 }), 'uplink: 5 is not a string'],
+      [doc('x', { sources: { up: 1, down: 1, down_names: 'x' } }), 'sources.down_names: "x" is not a list'],
+      [`{"v":1,"state":"online","at":"x","pad":"${'y'.repeat(70_000)}"}`, 'more than the 65,536 a fleet document may have'],
+    ]) {
+      expect(v.ingest('p/x/status', p, 0)).toBe(true);
+      const [row] = v.rows(0);
+      expect(row).toMatchObject({ gateway: 'x', state: 'invalid', sources_down_names: [] });
+      expect(row.problem).toContain(problem);
+      expect(renderFleetTable(v.rows(0))).toMatch(/^x\s+invalid\s.*unreadable status document/m);
+    }
+    // A good one replaces it.
+    v.ingest('p/x/status', doc('x'), 0);
+    expect(v.rows(0)[0]).toMatchObject({ state: 'online', problem: null });
     v.ingest('p/zz/status', doc('zz'), 0);
     v.ingest('p/aa/status', doc('aa', { state: 'stopped' }), 0);
     v.ingest('p/mm/status', JSON.stringify({ v: 1, gateway: 'mm', state: 'offline', at: 'x' }), 0);
-    expect(v.rows(0).map((r) => `${r.gateway}:${r.state}`)).toEqual(['mm:offline', 'aa:stopped', 'zz:online']);
+    v.ingest('p/bad/status', '{}', 0);
+    expect(v.rows(0).map((r) => `${r.gateway}:${r.state}`)).toEqual(['mm:offline', 'bad:invalid', 'aa:stopped', 'x:online', 'zz:online']);
     // A cleared retained status removes the gateway.
     expect(v.ingest('p/mm/status', '', 0)).toBe(true);
-    expect(v.rows(0)).toHaveLength(2);
+    expect(v.rows(0)).toHaveLength(4);
+  });
+
+  it('keeps the figures of the last good status when a bad one follows, and shows a duplicate name', () => {
+    const v = new FleetView('p');
+    v.ingest('p/a/last', doc('a', { backlog: 77 }), 0);
+    v.ingest('p/a/status', doc('a', { uplink: 5 }), 0);
+    expect(v.rows(0)[0]).toMatchObject({ state: 'invalid', backlog: 77 });
+    v.ingest('p/b/status', doc('b', { instance: 'ab12cd34', duplicate_name: 'another process publishes the status of "b"' }), 0);
+    expect(v.rows(0).find((r) => r.gateway === 'b')!.problem).toBe('two gateways publish as b: another process publishes the status of "b"');
   });
 });

@@ -5,8 +5,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, html, fmtBytes, fmtDuration, fmtNum } from './lib.js';
 
 const REFRESH_MS = 3000;
-const STATE = { online: 'ok', stale: 'warn', stopped: 'warn', offline: 'bad' };
-const STATE_TEXT = { online: 'online', stale: 'stale (silent)', stopped: 'stopped', offline: 'offline' };
+const STATE = { online: 'ok', stale: 'warn', stopped: 'warn', offline: 'bad', invalid: 'bad' };
+const STATE_TEXT = { online: 'online', stale: 'stale (silent)', stopped: 'stopped', offline: 'offline', invalid: 'bad status' };
 
 function useFleet() {
   const [state, set] = useState({ data: null, error: null });
@@ -38,6 +38,7 @@ export function Fleet() {
     <div class="card-head"><h2 data-testid="fleet-summary">${rows.length} gateway${rows.length === 1 ? '' : 's'}, ${online} online</h2>
       <span class="muted small">${data.broker.prefix}/+ on ${data.broker.url} ${data.broker.connected ? html`<span class="pill ok" data-testid="fleet-broker">broker connected</span>` : html`<span class="pill bad" data-testid="fleet-broker">broker unreachable, reconnecting</span>`}</span></div>
     ${data.broker.subscription === 'refused' ? html`<p class="err-line" data-testid="fleet-refused">The plant broker refused this gateway the read of ${data.broker.prefix}/+/status and /last: let it read them in the broker's ACL (see docs/scale-out.md).</p>` : ''}
+    ${data.broker.duplicate_name ? html`<p class="err-line" data-testid="fleet-duplicate">Another gateway uses this gateway's name (${data.self}) on the plant broker: ${data.broker.duplicate_name}. Give each gateway its own gateway.name.</p>` : ''}
     ${error ? html`<p class="err-line">Last refresh failed: ${error} (showing the previous table)</p>` : ''}
     <p class="muted">Offline and silent gateways come first and keep the figures of their last status (grey). A gateway is stale after three missed status intervals, offline once the broker publishes its last will.</p>
     ${rows.length === 0 ? html`<div class="empty" data-testid="fleet-empty">No gateway has published a status under ${data.broker.prefix} yet.</div>` : html`
@@ -52,7 +53,7 @@ export function Fleet() {
       <td class="num">${r.oldest_unsent_age_s === null ? '–' : fmtDuration(r.oldest_unsent_age_s)}</td>
       <td class="num">${r.eta_s === null ? '–' : fmtDuration(r.eta_s)}</td>
       <td class="num">${r.capacity_left_bytes === null ? '–' : fmtBytes(r.capacity_left_bytes)}${r.capacity_left_s === null || r.capacity_left_s === undefined ? '' : ` (${fmtDuration(r.capacity_left_s)})`}</td>
-      <td class=${r.reason || r.last_error ? 'err-text' : ''} data-testid="fleet-error">${r.reason ?? r.last_error ?? ''}${r.reason && r.last_error ? html`<div class="muted small">last error: ${r.last_error}</div>` : ''}</td>
+      <td class=${r.problem || r.reason || r.last_error ? 'err-text' : ''} data-testid="fleet-error">${r.problem ?? r.reason ?? r.last_error ?? ''}${(r.problem || r.reason) && r.last_error ? html`<div class="muted small">last error: ${r.last_error}</div>` : ''}</td>
       <td class="mono small">${r.version ?? '–'}</td>
       <td class="num">${fmtNum(r.share_per_minute)}</td>
       <td class="num" data-testid="fleet-last-seen" title=${r.last_status_at ?? ''}>${ago(r.last_status_age_s)}</td>
