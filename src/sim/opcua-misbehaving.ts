@@ -139,7 +139,7 @@ export function installMisbehaviour(server: OPCUAServer, ns: Namespace, options:
   };
   const live: UAVariable[] = [];
 
-  const historized = (name: string, answer: (details: ReadRawModifiedDetails, release: boolean, continuation: boolean) => { values: DataValue[]; cp: Buffer | null }, node: 'looping' | 'huge') => {
+  const historized = (name: string, answer: (details: ReadRawModifiedDetails) => Promise<{ values: DataValue[]; cp: Buffer | null }>, node: 'looping' | 'huge') => {
     const v = ns.addVariable({
       componentOf: folder,
       browseName: name,
@@ -161,7 +161,7 @@ export function installMisbehaviour(server: OPCUAServer, ns: Namespace, options:
       }
       if (!(details instanceof ReadRawModifiedDetails)) return new HistoryReadResult({ statusCode: StatusCodes.BadHistoryOperationUnsupported });
       counters.historyReads += 1;
-      const { values, cp } = answer(details, release, continuation);
+      const { values, cp } = await answer(details);
       counters.historyValues += values.length;
       report({ kind: 'history_read', node, release, continuation, values: values.length, numValuesPerNode: details.numValuesPerNode });
       return new HistoryReadResult({ statusCode: StatusCodes.Good, continuationPoint: cp ?? undefined, historyData: new HistoryData({ dataValues: values }) });
@@ -173,7 +173,7 @@ export function installMisbehaviour(server: OPCUAServer, ns: Namespace, options:
   if (options.loopingHistory) {
     nodeIds.loopingHistory = historized(
       'LoopingHistory',
-      (details) => {
+      async (details) => {
         // The same values every time: from the asked start, 10 ms apart, and "there is more".
         const from = details.startTime?.getTime() ?? Date.now();
         const values: DataValue[] = [];
@@ -187,12 +187,17 @@ export function installMisbehaviour(server: OPCUAServer, ns: Namespace, options:
     const n = options.hugeHistory;
     nodeIds.hugeHistory = historized(
       'HugeHistory',
-      (details) => {
+      async (details) => {
         const from = details.startTime?.getTime() ?? Date.now() - 60_000;
         const to = details.endTime?.getTime() ?? Date.now();
         const step = Math.max(0, to - from) / n;
         const values: DataValue[] = new Array(n);
-        for (let k = 0; k < n; k++) values[k] = dataValue(Math.floor(from + k * step), k);
+        // Built in slices, so the server keeps publishing meanwhile: what is measured is the
+        // client receiving the answer, not a server that stalls (its keep-alives would stop).
+        for (let k = 0; k < n; k++) {
+          values[k] = dataValue(Math.floor(from + k * step), k);
+          if (k % 20_000 === 19_999) await new Promise((r) => setImmediate(r));
+        }
         return { values, cp: null };
       },
       'huge',

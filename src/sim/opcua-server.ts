@@ -124,6 +124,8 @@ export interface OpcuaSimulator {
   machineState(): number;
   /** Sessions currently open on the server. */
   sessionCount(): number;
+  /** Continuation points (Browse, HistoryRead) the server keeps for its sessions now: a client that releases its own leaves none. */
+  continuationPoints(): number;
   /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
   misbehaviour: Misbehaviour | null;
   close(): Promise<void>;
@@ -397,6 +399,11 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     machineState: () => state,
     sessionCount: () => server.engine.currentSessionCount,
     misbehaviour,
+    continuationPoints: () =>
+      Object.values((server.engine as unknown as { _sessions: Record<string, { continuationPointManager?: { _map?: Map<string, unknown> } }> })._sessions).reduce(
+        (n, session) => n + (session.continuationPointManager?._map?.size ?? 0),
+        0,
+      ),
     async close() {
       if (closed) return;
       closed = true;
