@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { formatGaps } from '../../../src/commands/gaps.js';
 import { startEmulator } from '../../../src/emulator/index.js';
 import { startOpcuaSimulator } from '../../../src/sim/opcua-server.js';
 import { MAX_STALLED_PAGES } from '../../../src/sources/opcua/history.js';
@@ -63,6 +64,8 @@ describe('OPC UA historical backfill against a misbehaving server (issue 21 §2)
     const { second, log, stoppedAt, restartedAt } = await gapAndRestart(emu, sections, 'mvr_press1_pressure', 4_000);
     const gap = await settledGap(second, log);
     expect(gap.filled).toBe('partial');
+    // The reason is in the gap: GET /api/gaps (and the console's Gaps page), and `edge-gateway gaps list`.
+    expect(formatGaps([gap], 'all')).toMatch(/gateway_stopped\s+partial\s+-\s+the server's HistoryRead pages stopped moving forward in time/);
     expect(gap.note).toMatch(/the server's HistoryRead pages stopped moving forward in time for 1 node\(s\) \(the same values again with a continuation point\); reading stopped after 4 page\(s\): mvr_press1_pressure/);
 
     // The first page is taken, then MAX_STALLED_PAGES pages that bring nothing newer, then the
