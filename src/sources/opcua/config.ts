@@ -148,7 +148,7 @@ export const opcuaServerSchema = z
           .min(1)
           .max(100_000)
           .default(1_000)
-          .meta({ description: 'Values per node in one HistoryRead (numValuesPerNode); more are fetched with continuation points. Of an answer with more (a server that ignores numValuesPerNode) only this many per node are taken, and the rest is asked for again', examples: [1000] }),
+          .meta({ description: 'Values per node in one HistoryRead (numValuesPerNode); more are fetched with continuation points. A server that ignores it can send no more than max_message_size in one answer', examples: [1000] }),
         max_values_per_gap: z
           .number()
           .int()

@@ -34,8 +34,8 @@ import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
  *    continuation points followed (Part 11 §6.4.3.2), within bounds a misbehaving server cannot
  *    push (issue 21 §2, see readGroup): every page must move forward in time, reading stops at the
  *    gap's end and after `max_values_per_gap` values, continuation points are released, an answer
- *    is at most `max_message_size` (client-options.ts) and at most `values_per_request` values of
- *    it per node are taken. A gap so cut short is marked partial/no with a note and logged once.
+ *    is at most `max_message_size` (client-options.ts) and goes to the buffer in slices. A gap so cut
+ *    short is marked partial/no with a note and logged once.
  * Nodes whose AccessLevel/UserAccessLevel lacks HistoryRead (Part 3 §5.6.2), or whose HistoryRead
  * is refused, are noted once and never read again in a loop. A node never committed before has
  * nothing to fill.
@@ -70,6 +70,8 @@ export function nodesPerRequest(valuesPerRequest: number): number {
 }
 /** Responses handed to the buffer and not yet committed, at most. */
 const APPENDS_IN_FLIGHT = 2;
+/** Most values handed to the buffer in one append (one answer can hold more, see readGroup). */
+const APPEND_SLICE = 10_000;
 /**
  * Consecutive pages with a continuation point but no value newer than the pages before, after
  * which a node's reading stops. Part 11 §6.4.3.2: each page continues where the last one ended; a
@@ -403,9 +405,8 @@ export class HistoryBackfill {
 
   /**
    * Reads a group of ranges page by page (Part 11 §6.4.3.2), within bounds a server cannot push:
-   *  - a page of a node is taken only up to numValuesPerNode values, and only its values newer than
-   *    the pages before; MAX_STALLED_PAGES pages in a row with a continuation point and nothing
-   *    newer stop the node (`no_progress`);
+   *  - of a page only the values newer than the pages before are taken; MAX_STALLED_PAGES pages in
+   *    a row with a continuation point and nothing newer stop the node (`no_progress`);
    *  - a node whose newest value reached its range's end is done, whatever the server says;
    *  - after `max_values_per_gap` values or maxPages() pages a node stops (`cap`);
    *  - an answer the server could not send within max_message_size: a group is read again node by
@@ -413,7 +414,7 @@ export class HistoryBackfill {
    *  - a node that stops with a continuation point has it released (Part 4 §5.10.3:
    *    releaseContinuationPoints), so the server frees what it keeps for it.
    * Returns the values taken, and the nodes to read again alone from where they got to (the server
-   * sent more than numValuesPerNode, or could not send a group's answer).
+   * could not send the group's answer).
    */
   private async readGroup(run: Run, session: ClientSession, group: Cursor[]): Promise<{ values: number; again: Cursor[] }> {
     const s = this.o.settings;
@@ -477,13 +478,13 @@ export class HistoryBackfill {
         c.pages += 1;
         const cp = r.continuationPoint && r.continuationPoint.length > 0 ? r.continuationPoint : null;
         c.cp = cp;
-        let data = r.historyData instanceof HistoryData ? r.historyData.dataValues ?? [] : [];
-        // Part 11 §6.4.3.2: numValuesPerNode is the most a page may hold. Of a longer one only that
-        // many are taken, and the node is read again after the last one taken.
-        const overlong = data.length > s.values_per_request;
-        if (overlong) data = data.slice(0, s.values_per_request);
+        // A server that ignores numValuesPerNode (Part 11 §6.4.3.2) may send more than asked, up to
+        // max_message_size: taken (it is in memory already, and asking again would bring it again),
+        // up to max_values_per_gap, and handed to the buffer in slices below.
+        const data = r.historyData instanceof HistoryData ? r.historyData.dataValues ?? [] : [];
         const before = c.after;
         for (const dv of data) {
+          if (c.values >= s.max_values_per_gap) break;
           const t = deviceTime(dv);
           if (t === undefined || t <= before) continue; // a repeat of an earlier page
           if (t > c.after) c.after = t;
@@ -497,18 +498,17 @@ export class HistoryBackfill {
         if (c.after >= c.unit.to) done.push(c); // the range's end is reached: more pages would lie beyond it
         else if (c.values >= s.max_values_per_gap || c.pages >= maxPages(s)) this.stop(run, c, 'cap', done);
         else if (cp && c.stalled >= MAX_STALLED_PAGES) this.stop(run, c, 'no_progress', done);
-        else if (overlong) {
-          done.push(c);
-          again.push({ ...c, cp: null, stalled: 0 });
-        } else if (cp) next.push(c);
+        else if (cp) next.push(c);
       });
       // Continuation points of nodes that stop here are released in one request.
       await this.release(session, details, done).catch(() => undefined);
-      if (samples.length > 0) {
+      // In slices: an answer beyond numValuesPerNode must not become one huge commit.
+      for (let k = 0; k < samples.length; k += APPEND_SLICE) {
+        const slice = samples.length <= APPEND_SLICE ? samples : samples.slice(k, k + APPEND_SLICE);
         // The next request goes out while this response commits; at most APPENDS_IN_FLIGHT wait
         // for their group commit, so the buffer paces the backfill and memory stays bounded.
-        const n = samples.length;
-        const committed = this.o.sink.append(samples).then(() => {
+        const n = slice.length;
+        const committed = this.o.sink.append(slice).then(() => {
           this.valuesTotal += n;
           this.o.metrics.historyValues.inc({ source: this.o.source }, n);
         });
