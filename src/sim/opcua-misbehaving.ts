@@ -34,6 +34,7 @@ import {
   ReferenceDescription,
   StatusCodes,
   Variant,
+  VariantArrayType,
   coerceNodeId,
   type Namespace,
   type OPCUAServer,
@@ -56,6 +57,8 @@ export interface MisbehaviourOptions {
     /** Pages after which the server gives up (default 200); see the header. */
     maxPages?: number;
   };
+  /** Add `Misbehaving.BigValue`: a Double array of this many elements (8 bytes each), a value bigger than a client's message limit. */
+  bigValue?: number;
   /** Add `Misbehaving.ReferenceLoop`: objects A, B, C that organize each other (a loop with fan-out). */
   referenceLoop?: boolean;
   /** Print one `SIM_EVENT {json}` line on stdout per request served (a child process reports to its parent). */
@@ -82,7 +85,7 @@ export interface Misbehaviour {
   counters: MisbehaviourCounters;
   events: MisbehaviourEvent[];
   /** Node id strings (`ns=<i>;s=...`) of what was installed. */
-  nodeIds: { loopingHistory?: string; hugeHistory?: string; endlessBrowse?: string; referenceLoop?: string };
+  nodeIds: { loopingHistory?: string; hugeHistory?: string; endlessBrowse?: string; referenceLoop?: string; bigValue?: string };
   /** Changes the endless browse's page size, delay or page limit from now on. */
   configureBrowse(o: NonNullable<MisbehaviourOptions['endlessBrowse']>): void;
   /** Sets a new live value on the misbehaving variables (called with the simulator's updates). */
@@ -202,6 +205,19 @@ export function installMisbehaviour(server: OPCUAServer, ns: Namespace, options:
       },
       'huge',
     );
+  }
+
+  if (options.bigValue && options.bigValue > 0) {
+    const big = ns.addVariable({
+      componentOf: folder,
+      browseName: 'BigValue',
+      nodeId: 's=Misbehaving.BigValue',
+      dataType: 'Double',
+      valueRank: 1,
+      arrayDimensions: [options.bigValue],
+      value: new Variant({ dataType: DataType.Double, arrayType: VariantArrayType.Array, value: new Float64Array(options.bigValue) }),
+    });
+    nodeIds.bigValue = big.nodeId.toString();
   }
 
   if (options.referenceLoop) {

@@ -2,16 +2,19 @@ import {
   AttributeIds,
   BrowseDirection,
   DataType,
+  DataValue,
   NodeClass,
   NodeClassMask,
   NodeId,
   ReferenceTypeIds,
+  StatusCodes,
   makeResultMask,
   resolveNodeId,
   type ClientSession,
   type ReferenceDescription,
 } from 'node-opcua';
 import { isNumericBuiltin } from './decode.js';
+import { isResponseTooLarge } from './errors.js';
 import { toNsuForm } from './node-id.js';
 
 /** One node met while walking the address space. */
@@ -190,13 +193,7 @@ async function describeVariables(session: ClientSession, vars: BrowsedNode[]): P
   const typeNames = new Map<string, string>();
   for (let start = 0; start < vars.length; start += 300) {
     const chunk = vars.slice(start, start + 300);
-    const results = await session.read(
-      chunk.flatMap((v) => [
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.DataType },
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.ValueRank },
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.Value },
-      ]),
-    );
+    const results = await readDescriptions(session, chunk);
     for (let i = 0; i < chunk.length; i++) {
       const v = chunk[i];
       const [dt, rank, value] = results.slice(i * 3, i * 3 + 3);
@@ -232,6 +229,24 @@ async function describeVariables(session: ClientSession, vars: BrowsedNode[]): P
         v.value = value.statusCode.name;
       }
     }
+  }
+}
+
+/**
+ * DataType, ValueRank and Value of each variable. Values that do not fit max_message_size together
+ * (big arrays, byte strings) are shown as BadResponseTooLarge instead of failing the browse.
+ */
+async function readDescriptions(session: ClientSession, chunk: BrowsedNode[]): Promise<DataValue[]> {
+  const attributes = (v: BrowsedNode) => [
+    { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.DataType },
+    { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.ValueRank },
+  ];
+  try {
+    return await session.read(chunk.flatMap((v) => [...attributes(v), { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.Value }]));
+  } catch (err) {
+    if (!isResponseTooLarge(err)) throw err;
+    const types = await session.read(chunk.flatMap(attributes));
+    return chunk.flatMap((_, i) => [types[2 * i], types[2 * i + 1], new DataValue({ statusCode: StatusCodes.BadResponseTooLarge })]);
   }
 }
 

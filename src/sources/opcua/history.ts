@@ -16,6 +16,7 @@ import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { Sample, SampleSink } from '../../core/sample.js';
 import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
+import { isResponseTooLarge } from './errors.js';
 
 /**
  * OPC UA historical backfill (issue 14 §1; OPC UA Part 11 §6.4.3 ReadRawModifiedDetails, Part 4
@@ -566,16 +567,6 @@ function maxPages(s: HistorySettings): number {
 function deviceTime(dv: DataValue): number | undefined {
   const t = (dv.sourceTimestamp ?? dv.serverTimestamp)?.getTime();
   return t !== undefined && Number.isFinite(t) && t > 0 ? t : undefined;
-}
-
-/**
- * The server could not send its answer within the MaxMessageSize the gateway announced (Part 6
- * §7.1.2.3; node-opcua answers a ServiceFault BadTcpMessageTooLarge, other servers
- * BadResponseTooLarge or BadEncodingLimitsExceeded).
- */
-export function isResponseTooLarge(err: unknown): boolean {
-  const serviceResult = (err as { response?: { responseHeader?: { serviceResult?: unknown } } } | null)?.response?.responseHeader?.serviceResult;
-  return /BadTcpMessageTooLarge|BadResponseTooLarge|BadEncodingLimitsExceeded/.test(`${describeError(err)} ${serviceResult === undefined ? '' : String(serviceResult)}`);
 }
 
 function names(bindings: readonly NodeBinding[]): string {

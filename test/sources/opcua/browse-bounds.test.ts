@@ -25,7 +25,7 @@ let dir: string;
 const pki = tmpPki('opcua-browse-bounds-client-');
 
 beforeAll(async () => {
-  sim = await startOpcuaSimulator({ pkiDir: tmpPki('opcua-browse-bounds-sim-'), misbehave: { endlessBrowse: { pageSize: 1_000, maxPages: 200 }, referenceLoop: true } });
+  sim = await startOpcuaSimulator({ pkiDir: tmpPki('opcua-browse-bounds-sim-'), misbehave: { endlessBrowse: { pageSize: 1_000, maxPages: 200 }, referenceLoop: true, bigValue: 600_000 } });
   emu = await startEmulator({ port: 0 });
   dir = mkdtempSync(join(tmpdir(), 'opcua-browse-bounds-gw-'));
   gw = await startGateway(validateConfig(testConfigInput(emu, dir, { http: { enabled: true, port: 0 } })).config, { logger: silentLogger() });
@@ -88,6 +88,14 @@ describe('browsing a server that breaks the rules (issue 21 §2)', () => {
     // Before: every level expanded again, 2^depth paths until --max-nodes.
     expect(lines).toHaveLength(9);
     expect(r.out).not.toContain('stopped after');
+  });
+
+  it('edge-gateway browse: a value larger than max_message_size (4 MiB) is shown as too large, and the browse goes on', async () => {
+    const r = await browse(['--root', sim.misbehaviour!.nodeIds.bigValue!.replace('.BigValue', ''), '--depth', '1']);
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^ {2}BigValue {2}ns=\d+;s=Misbehaving\.BigValue {2}Double\[\] = BadResponseTooLarge {2}\(not mappable: array\)$/m);
+    expect(r.out).toMatch(/^ {2}ReferenceLoop\/ /m);
   });
 
   it('console: POST /console/api/opcua/browse stops at max_nodes while browsing and says so', async () => {
