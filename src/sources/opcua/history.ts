@@ -484,8 +484,12 @@ export class HistoryBackfill {
         // up to max_values_per_gap, and handed to the buffer in slices below.
         const data = r.historyData instanceof HistoryData ? r.historyData.dataValues ?? [] : [];
         const before = c.after;
+        let cut = false;
         for (const dv of data) {
-          if (c.values >= s.max_values_per_gap) break;
+          if (c.values >= s.max_values_per_gap) {
+            cut = true;
+            break;
+          }
           const t = deviceTime(dv);
           if (t === undefined || t <= before) continue; // a repeat of an earlier page
           if (t > c.after) c.after = t;
@@ -497,7 +501,7 @@ export class HistoryBackfill {
         }
         c.stalled = c.after > before ? 0 : c.stalled + 1;
         if (c.after >= c.unit.to) done.push(c); // the range's end is reached: more pages would lie beyond it
-        else if (c.values >= s.max_values_per_gap || c.pages >= maxPages(s)) this.stop(run, c, 'cap', done);
+        else if (cut || (cp && (c.values >= s.max_values_per_gap || c.pages >= maxPages(s)))) this.stop(run, c, 'cap', done);
         else if (cp && c.stalled >= MAX_STALLED_PAGES) this.stop(run, c, 'no_progress', done);
         else if (cp) next.push(c);
       });
