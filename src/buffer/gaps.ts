@@ -120,6 +120,8 @@ export interface GapView {
   to: number | null;
   reason: GapReason;
   filled: GapFilled;
+  /** Why the gap is not (fully) filled, in words (an OPC UA backfill that could not read it all), or null. */
+  note: string | null;
   annotation: { state: string; external_id: string } | null;
 }
 
@@ -225,7 +227,7 @@ export class GapLedger {
       const state = states.includes('refused') ? 'refused' : states.includes('queued') ? 'queued' : states.includes('unknown') ? 'unknown' : 'delivered';
       annotation = { state, external_id: g.annotationIds[0] };
     }
-    return { id: g.id, source: g.source, variables: g.variables, from: g.from, to: g.to, reason: g.reason, filled: g.filled, annotation };
+    return { id: g.id, source: g.source, variables: g.variables, from: g.from, to: g.to, reason: g.reason, filled: g.filled, note: g.note, annotation };
   }
 
   openCount(): number {

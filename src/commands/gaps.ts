@@ -10,8 +10,9 @@ const HELP = `Usage: edge-gateway gaps list [options]
 Intervals in which a source (or some of its variables) delivered no data: the gateway was stopped,
 a source was disconnected, a device answered errors, or the full buffer dropped samples. For OPC UA
 servers with history, the FILLED column says whether the gateway read the interval back from the
-server's history (yes, partial, no, pending while it reads). With gaps.annotate: true, unfilled gaps
-become annotations upstream (ANNOTATION column).
+server's history (yes, partial, no, pending while it reads), and NOTE why not completely (no history
+for some nodes, max_window, a server whose history answers broke the rules). With gaps.annotate:
+true, unfilled gaps become annotations upstream (ANNOTATION column).
 
 With --config, the command asks the running gateway's local API (GET /api/gaps); when no gateway
 answers, it reads the buffer file.
@@ -112,8 +113,9 @@ export function formatGaps(gaps: GapView[], state: 'open' | 'all', now = Date.no
     g.reason,
     g.filled,
     g.annotation ? `${g.annotation.state} ${g.annotation.external_id}` : '-',
+    g.note ?? '-',
   ]);
-  const head = ['ID', 'SOURCE', 'VARIABLES', 'FROM', 'TO', 'LENGTH', 'REASON', 'FILLED', 'ANNOTATION'];
+  const head = ['ID', 'SOURCE', 'VARIABLES', 'FROM', 'TO', 'LENGTH', 'REASON', 'FILLED', 'ANNOTATION', 'NOTE'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd();
   return `${[line(head), ...rows.map(line)].join('\n')}\n`;

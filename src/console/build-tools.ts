@@ -23,6 +23,9 @@ export const browseSchema = z.strictObject({
   security_mode: z.enum(['None', 'Sign', 'SignAndEncrypt']).default('None'),
 });
 
+/** A console browse stops after this long (and after max_nodes), whatever the server does (issue 21 §2). */
+export const BROWSE_TIMEOUT_MS = 60_000;
+
 /**
  * Browses a server with the code of `edge-gateway browse` (src/sources/opcua/browse.ts): one
  * anonymous session, one attempt, certificates in the console's own PKI folder under the data dir.
@@ -53,13 +56,14 @@ export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: 
     await client.connect(cfg.endpoint);
     const session = await client.createSession(userIdentity(cfg, 'browse'));
     try {
-      const result = await browseAddressSpace(session, { root: input.root, depth: input.depth, maxNodes: input.max_nodes, includeStandard: false });
+      const result = await browseAddressSpace(session, { root: input.root, depth: input.depth, maxNodes: input.max_nodes, includeStandard: false, timeoutMs: BROWSE_TIMEOUT_MS });
       return {
         endpoint: cfg.endpoint,
         security_mode: cfg.security_mode,
         security_policy: effectivePolicy(cfg),
         namespaces: result.namespaces,
         truncated: result.truncated,
+        stopped_by: result.stoppedBy,
         nodes: result.nodes.map((n) => ({ ...n, nsu: toNsuForm(n.nodeId, result.namespaces), mappable: n.nodeClass === 'Variable' && n.numeric === true && n.scalar !== false })),
       };
     } finally {

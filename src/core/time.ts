@@ -41,3 +41,27 @@ export function parseIsoWithOffset(text: string, requireMillis = false): number 
   return ms;
 }
 
+
+/** Earliest accepted device timestamp: 2000-01-01T00:00:00Z. Anything older is a PLC clock that was never set. */
+export const EARLIEST_TS = Date.UTC(2000, 0, 1);
+/** How far in the future a device timestamp may lie (clock skew between PLC and gateway). */
+export const MAX_FUTURE_MS = 24 * 3_600_000;
+
+/**
+ * Why a timestamp a device put on a value cannot be stored, or null when it can: before 2000, or
+ * more than MAX_FUTURE_MS ahead of the gateway clock `now`. One rule for every source that takes
+ * the device's time (MQTT payloads, OPC UA Source/ServerTimestamp): a value stamped years off
+ * would land in the wrong place of the machine's history, and one stamped in the future would
+ * shadow every real value until that time.
+ */
+export function deviceTimeProblem(ms: number, now: number): string | null {
+  if (!Number.isFinite(ms)) return 'not a finite time';
+  if (ms < EARLIEST_TS) return `${isoOrRaw(ms)} is before 2000-01-01 (PLC clock not set?)`;
+  if (ms > now + MAX_FUTURE_MS) return `${isoOrRaw(ms)} is more than 24 h in the future (PLC clock wrong?)`;
+  return null;
+}
+
+function isoOrRaw(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
+}

@@ -5,7 +5,8 @@ import { HttpError, type LocalHttpServer } from './server.js';
  * The gap ledger as JSON (issue 14 §2), for `edge-gateway gaps list` and the web console:
  *   GET /api/gaps?state=open|all&limit=N
  *   → {"gaps": [{id, source, variables (null = all of the source), from, to (null = open),
- *                reason, filled: no|partial|yes|pending, annotation: {state, external_id} | null}]}
+ *                reason, filled: no|partial|yes|pending, note (why not filled, or null),
+ *                annotation: {state, external_id} | null}]}
  * Times are epoch milliseconds. Newest first. The shape is a contract with the console: add
  * fields or reasons, never rename.
  */

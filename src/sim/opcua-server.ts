@@ -24,6 +24,7 @@ import {
   type Namespace,
   type UAVariable,
 } from 'node-opcua';
+import { installMisbehaviour, misbehavingTransportSettings, type Misbehaviour, type MisbehaviourOptions } from './opcua-misbehaving.js';
 
 export type SimSecurityMode = 'None' | 'Sign' | 'SignAndEncrypt';
 export type SimSecurityPolicy = 'None' | 'Basic256Sha256' | 'Aes128_Sha256_RsaOaep' | 'Aes256_Sha256_RsaPss';
@@ -81,6 +82,8 @@ export interface OpcuaSimulatorOptions {
   historizedBulk?: { count: number; fromMs: number; toMs: number; stepMs: number };
   /** Log server start/stop lines to stderr (default false). */
   verbose?: boolean;
+  /** Nodes that break the rules (a looping or huge history, an endless browse), see opcua-misbehaving.ts. */
+  misbehave?: MisbehaviourOptions;
 }
 
 /** Names of the simulator's variables, for `nodeIds` and `setValue`. */
@@ -121,6 +124,10 @@ export interface OpcuaSimulator {
   machineState(): number;
   /** Sessions currently open on the server. */
   sessionCount(): number;
+  /** Continuation points (Browse, HistoryRead) the server keeps for its sessions now: a client that releases its own leaves none. */
+  continuationPoints(): number;
+  /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
+  misbehaviour: Misbehaviour | null;
   close(): Promise<void>;
 }
 
@@ -219,6 +226,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     },
     buildInfo: { productName: 'edge-gateway OPC UA simulator', manufacturerName: 'edge-gateway', softwareVersion: '1.0' },
     serverInfo: { applicationUri: 'urn:edge-gateway:sim:opcua-server', productUri: 'urn:edge-gateway:sim', applicationName: { text: 'Press1 simulator' } },
+    transportSettings: misbehavingTransportSettings(opts.misbehave),
     serverCapabilities: { maxSessions: opts.maxSessions ?? 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000 } },
   });
   await server.initialize();
@@ -300,6 +308,8 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     }
   }
 
+  const misbehaviour = opts.misbehave ? installMisbehaviour(server, ns, opts.misbehave) : null;
+
   await server.start();
   const endpointUrl = `opc.tcp://127.0.0.1:${port}/UA/Press1`;
   if (opts.verbose) process.stderr.write(`OPC UA simulator listening on ${endpointUrl}\n`);
@@ -342,6 +352,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     }
     const now = Date.now();
     for (let i = 0; i < histVars.length; i++) set(histVars[i], DataType.Double, i + 1 + (now % 1_000_000) / 1e6);
+    misbehaviour?.tick(now);
   };
   const timer = setInterval(() => {
     if (!paused) update();
@@ -387,6 +398,12 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     },
     machineState: () => state,
     sessionCount: () => server.engine.currentSessionCount,
+    misbehaviour,
+    continuationPoints: () =>
+      Object.values((server.engine as unknown as { _sessions: Record<string, { continuationPointManager?: { _map?: Map<string, unknown> } }> })._sessions).reduce(
+        (n, session) => n + (session.continuationPointManager?._map?.size ?? 0),
+        0,
+      ),
     async close() {
       if (closed) return;
       closed = true;

@@ -84,8 +84,8 @@ describe('gap ledger (gaps.ts)', () => {
     expect(text).toMatch(/gateway_gap_seconds_total\{reason="source_disconnected"\} 15/);
     expect(text).toMatch(/gateway_gap_filled_total\{result="yes"\} 1/);
     expect(text).toMatch(/gateway_gaps_open 1/);
-    expect(ledger.list({ state: 'open' }).map((x) => ledger.view(x))).toEqual([{ id: dev.id, source: 'modbus', variables: ['mvr_x'], from: 11_000, to: null, reason: 'device_error', filled: 'no', annotation: null }]);
-    expect(ledger.view(ledger.get(g.id)!)).toEqual({ id: g.id, source: 'press1', variables: null, from: 10_000, to: 25_000, reason: 'source_disconnected', filled: 'yes', annotation: null });
+    expect(ledger.list({ state: 'open' }).map((x) => ledger.view(x))).toEqual([{ id: dev.id, source: 'modbus', variables: ['mvr_x'], from: 11_000, to: null, reason: 'device_error', filled: 'no', note: null, annotation: null }]);
+    expect(ledger.view(ledger.get(g.id)!)).toEqual({ id: g.id, source: 'press1', variables: null, from: 10_000, to: 25_000, reason: 'source_disconnected', filled: 'yes', note: null, annotation: null });
   });
 
   it('offers a closed unfilled gap for annotation once (G3), long enough ones only', () => {

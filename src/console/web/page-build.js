@@ -68,7 +68,7 @@ function OpcuaBrowse({ onSnippet }) {
       ${n.nodeClass === 'Object' ? html`<span class="folder">▸ ${n.displayName}</span>` : html`<label class=${n.mappable ? '' : 'muted'}><input type="checkbox" disabled=${!n.mappable} checked=${!!ticked[n.nodeId]} onChange=${() => tick(n)} data-testid=${`tick-${n.path}`} /> ${n.displayName}</label>
         <span class="muted small mono">${n.dataType}${n.scalar === false ? '[]' : ''} = ${n.value ?? ''}</span>
         ${ticked[n.nodeId] ? html`<input class="mvar mono" list="mvars" value=${ticked[n.nodeId].variable} onInput=${(e) => setTicked({ ...ticked, [n.nodeId]: { ...ticked[n.nodeId], variable: e.target.value } })} data-testid=${`map-${n.path}`} />` : !n.mappable ? html`<span class="muted small">not mappable: ${n.scalar === false ? 'array' : 'not numeric'}</span>` : ''}`}
-      </div>`)}${result.truncated ? html`<p class="muted">Stopped after ${result.nodes.length} nodes.</p>` : ''}</div>
+      </div>`)}${result.truncated ? html`<p class="muted" data-testid="browse-truncated">Stopped after ${result.nodes.length} nodes${result.stopped_by === 'timeout' ? ' (time limit)' : ''}.</p>` : ''}</div>
       <div class="form"><label class="narrow">Server name<input value=${name} onInput=${(e) => setName(e.target.value)} /></label><button class="primary" disabled=${count === 0} onClick=${make} data-testid="make-snippet">YAML for ${count} node${count === 1 ? '' : 's'}</button></div>` : ''}
     ${snippet ? html`<pre class="code" data-testid="snippet">${snippet}</pre>` : ''}
   </section>`;

@@ -70,5 +70,5 @@ export function Gaps() {
     <p class="muted">Periods where data is missing upstream: a source was down, or samples could not be kept. Filled when the data arrived later.</p>
     <table class="tbl" data-testid="gaps-table"><thead><tr><th>Source</th><th>Variables</th><th>From</th><th>To</th><th>Reason</th><th>Filled</th><th>Annotation</th></tr></thead>
     <tbody>${data.gaps.map((g) => html`<tr data-testid=${`gap-${g.id}`}><td>${g.source}</td><td class="mono small">${g.variables ? g.variables.join(', ') : 'all of the source'}</td><td>${fmtTime(g.from)}</td><td>${g.to ? fmtTime(g.to) : html`<span class="pill bad">open</span>`}</td><td>${g.reason}</td>
-      <td><span class=${`pill ${g.filled === 'yes' ? 'ok' : g.filled === 'no' ? 'bad' : 'warn'}`}>${g.filled}</span></td><td>${g.annotation ? `${g.annotation.state} (${g.annotation.external_id})` : '–'}</td></tr>`)}</tbody></table></section>`;
+      <td><span class=${`pill ${g.filled === 'yes' ? 'ok' : g.filled === 'no' ? 'bad' : 'warn'}`}>${g.filled}</span>${g.note ? html`<div class="small muted" data-testid="gap-note">${g.note}</div>` : ''}</td><td>${g.annotation ? `${g.annotation.state} (${g.annotation.external_id})` : '–'}</td></tr>`)}</tbody></table></section>`;
 }

@@ -1,4 +1,4 @@
-import { parseIsoWithOffset } from '../../core/time.js';
+import { deviceTimeProblem, parseIsoWithOffset } from '../../core/time.js';
 
 /**
  * Turning what a publisher sent into a sample value or timestamp. Each function returns either a
@@ -43,11 +43,6 @@ export type TimestampFormat = 'auto' | 'epoch_ms' | 'epoch_s' | 'iso8601';
 
 export type ParsedTimestamp = { ok: true; ts: number } | { ok: false; reason: 'bad_timestamp'; detail: string };
 
-/** Earliest accepted timestamp: 2000-01-01T00:00:00Z. Anything older is a PLC clock that was never set. */
-export const EARLIEST_TS = Date.UTC(2000, 0, 1);
-/** How far in the future a timestamp may lie (clock skew between PLC and gateway). */
-export const MAX_FUTURE_MS = 24 * 3_600_000;
-
 /**
  * Reads a timestamp from a payload: epoch seconds, epoch milliseconds or ISO 8601 with an offset.
  * `auto` tells epoch units apart by magnitude: below 1e11 seconds (until the year 5138), below 1e14
@@ -74,12 +69,10 @@ export function parseTimestamp(raw: unknown, format: TimestampFormat, now: numbe
   return checkRange(Math.round(ms), now);
 }
 
-/** Range check shared by every payload form, Sparkplug included. */
+/** Range check shared by every payload form, Sparkplug included (the rule is core/time.ts `deviceTimeProblem`, shared with OPC UA). */
 export function checkRange(ms: number, now: number): ParsedTimestamp {
-  if (!Number.isFinite(ms)) return bad('not a finite time');
-  if (ms < EARLIEST_TS) return bad(`${safeIso(ms)} is before 2000-01-01 (PLC clock not set?)`);
-  if (ms > now + MAX_FUTURE_MS) return bad(`${safeIso(ms)} is more than 24 h in the future (PLC clock wrong?)`);
-  return { ok: true, ts: ms };
+  const problem = deviceTimeProblem(ms, now);
+  return problem === null ? { ok: true, ts: ms } : bad(problem);
 }
 
 function epochAuto(n: number): number {
@@ -88,11 +81,6 @@ function epochAuto(n: number): number {
   if (a < 1e14) return n;
   if (a < 1e17) return n / 1000;
   return n / 1e6;
-}
-
-function safeIso(ms: number): string {
-  const d = new Date(ms);
-  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
 }
 
 function bad(detail: string): ParsedTimestamp {

@@ -5,6 +5,9 @@ import type { EndpointDescription } from 'node-opcua';
 import { describeError } from '../../core/errors.js';
 import { effectivePolicy, opcuaServerSchema, SECURITY_MODES, SECURITY_POLICIES } from './config.js';
 
+/** Deepest --depth (browse.ts MAX_BROWSE_DEPTH; not imported from there, which loads node-opcua). */
+const MAX_BROWSE_DEPTH = 20;
+
 export const BROWSE_USAGE = `Usage: edge-gateway browse --endpoint URL [options]
 
 Prints the address space of an OPC UA server (objects, and variables with their data type and
@@ -15,6 +18,7 @@ Options:
   --root NODE             node id to start from (default i=85, the Objects folder)
   --depth N               levels to descend (default 3)
   --max-nodes N           stop after this many nodes (default 5000)
+  --timeout SECONDS       stop browsing after this long (default 60)
   --include-standard      also descend into namespace 0 objects (Server, ...)
   --snippet               print an opcua: config snippet for the numeric variables
   --filter REGEX          only variables whose browse path or node id matches go in the snippet
@@ -54,6 +58,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
         root: { type: 'string', default: 'i=85' },
         depth: { type: 'string', default: '3' },
         'max-nodes': { type: 'string', default: '5000' },
+        timeout: { type: 'string', default: '60' },
         'include-standard': { type: 'boolean', default: false },
         snippet: { type: 'boolean', default: false },
         filter: { type: 'string' },
@@ -80,9 +85,11 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
   const endpoint = values.endpoint as string | undefined;
   if (!endpoint) problems.push('--endpoint is required (opc.tcp://host:4840)');
   const depth = Number(values.depth);
-  if (!Number.isInteger(depth) || depth < 1 || depth > 20) problems.push(`--depth: "${values.depth}" is not a whole number from 1 to 20`);
+  if (!Number.isInteger(depth) || depth < 1 || depth > MAX_BROWSE_DEPTH) problems.push(`--depth: "${values.depth}" is not a whole number from 1 to ${MAX_BROWSE_DEPTH}`);
   const maxNodes = Number(values['max-nodes']);
-  if (!Number.isInteger(maxNodes) || maxNodes < 1) problems.push(`--max-nodes: "${values['max-nodes']}" is not a positive whole number`);
+  if (!Number.isInteger(maxNodes) || maxNodes < 1 || maxNodes > 1_000_000) problems.push(`--max-nodes: "${values['max-nodes']}" is not a whole number from 1 to 1000000`);
+  const timeoutS = Number(values.timeout);
+  if (!Number.isFinite(timeoutS) || timeoutS <= 0 || timeoutS > 3_600) problems.push(`--timeout: "${values.timeout}" is not a number of seconds from 1 to 3600`);
   const mode = values['security-mode'] as string;
   if (!(SECURITY_MODES as readonly string[]).includes(mode)) problems.push(`--security-mode: "${mode}" is not one of ${SECURITY_MODES.join(', ')}`);
   const policy = values['security-policy'] as string | undefined;
@@ -153,7 +160,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
     const endpoints = await client.getEndpoints().catch(() => [] as EndpointDescription[]);
     const session = await client.createSession(userIdentity(cfg, 'browse'));
     try {
-      const result = await browseAddressSpace(session, { root: values.root as string, depth, maxNodes, includeStandard: Boolean(values['include-standard']) });
+      const result = await browseAddressSpace(session, { root: values.root as string, depth, maxNodes, includeStandard: Boolean(values['include-standard']), timeoutMs: timeoutS * 1000 });
       const out: string[] = [];
       out.push(`Endpoint: ${cfg.endpoint} (connected with ${cfg.security_mode}/${effectivePolicy(cfg)})`);
       if (endpoints.length > 0) out.push(`Offered:  ${[...new Set(endpoints.map((e) => describeEndpoint(e, MessageSecurityMode[e.securityMode])))].join(', ')}`);

@@ -2,16 +2,19 @@ import {
   AttributeIds,
   BrowseDirection,
   DataType,
+  DataValue,
   NodeClass,
   NodeClassMask,
   NodeId,
   ReferenceTypeIds,
+  StatusCodes,
   makeResultMask,
   resolveNodeId,
   type ClientSession,
   type ReferenceDescription,
 } from 'node-opcua';
 import { isNumericBuiltin } from './decode.js';
+import { isResponseTooLarge } from './errors.js';
 import { toNsuForm } from './node-id.js';
 
 /** One node met while walking the address space. */
@@ -34,6 +37,37 @@ export interface BrowseResult {
   namespaces: string[];
   nodes: BrowsedNode[];
   truncated: boolean;
+  /** Why the walk stopped early: the node limit, or the time limit. Null when it is complete. */
+  stoppedBy: 'max_nodes' | 'timeout' | null;
+}
+
+export interface BrowseOptions {
+  root: string;
+  /** Levels to descend (at most MAX_BROWSE_DEPTH). */
+  depth: number;
+  /** References taken at most, while browsing (not after). */
+  maxNodes: number;
+  includeStandard: boolean;
+  /** The walk stops (and releases its continuation points) once this much time has passed. */
+  timeoutMs: number;
+}
+
+/** Deepest walk, whatever the caller asks. */
+export const MAX_BROWSE_DEPTH = 20;
+/** Nodes per Browse request. */
+const NODES_PER_BROWSE = 100;
+/**
+ * References per node and page (requestedMaxReferencesPerNode, Part 4 §5.8.2): a page of 100
+ * nodes stays far below max_message_size, and a big folder comes in several BrowseNext answers,
+ * each counted against the node limit as it arrives.
+ */
+const REFERENCES_PER_PAGE = 100;
+
+/** What a walk may still take. */
+interface Budget {
+  references: number;
+  deadline: number;
+  stoppedBy: BrowseResult['stoppedBy'];
 }
 
 /**
@@ -41,24 +75,33 @@ export interface BrowseResult {
  * (OPC UA Part 4 §5.8.2 Browse, Part 3 §7.3 HierarchicalReferences), reading DataType, ValueRank
  * and Value of each variable in batches. Standard (namespace 0) objects such as `Server` are
  * listed but not descended into unless `includeStandard`.
+ *
+ * Bounded whatever the server does (issue 21 §2: a server whose BrowseNext never ends grew the
+ * gateway by 60 MB/s until it ran out of memory): the node limit counts references as they
+ * arrive, page by page; the walk stops at `timeoutMs` and at MAX_BROWSE_DEPTH; a node reached twice
+ * (a reference loop, or several parents) is listed but descended into once; a continuation point
+ * left when stopping is released (BrowseNext releaseContinuationPoints, Part 4 §5.8.3).
  */
-export async function browseAddressSpace(session: ClientSession, options: { root: string; depth: number; maxNodes: number; includeStandard: boolean }): Promise<BrowseResult> {
+export async function browseAddressSpace(session: ClientSession, options: BrowseOptions): Promise<BrowseResult> {
+  const budget: Budget = { references: options.maxNodes, deadline: performance.now() + options.timeoutMs, stoppedBy: null };
+  session.requestedMaxReferencesPerNode = REFERENCES_PER_PAGE;
   const namespaces = await session.readNamespaceArray();
   const nodes: BrowsedNode[] = [];
-  let truncated = false;
-  let level: Array<{ nodeId: NodeId; path: string; insertAfter: BrowsedNode | null }> = [{ nodeId: resolveNodeId(options.root), path: '', insertAfter: null }];
+  const rootId = resolveNodeId(options.root);
+  const expanded = new Set<string>([rootId.toString()]);
+  let level: Array<{ nodeId: NodeId; path: string; insertAfter: BrowsedNode | null }> = [{ nodeId: rootId, path: '', insertAfter: null }];
   // Children are collected per parent and spliced in after it, so the printed tree reads in order.
   const childrenOf = new Map<BrowsedNode | null, BrowsedNode[]>();
-  for (let depth = 1; depth <= options.depth && level.length > 0 && !truncated; depth++) {
+  const depth = Math.min(options.depth, MAX_BROWSE_DEPTH);
+  for (let d = 1; d <= depth && level.length > 0 && !budget.stoppedBy; d++) {
     const next: typeof level = [];
-    const results = await browseAll(session, level.map((l) => l.nodeId));
-    for (let i = 0; i < level.length; i++) {
+    const results = await browseAll(session, level.map((l) => l.nodeId), budget);
+    for (let i = 0; i < results.length; i++) {
       const parent = level[i];
-      const refs = results[i] ?? [];
       const kids: BrowsedNode[] = [];
-      for (const ref of refs) {
+      for (const ref of results[i]) {
         if (nodes.length >= options.maxNodes) {
-          truncated = true;
+          budget.stoppedBy ??= 'max_nodes';
           break;
         }
         const nodeClass = ref.nodeClass === NodeClass.Variable ? 'Variable' : ref.nodeClass === NodeClass.Object ? 'Object' : null;
@@ -70,13 +113,16 @@ export async function browseAddressSpace(session: ClientSession, options: { root
           browseName,
           displayName: ref.displayName.text ?? browseName,
           nodeClass,
-          depth,
+          depth: d,
           path: parent.path ? `${parent.path}/${browseName}` : browseName,
         };
         nodes.push(node);
         kids.push(node);
         const standard = ref.nodeId.namespace === 0;
-        if (!standard || options.includeStandard) next.push({ nodeId: resolveNodeId(nodeId), path: node.path, insertAfter: node });
+        if ((!standard || options.includeStandard) && !expanded.has(nodeId)) {
+          expanded.add(nodeId);
+          next.push({ nodeId: resolveNodeId(nodeId), path: node.path, insertAfter: node });
+        }
       }
       childrenOf.set(parent.insertAfter, kids);
     }
@@ -92,13 +138,25 @@ export async function browseAddressSpace(session: ClientSession, options: { root
     }
   };
   visit(null);
-  return { namespaces, nodes: ordered, truncated };
+  return { namespaces, nodes: ordered, truncated: budget.stoppedBy !== null, stoppedBy: budget.stoppedBy };
 }
 
-async function browseAll(session: ClientSession, nodeIds: NodeId[]): Promise<ReferenceDescription[][]> {
+/** True (and noted in the budget) when the walk must stop: node limit reached or time up. */
+function exhausted(budget: Budget): boolean {
+  if (budget.stoppedBy) return true;
+  if (budget.references <= 0) budget.stoppedBy = 'max_nodes';
+  else if (performance.now() >= budget.deadline) budget.stoppedBy = 'timeout';
+  return budget.stoppedBy !== null;
+}
+
+/**
+ * The references of each node, page by page; stops taking more once the budget is spent. Returns
+ * one list per node browsed (fewer lists than nodes when it stopped before browsing them all).
+ */
+async function browseAll(session: ClientSession, nodeIds: NodeId[], budget: Budget): Promise<ReferenceDescription[][]> {
   const out: ReferenceDescription[][] = [];
-  for (let start = 0; start < nodeIds.length; start += 200) {
-    const chunk = nodeIds.slice(start, start + 200);
+  for (let start = 0; start < nodeIds.length && !exhausted(budget); start += NODES_PER_BROWSE) {
+    const chunk = nodeIds.slice(start, start + NODES_PER_BROWSE);
     const results = await session.browse(
       chunk.map((nodeId) => ({
         nodeId,
@@ -111,10 +169,18 @@ async function browseAll(session: ClientSession, nodeIds: NodeId[]): Promise<Ref
     );
     for (const r of results) {
       const refs = [...(r.references ?? [])];
+      budget.references -= refs.length;
       let cp = r.continuationPoint;
       while (cp && cp.length > 0) {
+        if (exhausted(budget)) {
+          // Part 4 §5.8.3: the server keeps a continuation point until released or the session ends.
+          await session.browseNext(cp, true).catch(() => undefined);
+          break;
+        }
         const more = await session.browseNext(cp, false);
-        refs.push(...(more.references ?? []));
+        const got = more.references ?? [];
+        refs.push(...got);
+        budget.references -= got.length;
         cp = more.continuationPoint;
       }
       out.push(refs);
@@ -127,13 +193,7 @@ async function describeVariables(session: ClientSession, vars: BrowsedNode[]): P
   const typeNames = new Map<string, string>();
   for (let start = 0; start < vars.length; start += 300) {
     const chunk = vars.slice(start, start + 300);
-    const results = await session.read(
-      chunk.flatMap((v) => [
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.DataType },
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.ValueRank },
-        { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.Value },
-      ]),
-    );
+    const results = await readDescriptions(session, chunk);
     for (let i = 0; i < chunk.length; i++) {
       const v = chunk[i];
       const [dt, rank, value] = results.slice(i * 3, i * 3 + 3);
@@ -172,6 +232,24 @@ async function describeVariables(session: ClientSession, vars: BrowsedNode[]): P
   }
 }
 
+/**
+ * DataType, ValueRank and Value of each variable. Values that do not fit max_message_size together
+ * (big arrays, byte strings) are shown as BadResponseTooLarge instead of failing the browse.
+ */
+async function readDescriptions(session: ClientSession, chunk: BrowsedNode[]): Promise<DataValue[]> {
+  const attributes = (v: BrowsedNode) => [
+    { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.DataType },
+    { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.ValueRank },
+  ];
+  try {
+    return await session.read(chunk.flatMap((v) => [...attributes(v), { nodeId: resolveNodeId(v.nodeId), attributeId: AttributeIds.Value }]));
+  } catch (err) {
+    if (!isResponseTooLarge(err)) throw err;
+    const types = await session.read(chunk.flatMap(attributes));
+    return chunk.flatMap((_, i) => [types[2 * i], types[2 * i + 1], new DataValue({ statusCode: StatusCodes.BadResponseTooLarge })]);
+  }
+}
+
 async function readBrowseName(session: ClientSession, nodeId: NodeId): Promise<string | undefined> {
   try {
     const dv = await session.read({ nodeId, attributeId: AttributeIds.BrowseName });
@@ -194,7 +272,8 @@ export function renderTree(result: BrowseResult, rootLabel: string): string {
       lines.push(`${indent}${n.displayName}  ${n.nodeId}  ${kind} = ${n.value ?? ''}${note}`);
     }
   }
-  if (result.truncated) lines.push(`... stopped after ${result.nodes.length} nodes (raise --max-nodes or narrow --root)`);
+  if (result.stoppedBy === 'timeout') lines.push(`... stopped after ${result.nodes.length} nodes: the time limit was reached (raise --timeout or narrow --root)`);
+  else if (result.truncated) lines.push(`... stopped after ${result.nodes.length} nodes (raise --max-nodes or narrow --root)`);
   return lines.join('\n');
 }
 

@@ -26,6 +26,8 @@ import { OpcuaErrorCodes } from './errors.js';
  * Where clocks do matter is certificate validity periods, handled by certificate-validity.ts
  * (server clock ahead) and own-certificate.ts (server clock behind); the source measures and
  * reports the offset (clock-offset.ts). Sample timestamps follow the configured `timestamp`.
+ *
+ * Message size: `max_message_size` goes into the Hello (transportSettings, see transportLimits).
  */
 export function clientOptions(cfg: OpcuaServerConfig, certificateManager: OPCUACertificateManager): OPCUAClientOptions {
   return {
@@ -40,7 +42,23 @@ export function clientOptions(cfg: OpcuaServerConfig, certificateManager: OPCUAC
     defaultTransactionTimeout: cfg.request_timeout,
     transportTimeout: cfg.request_timeout,
     connectionStrategy: { maxRetry: 1, initialDelay: cfg.reconnect.initial_delay, maxDelay: cfg.reconnect.max_delay, randomisationFactor: 0.2 },
+    transportSettings: transportLimits(cfg.max_message_size),
   };
+}
+
+/** The smallest chunk (buffer) size a peer may use, OPC UA Part 6 §7.1.2.3. */
+const MIN_CHUNK_BYTES = 8_192;
+
+/**
+ * What the gateway announces in its Hello (OPC UA Part 6 §7.1.2.3): MaxMessageSize is "the maximum
+ * size for any response message"; the server shall answer a larger one with an error instead
+ * (node-opcua: a ServiceFault BadTcpMessageTooLarge, the session stays usable). MaxChunkCount
+ * follows from it: chunks are at least 8,192 bytes. node-opcua's client announces 0 (no limit) by
+ * default, which let one HistoryRead answer of 1,000,000 values take about 500 MB and block the
+ * event loop for seconds (issue 21 §2).
+ */
+export function transportLimits(maxMessageSize: number): { maxMessageSize: number; maxChunkCount: number } {
+  return { maxMessageSize, maxChunkCount: Math.ceil(maxMessageSize / MIN_CHUNK_BYTES) + 1 };
 }
 
 export function createClient(cfg: OpcuaServerConfig, certificateManager: OPCUACertificateManager): OPCUAClient {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { secretSchema } from '../../config/secrets.js';
-import { durationMs } from '../../config/units.js';
+import { byteSize, durationMs } from '../../config/units.js';
 import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
 import { parseNodeId } from './node-id.js';
 
@@ -124,6 +124,13 @@ export const opcuaServerSchema = z
         examples: ['30s'],
       }),
     request_timeout: durationMs({ min: 1_000, max: 600_000 }).default(15_000).meta({ description: 'Timeout of one request to the server', examples: ['15s'] }),
+    max_message_size: byteSize({ min: 128 * 1024, max: 128 * 1024 * 1024 })
+      .default(4 * 1024 * 1024)
+      .meta({
+        description:
+          'Largest message the gateway accepts from the server, announced in the connection Hello (OPC UA Part 6 §7.1.2.3): the server must refuse a larger response (BadTcpMessageTooLarge) instead of sending it, so one answer (a HistoryRead of a server that ignores numValuesPerNode, a huge Browse) cannot take hundreds of MB and block the gateway for seconds. Also sets maxNotificationsPerPublish so a subscription backlog comes in several Publish responses',
+        examples: ['4MiB', '16MiB'],
+      }),
     max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
     nodes: z.array(opcuaNodeSchema).min(1).meta({ description: 'Nodes to read' }),
     history: z
@@ -141,7 +148,18 @@ export const opcuaServerSchema = z
           .min(1)
           .max(100_000)
           .default(1_000)
-          .meta({ description: 'Values per node in one HistoryRead (numValuesPerNode); more are fetched with continuation points', examples: [1000] }),
+          .meta({ description: 'Values per node in one HistoryRead (numValuesPerNode); more are fetched with continuation points. A server that ignores it can send no more than max_message_size in one answer', examples: [1000] }),
+        max_values_per_gap: z
+          .number()
+          .int()
+          .min(1_000)
+          .max(100_000_000)
+          .default(1_000_000)
+          .meta({
+            description:
+              'Most values read back for one node after one gap (and at most 10 × max_values_per_gap / values_per_request HistoryRead pages). Beyond it the reading stops, the server\'s continuation point is released and the gap is marked partially filled with a note',
+            examples: [1_000_000],
+          }),
       })
       .prefault({})
       .meta({ description: 'Historical backfill: fill gaps in the data from the server\'s history (issue 14)' }),

@@ -1,6 +1,7 @@
 import { DataType, VariantArrayType, type DataValue } from 'node-opcua';
 import type { RefusalReason, Sample } from '../../core/sample.js';
 import { toSampleValue } from '../../core/sample.js';
+import { deviceTimeProblem } from '../../core/time.js';
 
 /** What a configured node turns into once resolved against the server (one per valid node). */
 export interface NodeBinding {
@@ -45,7 +46,10 @@ function usableTime(d: Date | null | undefined): number | undefined {
  * - Booleans → 0/1; Int64/UInt64 (node-opcua gives [high, low]) → number; strings, arrays,
  *   structures → refused `not_numeric`; NaN/±Inf → refused `not_finite`.
  * - Timestamp: source → SourceTimestamp, server → ServerTimestamp, gateway → `gatewayNow`; a
- *   missing one falls back along source → server → gateway.
+ *   missing one falls back along source → server → gateway. A device timestamp before 2000 or more
+ *   than 24 h ahead of the gateway clock → refused `bad_timestamp` (the rule MQTT applies too,
+ *   core/time.ts `deviceTimeProblem`): a server clock a day off would otherwise put values where
+ *   they shadow real ones until that time.
  */
 export function decodeDataValue(binding: NodeBinding, dv: DataValue, gatewayNow: number): Decoded {
   try {
@@ -70,7 +74,12 @@ export function decodeDataValue(binding: NodeBinding, dv: DataValue, gatewayNow:
     if (!Number.isFinite(value)) return { ok: false, reason: 'not_finite', detail: `${num} scaled` };
     const source = usableTime(dv.sourceTimestamp);
     const server = usableTime(dv.serverTimestamp);
-    const ts = binding.timestamp === 'source' ? source ?? server ?? gatewayNow : binding.timestamp === 'server' ? server ?? gatewayNow : gatewayNow;
+    const deviceTime = binding.timestamp === 'source' ? source ?? server : binding.timestamp === 'server' ? server : undefined;
+    if (deviceTime !== undefined) {
+      const problem = deviceTimeProblem(deviceTime, gatewayNow);
+      if (problem) return { ok: false, reason: 'bad_timestamp', detail: `${deviceTime === source ? 'SourceTimestamp' : 'ServerTimestamp'} ${problem}` };
+    }
+    const ts = deviceTime ?? gatewayNow;
     return { ok: true, sample: { variable: binding.variable, ts, value } };
   } catch (err) {
     return { ok: false, reason: 'decode_error', detail: err instanceof Error ? err.message : String(err) };

@@ -171,3 +171,13 @@ export function newestRejectedCertificate(dir: string): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * The server could not send its answer within the MaxMessageSize the gateway announced (Part 6
+ * §7.1.2.3, client-options.ts transportLimits; node-opcua answers a ServiceFault
+ * BadTcpMessageTooLarge, other servers BadResponseTooLarge or BadEncodingLimitsExceeded).
+ */
+export function isResponseTooLarge(err: unknown): boolean {
+  const serviceResult = (err as { response?: { responseHeader?: { serviceResult?: unknown } } } | null)?.response?.responseHeader?.serviceResult;
+  return /BadTcpMessageTooLarge|BadResponseTooLarge|BadEncodingLimitsExceeded/.test(`${describeError(err)} ${serviceResult === undefined ? '' : String(serviceResult)}`);
+}

@@ -16,6 +16,7 @@ import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import { SamplesRefusedError, type Sample, type SampleSink } from '../../core/sample.js';
 import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
+import { isResponseTooLarge } from './errors.js';
 
 /**
  * OPC UA historical backfill (issue 14 §1; OPC UA Part 11 §6.4.3 ReadRawModifiedDetails, Part 4
@@ -31,7 +32,11 @@ import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
  *  - plus any gap of the source the ledger still holds as `pending` (a backfill cut short by a crash
  *    or a second connection loss is read again from the ledger, not forgotten);
  *  - at most `max_window` (the newest part), `values_per_request` values per node per request,
- *    continuation points followed (Part 11 §6.4.3.2).
+ *    continuation points followed (Part 11 §6.4.3.2), within bounds a misbehaving server cannot
+ *    push (issue 21 §2, see readGroup): every page must move forward in time, reading stops at the
+ *    gap's end and after `max_values_per_gap` values, continuation points are released, an answer
+ *    is at most `max_message_size` (client-options.ts) and goes to the buffer in slices. A gap so cut
+ *    short is marked partial/no with a note and logged once.
  * Nodes whose AccessLevel/UserAccessLevel lacks HistoryRead (Part 3 §5.6.2), or whose HistoryRead
  * is refused, are noted once and never read again in a loop. A node never committed before has
  * nothing to fill.
@@ -46,6 +51,8 @@ export interface HistorySettings {
   max_window: number;
   /** numValuesPerNode of one HistoryRead. */
   values_per_request: number;
+  /** Most values read for one node after one gap. */
+  max_values_per_gap: number;
 }
 
 /** What the runtime gives the OPC UA source for history: buffer state (src/buffer/). */
@@ -64,6 +71,18 @@ export function nodesPerRequest(valuesPerRequest: number): number {
 }
 /** Responses handed to the buffer and not yet committed, at most. */
 const APPENDS_IN_FLIGHT = 2;
+/** Most values handed to the buffer in one append (one answer can hold more, see readGroup). */
+const APPEND_SLICE = 10_000;
+/**
+ * Consecutive pages with a continuation point but no value newer than the pages before, after
+ * which a node's reading stops. Part 11 §6.4.3.2: each page continues where the last one ended; a
+ * server that sends the same values again would otherwise be read for ever (issue 21 §2: 360
+ * requests and 360,000 duplicate values in 20 s for a 4 s gap). A few are allowed for a server
+ * that returns an empty page when its own time budget ran out.
+ */
+export const MAX_STALLED_PAGES = 3;
+/** Pages per node and gap, as a multiple of the pages `max_values_per_gap` needs at `values_per_request`. */
+const PAGES_SLACK = 10;
 /** Attribute reads per Read request when checking AccessLevel. */
 const READ_CHUNK = 500;
 
@@ -73,9 +92,39 @@ interface NodeWindow {
   clamped: boolean;
 }
 
+interface Unit {
+  binding: NodeBinding;
+  from: number;
+  to: number;
+}
+
+/** One node's range being read: where it got to, and how much it took. */
+interface Cursor {
+  unit: Unit;
+  cp: Buffer | null;
+  /** Newest source time read so far (unit.from - 1 before the first page). */
+  after: number;
+  pages: number;
+  values: number;
+  /** Consecutive pages that brought nothing newer. */
+  stalled: number;
+}
+
+/** Why the reading of a node's range stopped before its end. */
+type StopReason = 'no_progress' | 'cap' | 'too_large';
+
+interface Stopped {
+  unit: Unit;
+  reason: StopReason;
+  values: number;
+  pages: number;
+}
+
 interface Run {
   id: number;
   aborted: boolean;
+  /** Ranges whose reading a bound cut short (settle() marks their gaps, and says why). */
+  stopped: Stopped[];
   /** Binding index → source ts of the first live value after the (re)connect. */
   firstLive: Map<number, number>;
   waitingFor: number;
@@ -131,7 +180,7 @@ export class HistoryBackfill {
       const lc = this.o.ctx.lastCommitted.get(b.variable);
       if (lc !== null) starts.set(b.index, lc);
     }
-    const run: Run = { id: ++this.runSeq, aborted: false, firstLive: new Map(), waitingFor: 0, wake: null, appends: [] };
+    const run: Run = { id: ++this.runSeq, aborted: false, stopped: [], firstLive: new Map(), waitingFor: 0, wake: null, appends: [] };
     this.current = run;
     void this.execute(run, session, bindings, starts).catch((err) => {
       this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: historical backfill failed; the gap stays pending and is read again at the next connect`);
@@ -247,11 +296,11 @@ export class HistoryBackfill {
     if (windows.length > 0) {
       this.o.logger.info({ nodes: windows.length, values, seconds: this.lastRun.seconds }, `${this.o.path}: ${values} value(s) of ${windows.length} node(s) read back from the server's history after a gap`);
     }
-    this.settle(pending, bindings, historized, windows, values);
+    this.settle(pending, bindings, historized, windows, values, run.stopped);
   }
 
   /** Writes what this backfill achieved into every pending gap it covered (gaps.ts G2). */
-  private settle(pending: GapRow[], bindings: readonly NodeBinding[], historized: Set<number>, windows: NodeWindow[], values: number): void {
+  private settle(pending: GapRow[], bindings: readonly NodeBinding[], historized: Set<number>, windows: NodeWindow[], values: number, stopped: Stopped[]): void {
     const now = this.o.clock.now();
     const missing = bindings.filter((b) => !historized.has(b.index) || this.refused.has(b.variable));
     const clamped = windows.filter((w) => w.clamped);
@@ -261,14 +310,41 @@ export class HistoryBackfill {
       const inScope = g.variables === null ? bindings : bindings.filter((b) => g.variables!.includes(b.variable));
       const lacking = missing.filter((b) => inScope.includes(b));
       const cut = clamped.filter((w) => inScope.includes(w.binding));
+      // Ranges of this gap's nodes, overlapping it, whose reading a bound stopped.
+      const short = stopped.filter((x) => inScope.includes(x.unit.binding) && x.unit.from <= g.to! && x.unit.to >= g.from);
+      const emptyHanded = new Set(short.filter((x) => x.values === 0).map((x) => x.unit.binding));
       let filled: 'yes' | 'partial' | 'no';
-      if (inScope.length > 0 && lacking.length === inScope.length) filled = 'no';
-      else if (lacking.length > 0 || cut.length > 0) filled = 'partial';
+      if (inScope.length > 0 && lacking.length + [...emptyHanded].filter((b) => !lacking.includes(b)).length === inScope.length) filled = 'no';
+      else if (lacking.length > 0 || cut.length > 0 || short.length > 0) filled = 'partial';
       else filled = 'yes';
       const notes: string[] = [];
-      if (lacking.length > 0) notes.push(`no history on the server for ${lacking.length} of ${inScope.length} node(s): ${lacking.slice(0, 5).map((b) => b.variable).join(', ')}${lacking.length > 5 ? ', ...' : ''}`);
+      if (lacking.length > 0) notes.push(`no history on the server for ${lacking.length} of ${inScope.length} node(s): ${names(lacking)}`);
       if (cut.length > 0) notes.push(`only the newest ${Math.round(this.o.settings.max_window / 60_000)} min (history.max_window) were read for ${cut.length} node(s)`);
-      this.o.ctx.gaps.setFilled(g.id, filled, values, notes.length > 0 ? notes.join('; ') : null, now);
+      for (const reason of ['no_progress', 'cap', 'too_large'] as const) {
+        const of = short.filter((x) => x.reason === reason);
+        if (of.length > 0) notes.push(this.stopNote(reason, of));
+      }
+      const note = notes.length > 0 ? notes.join('; ') : null;
+      this.o.ctx.gaps.setFilled(g.id, filled, values, note, now);
+      if (short.length > 0) {
+        // Said once, when the gap is settled (it leaves `pending` here and is not read again).
+        this.o.logger.warn(
+          { code: 'OPCUA_HISTORY_INCOMPLETE', gap_id: g.id, from: new Date(g.from).toISOString(), to: new Date(g.to).toISOString(), filled, nodes: short.slice(0, 20).map((x) => ({ node_id: x.unit.binding.configuredId, variable: x.unit.binding.variable, reason: x.reason, values: x.values, pages: x.pages })) },
+          `${this.o.path}: the gap ${new Date(g.from).toISOString()} to ${new Date(g.to).toISOString()} could not be filled completely from the server's history (${filled}): ${note}. It is recorded as such (edge-gateway gaps list) and not read again`,
+        );
+      }
+    }
+  }
+
+  private stopNote(reason: StopReason, of: Stopped[]): string {
+    const s = this.o.settings;
+    switch (reason) {
+      case 'no_progress':
+        return `the server's HistoryRead pages stopped moving forward in time for ${of.length} node(s) (the same values again with a continuation point); reading stopped after ${Math.max(...of.map((x) => x.pages))} page(s): ${names(of.map((x) => x.unit.binding))}`;
+      case 'cap':
+        return `reading stopped after ${s.max_values_per_gap} values or ${maxPages(s)} pages per node (history.max_values_per_gap) for ${of.length} node(s): ${names(of.map((x) => x.unit.binding))}`;
+      case 'too_large':
+        return `the server's HistoryRead answer for ${of.length} node(s) exceeded max_message_size even for one node, so it ignores numValuesPerNode (history.values_per_request ${s.values_per_request}): ${names(of.map((x) => x.unit.binding))}`;
     }
   }
 
@@ -303,42 +379,65 @@ export class HistoryBackfill {
 
   private async readAll(run: Run, session: ClientSession, windows: NodeWindow[]): Promise<number> {
     // One request per group of nodes with the same range, so each request has one time domain.
-    const units: Array<{ binding: NodeBinding; from: number; to: number }> = [];
+    const units: Unit[] = [];
     for (const w of windows) for (const [from, to] of w.ranges) units.push({ binding: w.binding, from, to });
     units.sort((a, b) => a.from - b.from || a.to - b.to);
     let total = 0;
     const perRequest = nodesPerRequest(this.o.settings.values_per_request);
+    const fresh = (unit: Unit): Cursor => ({ unit, cp: null, after: unit.from - 1, pages: 0, values: 0, stalled: 0 });
+    // Groups to read; a node that must start again without its continuation point comes back alone.
+    const work: Cursor[][] = [];
     let i = 0;
-    while (i < units.length && !run.aborted) {
+    while (i < units.length) {
       // Group units that share a time domain closely enough (within a second of each other);
       // each keeps its own range when values are filtered.
       const group = [units[i]];
       let j = i + 1;
       while (j < units.length && group.length < perRequest && units[j].from - units[i].from <= 1_000 && Math.abs(units[j].to - units[i].to) <= 1_000) group.push(units[j++]);
       i = j;
-      total += await this.readGroup(run, session, group);
+      work.push(group.map(fresh));
+    }
+    while (work.length > 0 && !run.aborted) {
+      const { values, again } = await this.readGroup(run, session, work.shift()!);
+      total += values;
+      for (const c of again) work.unshift([c]);
     }
     // Every value read is committed before the backfill reports (and the gap is settled).
     while (run.appends.length > 0) await run.appends.shift();
     return total;
   }
 
-  private async readGroup(run: Run, session: ClientSession, group: Array<{ binding: NodeBinding; from: number; to: number }>): Promise<number> {
-    const from = Math.min(...group.map((g) => g.from));
-    const to = Math.max(...group.map((g) => g.to));
+  /**
+   * Reads a group of ranges page by page (Part 11 §6.4.3.2), within bounds a server cannot push:
+   *  - of a page only the values newer than the pages before are taken; MAX_STALLED_PAGES pages in
+   *    a row with a continuation point and nothing newer stop the node (`no_progress`);
+   *  - a node whose newest value reached its range's end is done, whatever the server says;
+   *  - after `max_values_per_gap` values or maxPages() pages a node stops (`cap`);
+   *  - an answer the server could not send within max_message_size: a group is read again node by
+   *    node from where each got to; a node alone stops (`too_large`);
+   *  - a node that stops with a continuation point has it released (Part 4 §5.10.3:
+   *    releaseContinuationPoints), so the server frees what it keeps for it.
+   * Returns the values taken, and the nodes to read again alone from where they got to (the server
+   * could not send the group's answer).
+   */
+  private async readGroup(run: Run, session: ClientSession, group: Cursor[]): Promise<{ values: number; again: Cursor[] }> {
+    const s = this.o.settings;
+    const from = Math.min(...group.map((c) => Math.max(c.unit.from, c.after + 1)));
+    const to = Math.max(...group.map((c) => c.unit.to));
     const details = new ReadRawModifiedDetails({
       isReadModified: false,
       startTime: new Date(from),
       endTime: new Date(to),
-      numValuesPerNode: this.o.settings.values_per_request,
+      numValuesPerNode: s.values_per_request,
       returnBounds: false,
     });
-    let open = group.map((unit) => ({ unit, cp: null as Buffer | null }));
+    const again: Cursor[] = [];
+    let open = group;
     let total = 0;
     while (open.length > 0) {
       if (run.aborted) {
-        await this.release(session, details, open.filter((x) => x.cp !== null)).catch(() => undefined);
-        return total;
+        await this.release(session, details, open).catch(() => undefined);
+        return { values: total, again: [] };
       }
       let results: HistoryReadResult[];
       try {
@@ -354,14 +453,25 @@ export class HistoryBackfill {
         this.o.metrics.historyRequests.inc({ source: this.o.source, outcome: 'ok' });
       } catch (err) {
         this.o.metrics.historyRequests.inc({ source: this.o.source, outcome: 'error' });
-        throw err;
+        if (!isResponseTooLarge(err)) throw err;
+        // The server could not send its answer within max_message_size (Part 6 §7.1.2.3). The
+        // continuation points it was given may be spent: released, then each node alone.
+        await this.release(session, details, open).catch(() => undefined);
+        if (open.length > 1) {
+          for (const c of open) again.push({ ...c, cp: null, stalled: 0 });
+        } else {
+          open[0].pages += 1;
+          this.stop(run, open[0], 'too_large');
+        }
+        return { values: total, again };
       }
-      const next: typeof open = [];
+      const next: Cursor[] = [];
+      const done: Cursor[] = [];
       const samples: Sample[] = [];
       results.forEach((r, k) => {
-        const x = open[k];
-        if (!x) return;
-        const b = x.unit.binding;
+        const c = open[k];
+        if (!c) return;
+        const b = c.unit.binding;
         const code = r.statusCode?.value ?? 0;
         if (severityOf(code) === 'bad') {
           // BadHistoryOperationUnsupported, BadNotReadable, BadUserAccessDenied ...: noted once.
@@ -369,21 +479,46 @@ export class HistoryBackfill {
           this.noteWithoutHistory([b], `the server refused HistoryRead (${r.statusCode.name})`);
           return;
         }
+        c.pages += 1;
+        const cp = r.continuationPoint && r.continuationPoint.length > 0 ? r.continuationPoint : null;
+        c.cp = cp;
+        // A server that ignores numValuesPerNode (Part 11 §6.4.3.2) may send more than asked, up to
+        // max_message_size: taken (it is in memory already, and asking again would bring it again),
+        // up to max_values_per_gap, and handed to the buffer in slices below.
         const data = r.historyData instanceof HistoryData ? r.historyData.dataValues ?? [] : [];
+        const before = c.after;
+        let cut = false;
         for (const dv of data) {
-          const s = this.decode(b, dv, x.unit.from, x.unit.to);
-          if (s) samples.push(s);
+          if (c.values >= s.max_values_per_gap) {
+            cut = true;
+            break;
+          }
+          const t = deviceTime(dv);
+          if (t === undefined || t <= before) continue; // a repeat of an earlier page
+          if (t > c.after) c.after = t;
+          const sample = this.decode(b, dv, c.unit.from, c.unit.to);
+          if (sample) {
+            samples.push(sample);
+            c.values += 1;
+          }
         }
-        const cp = r.continuationPoint;
-        if (cp && cp.length > 0) next.push({ unit: x.unit, cp });
+        c.stalled = c.after > before ? 0 : c.stalled + 1;
+        if (c.after >= c.unit.to) done.push(c); // the range's end is reached: more pages would lie beyond it
+        else if (cut || (cp && (c.values >= s.max_values_per_gap || c.pages >= maxPages(s)))) this.stop(run, c, 'cap', done);
+        else if (cp && c.stalled >= MAX_STALLED_PAGES) this.stop(run, c, 'no_progress', done);
+        else if (cp) next.push(c);
       });
-      if (samples.length > 0) {
+      // Continuation points of nodes that stop here are released in one request.
+      await this.release(session, details, done).catch(() => undefined);
+      // In slices: an answer beyond numValuesPerNode must not become one huge commit.
+      for (let k = 0; k < samples.length; k += APPEND_SLICE) {
+        const slice = samples.length <= APPEND_SLICE ? samples : samples.slice(k, k + APPEND_SLICE);
         // The next request goes out while this response commits; at most APPENDS_IN_FLIGHT wait
         // for their group commit, so the buffer paces the backfill and memory stays bounded.
-        const n = samples.length;
+        const n = slice.length;
         // keepsRefused: a refused response fails the run and its gap stays pending (execute), so
         // the server's history still holds these values: refused, not lost.
-        const committed = this.o.sink.append(samples, { keepsRefused: true }).then(() => {
+        const committed = this.o.sink.append(slice, { keepsRefused: true }).then(() => {
           this.valuesTotal += n;
           this.o.metrics.historyValues.inc({ source: this.o.source }, n);
         });
@@ -395,7 +530,13 @@ export class HistoryBackfill {
       }
       open = next;
     }
-    return total;
+    return { values: total, again };
+  }
+
+  /** A node's range is given up before its end; `done` collects it for releasing its continuation point. */
+  private stop(run: Run, c: Cursor, reason: StopReason, done?: Cursor[]): void {
+    run.stopped.push({ unit: c.unit, reason, values: c.values, pages: c.pages });
+    done?.push(c);
   }
 
   /** History values: the node's scale/offset and quality rules, always the source timestamp (issue 14 §1). */
@@ -406,8 +547,12 @@ export class HistoryBackfill {
     return d.sample;
   }
 
-  /** Frees the server's continuation points of an interrupted read (Part 11 §6.3: releaseContinuationPoints). */
-  private async release(session: ClientSession, details: ReadRawModifiedDetails, open: Array<{ unit: { binding: NodeBinding }; cp: Buffer | null }>): Promise<void> {
+  /**
+   * Frees the server's continuation points of reads that stop early (Part 4 §5.10.3, Part 11 §6.3:
+   * releaseContinuationPoints=true); nodes without one are skipped.
+   */
+  private async release(session: ClientSession, details: ReadRawModifiedDetails, cursors: Cursor[]): Promise<void> {
+    const open = cursors.filter((c) => c.cp !== null);
     if (open.length === 0) return;
     await session.historyRead(
       new HistoryReadRequest({
@@ -421,6 +566,22 @@ export class HistoryBackfill {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+
+/** Pages per node and gap before reading stops (history.max_values_per_gap). */
+function maxPages(s: HistorySettings): number {
+  return PAGES_SLACK * Math.ceil(s.max_values_per_gap / s.values_per_request);
+}
+
+/** Source time of a history value (server time when the source one is missing), epoch ms. */
+function deviceTime(dv: DataValue): number | undefined {
+  const t = (dv.sourceTimestamp ?? dv.serverTimestamp)?.getTime();
+  return t !== undefined && Number.isFinite(t) && t > 0 ? t : undefined;
+}
+
+function names(bindings: readonly NodeBinding[]): string {
+  const unique = [...new Set(bindings)];
+  return `${unique.slice(0, 5).map((b) => b.variable).join(', ')}${unique.length > 5 ? ', ...' : ''}`;
+}
 
 function accessBits(dv: DataValue | undefined): number | null {
   if (!dv || severityOf(dv.statusCode?.value ?? 0) === 'bad') return null;

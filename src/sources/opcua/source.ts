@@ -5,6 +5,7 @@ import { Backoff } from '../../core/backoff.js';
 import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError, GatewayError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { MAX_FUTURE_MS } from '../../core/time.js';
 import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
 import { ClockTolerantCertificateManager } from './certificate-validity.js';
 import { createClient, userIdentity } from './client-options.js';
@@ -429,9 +430,11 @@ export class OpcuaSource implements Source {
     if (offset && isLargeOffset(offset) && (fresh || !previous || Math.abs(offset.offsetMs - previous.offsetMs) > 10_000)) {
       const stamped = this.cfg.nodes.filter((n) => (n.timestamp ?? this.cfg.timestamp) !== 'gateway').length;
       const effect =
-        stamped > 0
-          ? `${stamped} of ${this.cfg.nodes.length} node(s) use timestamp "source" or "server", so their values carry the server's clock: set the server's clock (NTP), or set ${this.path}.timestamp: gateway`
-          : 'all nodes use timestamp "gateway", so values carry the gateway clock and are not affected';
+        stamped === 0
+          ? 'all nodes use timestamp "gateway", so values carry the gateway clock and are not affected'
+          : offset.offsetMs > MAX_FUTURE_MS
+            ? `${stamped} of ${this.cfg.nodes.length} node(s) use timestamp "source" or "server", and a timestamp more than 24 h ahead is refused (bad_timestamp): their values are not stored until the server's clock is set (NTP), or set ${this.path}.timestamp: gateway`
+            : `${stamped} of ${this.cfg.nodes.length} node(s) use timestamp "source" or "server", so their values carry the server's clock: set the server's clock (NTP), or set ${this.path}.timestamp: gateway`;
       this.ctx.logger.warn(
         { code: 'OPCUA_CLOCK_OFFSET', endpoint, server_clock_offset_ms: offset.offsetMs, server_time: new Date(offset.serverTime).toISOString(), gateway_time: new Date(offset.gatewayTime).toISOString() },
         `${this.path}: the clock of the OPC UA server ${endpoint} is ${describeOffset(offset.offsetMs)} the gateway clock (server ${isoSeconds(offset.serverTime)}, gateway ${isoSeconds(offset.gatewayTime)}); ${effect}`,

@@ -16,6 +16,8 @@ import type { InvalidNode } from './validate-nodes.js';
 
 /** Monitored items per CreateMonitoredItems call; below every server limit we have met. */
 const CREATE_CHUNK = 1_000;
+/** Room per data change notification in a Publish response, bytes (generous: about 40 are used). */
+const NOTIFICATION_BYTES = 64;
 
 export interface SubscriptionCallbacks {
   /** One value of one node (already matched to its binding). */
@@ -49,7 +51,10 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
     requestedPublishingInterval: cfg.publishing_interval,
     requestedLifetimeCount: lifetime,
     requestedMaxKeepAliveCount: cfg.keep_alive_count,
-    maxNotificationsPerPublish: 0,
+    // A Publish response must fit max_message_size (client-options.ts): a notification is at most
+    // about 40 bytes encoded (client handle + DataValue with both timestamps), so this many leave
+    // room; a bigger backlog comes in several responses (moreNotifications, Part 4 §5.13.1.1).
+    maxNotificationsPerPublish: Math.floor(cfg.max_message_size / NOTIFICATION_BYTES),
     publishingEnabled: true,
     priority: 10,
   });

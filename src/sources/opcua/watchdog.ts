@@ -7,9 +7,17 @@ import type { Clock } from '../../core/clock.js';
  * sends a keep-alive every MaxKeepAliveCount publishing intervals), or on every successful poll.
  * Silence beyond that means the subscription or the connection is dead even if the socket looks
  * open, which is the "subscription silently stops" failure this guards against.
+ *
+ * Silence is counted only while the gateway could listen: when its own event loop was blocked (a
+ * check runs late), what the server sent meanwhile is still unread in the socket, and Node runs
+ * expired timers before it reads sockets. The time the checks were late is not counted, so a long
+ * synchronous job in the gateway does not drop a healthy session and record a false gap (issue 21
+ * §2: a 3.5 s block tripped it); a dead link still trips, that much later.
  */
 export class Watchdog {
   private last: number;
+  private lastCheck: number;
+  private every = 1_000;
   private timer: NodeJS.Timeout | null = null;
   private tripped = false;
 
@@ -19,12 +27,14 @@ export class Watchdog {
     private readonly onTrip: (silentForMs: number) => void,
   ) {
     this.last = clock.monotonic();
+    this.lastCheck = this.last;
   }
 
   start(): void {
     this.last = this.clock.monotonic();
-    const every = Math.max(50, Math.min(1_000, Math.floor(this.timeoutMs / 4)));
-    this.timer = setInterval(() => this.check(), every);
+    this.lastCheck = this.last;
+    this.every = Math.max(50, Math.min(1_000, Math.floor(this.timeoutMs / 4)));
+    this.timer = setInterval(() => this.check(), this.every);
     this.timer.unref();
   }
 
@@ -44,6 +54,11 @@ export class Watchdog {
 
   private check(): void {
     if (this.tripped) return;
+    const now = this.clock.monotonic();
+    const late = now - this.lastCheck - this.every;
+    this.lastCheck = now;
+    // Late by more than an interval: the event loop was blocked, not listening; not silence.
+    if (late > this.every) this.last = Math.min(now, this.last + late);
     const silent = this.silentFor();
     if (silent >= this.timeoutMs) {
       this.tripped = true;

@@ -170,12 +170,28 @@ for (const [label, offset, ahead, key] of [
 }
 
 describe('OPC UA server clock 2 days ahead', () => {
-  it('SignAndEncrypt with a pre-trusted certificate made by that clock: connects; source timestamps are 2 days ahead', async () => {
+  it('SignAndEncrypt with a pre-trusted certificate made by that clock: connects; values stamped 2 days ahead are refused as bad_timestamp, gateway-stamped ones flow (issue 21 §5)', async () => {
     const sim = sims.ahead2d;
-    const h = start(sim, { security_mode: 'SignAndEncrypt' }, trustingPki(sim));
-    await flowing(h, sim);
-    for (const s of h.sink.of('mvr_temperature')) expect(Math.abs(s.ts - (Date.now() + 2 * DAY))).toBeLessThan(TOLERANCE);
-    expect(warnings(h, 'OPCUA_CLOCK_OFFSET')[0]?.msg).toContain('is 2 d 0 h ahead of the gateway clock');
+    const h = start(
+      sim,
+      {
+        security_mode: 'SignAndEncrypt',
+        nodes: [
+          { node_id: sim.nodeIds.temperature, variable: 'mvr_temperature' },
+          { node_id: sim.nodeIds.pressure, variable: 'mvr_pressure', timestamp: 'gateway' },
+        ],
+      },
+      trustingPki(sim),
+    );
+    await flowing(h, sim, 'mvr_pressure');
+    await waitFor(() => (h.source.status().samplesRefused.bad_timestamp ?? 0) >= 2, { timeoutMs: 30_000, what: 'source-stamped values refused as bad_timestamp' });
+    expect(h.sink.of('mvr_temperature')).toHaveLength(0);
+    for (const s of h.sink.of('mvr_pressure')) expect(Math.abs(s.ts - Date.now())).toBeLessThan(TOLERANCE);
+    const refusal = h.log.lines.find((l) => l.reason === 'bad_timestamp');
+    expect(refusal?.detail).toMatch(/^SourceTimestamp \S+Z is more than 24 h in the future \(PLC clock wrong\?\)$/);
+    const w = warnings(h, 'OPCUA_CLOCK_OFFSET')[0]?.msg;
+    expect(w).toContain('is 2 d 0 h ahead of the gateway clock');
+    expect(w).toContain('1 of 2 node(s) use timestamp "source" or "server", and a timestamp more than 24 h ahead is refused (bad_timestamp)');
     expect(warnings(h, 'OPCUA_SERVER_CERT_NOT_YET_VALID')).toHaveLength(1);
   });
 });

@@ -43,6 +43,8 @@ describe('opcua config', () => {
     const s = config.opcua.servers[0];
     expect(s).toMatchObject({ security_mode: 'None', user: { type: 'anonymous' }, trust_on_first_use: false, mode: 'subscription', publishing_interval: 1_000, queue_size: 10, keep_alive_count: 3, watchdog_multiplier: 10, timestamp: 'source', uncertain: 'forward', reconnect: { initial_delay: 1_000, max_delay: 30_000 } });
     expect(s.nodes[0]).toMatchObject({ scale: 1, offset: 0 });
+    expect(s.max_message_size).toBe(4 * 1024 * 1024);
+    expect(s.history).toEqual({ backfill: 'auto', max_window: 86_400_000, values_per_request: 1_000, max_values_per_gap: 1_000_000 });
     expect(validateConfig(base).config.opcua.servers).toEqual([]);
   });
 
@@ -63,6 +65,8 @@ describe('opcua config', () => {
     expect(problemsOf({ servers: [server({ publishing_interval: '1 fortnight' })] })).toEqual(['opcua.servers[0].publishing_interval: "1 fortnight" is not a duration (use ms or a unit: 500ms, 5s, 2m)']);
     expect(problemsOf({ servers: [server({ samplinginterval: 5 })] })).toEqual(['opcua.servers[0].samplinginterval: unknown setting (did you mean "sampling_interval"?)']);
     expect(problemsOf({ servers: [server({ user: { type: 'username', username: 'op' } })] })).toEqual(['opcua.servers[0].user.password: required setting is missing']);
+    expect(problemsOf({ servers: [server({ max_message_size: '64KiB' })] })).toEqual(['opcua.servers[0].max_message_size: "64KiB" is below the minimum of 131,072 bytes']);
+    expect(problemsOf({ servers: [server({ history: { max_values_per_gap: 10 } })] })).toEqual(['opcua.servers[0].history.max_values_per_gap: 10 is below the minimum of 1000']);
     expect(problemsOf({ servers: [server({ user: { type: 'kerberos' } })] })).toEqual(['opcua.servers[0].user.type: "kerberos" is not one of anonymous, username, certificate']);
   });
 
@@ -148,14 +152,24 @@ describe('node ids', () => {
 
 describe('decoding values', () => {
   const binding: NodeBinding = { index: 0, configuredId: 'ns=2;s=X', nodeId: 'ns=2;s=X', variable: 'mvr_x', scale: 1, offset: 0, timestamp: 'source', uncertain: 'forward', samplingInterval: 100, queueSize: 1 };
-  const dv = (variant: Variant, status = StatusCodes.Good) => new DataValue({ value: variant, statusCode: status, sourceTimestamp: new Date(1_000), serverTimestamp: new Date(2_000) });
+  const T0 = Date.UTC(2026, 0, 5, 6);
+  const NOW = T0 + 9;
+  const dv = (variant: Variant, status = StatusCodes.Good) => new DataValue({ value: variant, statusCode: status, sourceTimestamp: new Date(T0 + 1_000), serverTimestamp: new Date(T0 + 2_000) });
   it('handles 64-bit integers, NaN, strings and missing timestamps without throwing', () => {
-    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Int64, arrayType: VariantArrayType.Scalar, value: [0, 5] })), 9)).toEqual({ ok: true, sample: { variable: 'mvr_x', ts: 1_000, value: 5 } });
-    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Int64, arrayType: VariantArrayType.Scalar, value: [-1, 0xfffffffe] })), 9)).toMatchObject({ ok: true, sample: { value: -2 } });
-    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Double, value: Number.NaN })), 9)).toMatchObject({ ok: false, reason: 'not_finite' });
-    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.String, value: 'x' })), 9)).toMatchObject({ ok: false, reason: 'not_numeric' });
-    const noSource = new DataValue({ value: new Variant({ dataType: DataType.Float, value: 1.5 }), serverTimestamp: new Date(2_000) });
-    expect(decodeDataValue(binding, noSource, 9)).toMatchObject({ ok: true, sample: { ts: 2_000 } });
-    expect(decodeDataValue({ ...binding, timestamp: 'server' }, new DataValue({ value: new Variant({ dataType: DataType.Float, value: 1.5 }) }), 9)).toMatchObject({ ok: true, sample: { ts: 9 } });
+    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Int64, arrayType: VariantArrayType.Scalar, value: [0, 5] })), NOW)).toEqual({ ok: true, sample: { variable: 'mvr_x', ts: T0 + 1_000, value: 5 } });
+    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Int64, arrayType: VariantArrayType.Scalar, value: [-1, 0xfffffffe] })), NOW)).toMatchObject({ ok: true, sample: { value: -2 } });
+    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.Double, value: Number.NaN })), NOW)).toMatchObject({ ok: false, reason: 'not_finite' });
+    expect(decodeDataValue(binding, dv(new Variant({ dataType: DataType.String, value: 'x' })), NOW)).toMatchObject({ ok: false, reason: 'not_numeric' });
+    const noSource = new DataValue({ value: new Variant({ dataType: DataType.Float, value: 1.5 }), serverTimestamp: new Date(T0 + 2_000) });
+    expect(decodeDataValue(binding, noSource, NOW)).toMatchObject({ ok: true, sample: { ts: T0 + 2_000 } });
+    expect(decodeDataValue({ ...binding, timestamp: 'server' }, new DataValue({ value: new Variant({ dataType: DataType.Float, value: 1.5 }) }), NOW)).toMatchObject({ ok: true, sample: { ts: NOW } });
+  });
+
+  it('refuses a device timestamp more than 24 h ahead of the gateway clock or before 2000 (bad_timestamp, shared with MQTT); gateway time is never refused', () => {
+    const at = (source: number, server = source) => new DataValue({ value: new Variant({ dataType: DataType.Double, value: 1 }), sourceTimestamp: new Date(source), serverTimestamp: new Date(server) });
+    expect(decodeDataValue(binding, at(NOW + 24 * 3_600_000), NOW)).toMatchObject({ ok: true });
+    expect(decodeDataValue(binding, at(NOW + 24 * 3_600_000 + 1), NOW)).toEqual({ ok: false, reason: 'bad_timestamp', detail: `SourceTimestamp ${new Date(NOW + 24 * 3_600_000 + 1).toISOString()} is more than 24 h in the future (PLC clock wrong?)` });
+    expect(decodeDataValue({ ...binding, timestamp: 'server' }, at(NOW, Date.UTC(1999, 0, 1)), NOW)).toEqual({ ok: false, reason: 'bad_timestamp', detail: 'ServerTimestamp 1999-01-01T00:00:00.000Z is before 2000-01-01 (PLC clock not set?)' });
+    expect(decodeDataValue({ ...binding, timestamp: 'gateway' }, at(NOW + 48 * 3_600_000), NOW)).toMatchObject({ ok: true, sample: { ts: NOW } });
   });
 });

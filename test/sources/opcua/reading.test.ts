@@ -172,6 +172,26 @@ describe('OPC UA source reading from the simulator', () => {
     expect(await metricValue(h.metrics, 'gateway_source_samples_refused_total', { source: 'press1', reason: 'bad_status' })).toBe(1);
   });
 
+  it('refuses a live value whose SourceTimestamp is more than 24 h ahead or before 2000 (bad_timestamp, the MQTT rule); 23 h ahead passes (issue 21 §5)', async () => {
+    sim.pauseUpdates();
+    const h = start({ nodes: [{ node_id: sim.nodeIds.temperature, variable: 'mvr_src', timestamp: 'source' }] });
+    await connected(h);
+    await waitFor(() => h.sink.of('mvr_src').length >= 1, { what: 'initial value' });
+    const ahead25h = new Date(Date.now() + 25 * 3_600_000);
+    sim.setValue('temperature', 81.5, { sourceTimestamp: ahead25h });
+    await waitFor(() => h.stats.snapshot().samplesRefused.bad_timestamp === 1, { what: 'the value stamped 25 h ahead refused' });
+    sim.setValue('temperature', 82.5, { sourceTimestamp: new Date(Date.UTC(1999, 11, 31)) });
+    await waitFor(() => h.stats.snapshot().samplesRefused.bad_timestamp === 2, { what: 'the value stamped 1999 refused' });
+    const ahead23h = new Date(Date.now() + 23 * 3_600_000);
+    sim.setValue('temperature', 83.5, { sourceTimestamp: ahead23h });
+    const ok = await waitFor(() => h.sink.of('mvr_src').find((s) => s.value === 83.5), { what: 'the value stamped 23 h ahead' });
+    expect(ok.ts).toBe(ahead23h.getTime());
+    expect(h.sink.samples.some((s) => s.value === 81.5 || s.value === 82.5)).toBe(false);
+    const line = h.log.lines.find((l) => l.reason === 'bad_timestamp');
+    expect(line?.detail).toBe(`SourceTimestamp ${ahead25h.toISOString()} is more than 24 h in the future (PLC clock wrong?)`);
+    expect(await metricValue(h.metrics, 'gateway_source_samples_refused_total', { source: 'press1', reason: 'bad_timestamp' })).toBe(2);
+  });
+
   it('polls on an interval, forwarding changes and not repeating unchanged values', async () => {
     sim.pauseUpdates();
     sim.setValue('setpoint', 30);

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startOpcuaSimulator, type OpcuaSimulator } from '../../../src/sim/opcua-server.js';
 import { delay, waitFor } from '../../helpers/wait.js';
 import { makeSource, metricValue, tmpPki, type Harness } from './helpers.js';
+import { startSimulatorProcess } from './skewed-simulator.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 // The simulator keeps its certificate in this folder, so a restarted server has the same identity
@@ -56,6 +57,29 @@ describe('OPC UA recovery without operator action', () => {
     expect((st.detail?.recoveries as Record<string, number>).reconnected).toBeGreaterThanOrEqual(1);
     expect(await metricValue(h.metrics, 'gateway_opcua_session_recoveries_total', { source: 'press1' })).toBeGreaterThanOrEqual(1);
   });
+
+  it('a gateway whose own event loop is blocked longer than the watchdog keeps a healthy session (no false trip, issue 21 §2)', async () => {
+    // The server in another process keeps publishing while this one is blocked.
+    const server = await startSimulatorProcess({ pkiDir: tmpPki('opcua-rec-block-sim-'), updateIntervalMs: 100 });
+    cleanup.push(() => server.close());
+    const h = start({ endpoint: server.endpointUrl, watchdog_multiplier: 10, nodes: [{ node_id: server.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    const timeout = h.source.status().detail?.watchdog_timeout_ms as number;
+    expect(timeout).toBe(2_000);
+    // A synchronous job twice as long as the watchdog (a huge answer decoded, a big commit).
+    await new Promise<void>((resolve) =>
+      setTimeout(() => {
+        const until = performance.now() + 2 * timeout;
+        while (performance.now() < until);
+        resolve();
+      }, 10),
+    );
+    const unblocked = Date.now();
+    await flowingAfter(h, 'mvr_press1_temperature', unblocked, 5);
+    await delay(timeout);
+    expect((h.source.status().detail?.recoveries as Record<string, number>).watchdog ?? 0).toBe(0);
+    expect(h.source.status().state).toBe('connected');
+  }, 90_000);
 
   it('resumes after a longer outage through the watchdog and its own reconnect loop', async () => {
     const first = await sim();

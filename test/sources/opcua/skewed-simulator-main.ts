@@ -9,7 +9,7 @@ import { startOpcuaSimulator, type OpcuaSimulatorOptions } from '../../../src/si
 const options = JSON.parse(process.env.SKEWED_SIM_OPTIONS ?? '{}') as OpcuaSimulatorOptions;
 const sim = await startOpcuaSimulator(options);
 process.stdout.write(
-  `SKEWED_SIM_READY ${JSON.stringify({ endpointUrl: sim.endpointUrl, port: sim.port, nodeIds: sim.nodeIds, certificateFile: sim.certificateFile, clockNow: Date.now() })}\n`,
+  `SKEWED_SIM_READY ${JSON.stringify({ endpointUrl: sim.endpointUrl, port: sim.port, nodeIds: sim.nodeIds, certificateFile: sim.certificateFile, misbehavingNodeIds: sim.misbehaviour?.nodeIds ?? {}, clockNow: Date.now() })}\n`,
 );
 
 let stopping = false;

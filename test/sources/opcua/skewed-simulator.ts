@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import type { Misbehaviour, MisbehaviourEvent } from '../../../src/sim/opcua-misbehaving.js';
 import type { OpcuaSimulatorOptions, SimVariableName } from '../../../src/sim/opcua-server.js';
 import { ROOT } from '../../helpers/cli.js';
 
@@ -11,6 +12,10 @@ export interface SkewedSimulator {
   certificateFile: string;
   /** What the child's clock minus ours read at start-up (≈ the offset asked for). */
   measuredOffsetMs: number;
+  /** Node ids of the rule-breaking nodes (option `misbehave`). */
+  misbehavingNodeIds: Misbehaviour['nodeIds'];
+  /** What the rule-breaking nodes were asked (option `misbehave` with `printEvents`), from the child's output. */
+  events(): MisbehaviourEvent[];
   /** Everything the child printed, for failure messages. */
   output(): string;
   close(): Promise<void>;
@@ -49,18 +54,25 @@ export function startSkewedSimulator(offsetMs: number, options: OpcuaSimulatorOp
       child.removeAllListeners('exit');
       child.stdout!.removeAllListeners('data');
       child.stdout!.on('data', (more) => (out += more));
-      const ready = JSON.parse(m[1]) as Omit<SkewedSimulator, 'measuredOffsetMs' | 'output' | 'close'> & { clockNow: number };
+      const ready = JSON.parse(m[1]) as Omit<SkewedSimulator, 'measuredOffsetMs' | 'output' | 'close' | 'events'> & { clockNow: number };
       resolve({
         endpointUrl: ready.endpointUrl,
         port: ready.port,
         nodeIds: ready.nodeIds,
         certificateFile: ready.certificateFile,
         measuredOffsetMs: ready.clockNow - Date.now(),
+        misbehavingNodeIds: ready.misbehavingNodeIds ?? {},
+        events: () => [...out.matchAll(/^SIM_EVENT (.+)$/gm)].map((e) => JSON.parse(e[1]) as MisbehaviourEvent),
         output,
         close: () => stopChild(child),
       });
     });
   });
+}
+
+/** The simulator in a child process with the real clock: a server whose work must not block this process (a 1,000,000-value answer). */
+export function startSimulatorProcess(options: OpcuaSimulatorOptions = {}): Promise<SkewedSimulator> {
+  return startSkewedSimulator(0, options);
 }
 
 /** Closes the child's stdin (its signal to shut the server down), SIGKILL after 10 s. */
