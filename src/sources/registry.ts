@@ -10,6 +10,10 @@ export type SourceSection = (typeof SOURCE_SECTIONS)[number];
 /** The configuration's source sections: all a source set is built from. */
 export type SourceSections = Pick<GatewayConfig, SourceSection>;
 
+export function sourceSections(config: SourceSections): SourceSections {
+  return { generator: config.generator, opcua: config.opcua, modbus: config.modbus, mqtt: config.mqtt };
+}
+
 /**
  * Builds the sources of one config section (no I/O). A protocol's module is loaded only when its
  * section is present, so a gateway without OPC UA does not pay for loading node-opcua at every start.
