@@ -22,8 +22,8 @@ export type { ReloadResult } from './reload.js';
 /**
  * The composition root: config → stages → running gateway. Each stage (./stages/) gets its own
  * settings, the shared services and what earlier stages offer, in order: store → uplink → sources
- * → surfaces → features; they stop in reverse. Traffic starts last and against the data flow (the
- * uplink sends, the sources read, the server listens), so the first sample has somewhere to go.
+ * → surfaces → features; they stop in reverse. Traffic starts once all are assembled, so the first
+ * sample has somewhere to go and the stop follows the data: sources, then uplink, then the buffer.
  */
 export async function startGateway(config: GatewayConfig, options: StartOptions = {}): Promise<GatewayHandle> {
   const clock = options.clock ?? systemClock;
@@ -45,15 +45,14 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const uplink = stages.add('uplink', startUplink({ service: config.service, uplink: config.uplink }, services, { store, makeHealth: options.uplinkHealth }));
     const sources = stages.add('sources', await startSources(sourceSections(config), services, { store }));
     const reloads = new ConfigReloads(config, { ...services, sources, configPath, startedAt });
-    board.show('store', () => store.status());
-    board.show('uplink', () => uplink.status());
-    board.show('sources', () => sources.status());
-    board.show('reloads', () => ({ config: reloads.status() }));
-    const surfaces = stages.add('surfaces', await startSurfaces({ http: config.http, fleetMqtt: config.fleet?.mqtt, budgetSharing: config.uplink.budget_sharing, requestsPerMinute: config.uplink.requests_per_minute, gatewayName: config.gateway.name, configPath }, services, { store, uplink, sources, reloads, status: board.status }));
-    board.show('surfaces', () => surfaces.status());
+    board.show({ store, uplink, sources, reloads });
+    const surfacesSettings = { http: config.http, fleetMqtt: config.fleet?.mqtt, budgetSharing: config.uplink.budget_sharing, requestsPerMinute: config.uplink.requests_per_minute, gatewayName: config.gateway.name, configPath };
+    const surfaces = stages.add('surfaces', await startSurfaces(surfacesSettings, services, { store, uplink, sources, reloads, status: board.status }));
+    board.show({ surfaces });
     const features = stages.add('features', await startFeatures({ annotations: config.annotations, gaps: config.gaps, gatewayName: config.gateway.name }, services, { store, uplink, sources, surfaces, reloads }));
-    board.show('features', () => features.status());
+    board.show({ features });
 
+    // Traffic, against the data flow: the uplink sends, the sources read, the server listens.
     uplink.open();
     await sources.open(startedAt);
     await surfaces.open();
@@ -63,11 +62,11 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       get config() {
         return reloads.config;
       },
-      ...{ logger, metrics, buffer: store.buffer, sources: sources.list, gaps: store.gaps, http, httpUrl: http?.url ?? null },
-      ...{ client: uplink.client, health: uplink.health, budget: uplink.budget, sync: uplink.sync, backfill: uplink.backfill },
       get annotations() {
         return features.annotations;
       },
+      logger, metrics, buffer: store.buffer, gaps: store.gaps, sources: sources.list, http, httpUrl: http?.url ?? null,
+      client: uplink.client, health: uplink.health, budget: uplink.budget, sync: uplink.sync, backfill: uplink.backfill,
       status: board.status,
       reload: (next) => reloads.apply(next),
       reloadRefused: (problems) => reloads.refused(problems),

@@ -40,8 +40,8 @@ export class ConfigReloads {
   }
 
   /** The configuration file and its reloads, for the status. */
-  status(): ConfigStatus {
-    return structuredClone(this.record);
+  status(): { config: ConfigStatus } {
+    return { config: structuredClone(this.record) };
   }
 
   /** Adds a later stage's part of every reload; returns the function that removes it. */

@@ -2,9 +2,10 @@ import type { Clock } from '../core/clock.js';
 import { gatewayStatus, type GatewayStatus, type StatusReadings } from '../status/model.js';
 import { VERSION } from '../version.js';
 
-type Part<K extends keyof StatusReadings> = () => Pick<StatusReadings, K>;
+/** What shows a part of the status: `status()` reads the part it owns. */
+type Part<K extends keyof StatusReadings> = { status(): Pick<StatusReadings, K> };
 
-/** The stages' parts of the status readings, each read by the stage that owns it. */
+/** The stages' parts of the status readings. */
 export interface StatusParts {
   store: Part<'buffer' | 'ingestRate' | 'recoveredFrom' | 'setAside' | 'gaps'>;
   uplink: Part<'maxUnsentAgeMs' | 'health' | 'budget' | 'sync' | 'backfill'>;
@@ -15,33 +16,33 @@ export interface StatusParts {
 }
 
 /**
- * Where `status()` reads from (the model itself is src/status/model.ts). Each stage shows its part
- * as it starts; the surfaces and the fleet publisher read the status from here, while later stages
- * are still starting, so the status simply leaves out what is not there yet (annotations, fleet).
+ * Where `status()` reads from (the model itself is src/status/model.ts). Stages are shown as they
+ * start; the surfaces and the fleet publisher read the status while later stages still start, so it
+ * leaves out what is not there yet (annotations).
  */
 export class StatusBoard {
   private readonly parts: Partial<StatusParts> = {};
 
   constructor(private readonly gateway: { name: string; startedAt: number; clock: Clock }) {}
 
-  show<K extends keyof StatusParts>(name: K, part: StatusParts[K]): void {
-    this.parts[name] = part;
+  show(parts: Partial<StatusParts>): void {
+    Object.assign(this.parts, parts);
   }
 
   readonly status = (): GatewayStatus => {
     const { store, uplink, sources, reloads, surfaces, features } = this.parts;
     if (!store || !uplink || !sources || !reloads) throw new Error('no status yet: the gateway is starting');
     return gatewayStatus({
-      ...store(),
-      ...uplink(),
+      ...store.status(),
+      ...uplink.status(),
       now: this.gateway.clock.now(),
       gateway: { name: this.gateway.name, version: VERSION, startedAt: this.gateway.startedAt, pid: process.pid, memory: memoryNow() },
-      ...sources(),
+      ...sources.status(),
       fleet: null,
       annotations: null,
-      ...surfaces?.(),
-      ...features?.(),
-      ...reloads(),
+      ...surfaces?.status(),
+      ...features?.status(),
+      ...reloads.status(),
     });
   };
 }
