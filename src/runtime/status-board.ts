@@ -22,6 +22,7 @@ export interface StatusParts {
  */
 export class StatusBoard {
   private readonly parts: Partial<StatusParts> = {};
+  private memory: GatewayStatus['gateway']['memory'] = { rss_bytes: 0, heap_used_bytes: 0, external_bytes: 0 };
 
   constructor(private readonly gateway: { name: string; startedAt: number; clock: Clock }) {}
 
@@ -36,7 +37,7 @@ export class StatusBoard {
       ...store.status(),
       ...uplink.status(),
       now: this.gateway.clock.now(),
-      gateway: { name: this.gateway.name, version: VERSION, startedAt: this.gateway.startedAt, pid: process.pid, memory: memoryNow() },
+      gateway: { name: this.gateway.name, version: VERSION, startedAt: this.gateway.startedAt, pid: process.pid, memory: this.memoryNow() },
       ...sources.status(),
       fleet: null,
       annotations: null,
@@ -45,19 +46,18 @@ export class StatusBoard {
       ...reloads.status(),
     });
   };
-}
 
-let lastMemory = { rss_bytes: 0, heap_used_bytes: 0, external_bytes: 0 };
-/**
- * process.memoryUsage() opens /proc/self/stat and throws EMFILE when every descriptor is taken
- * (issue 12 §1); /status then shows the last reading instead of failing.
- */
-function memoryNow(): typeof lastMemory {
-  try {
-    const m = process.memoryUsage();
-    lastMemory = { rss_bytes: m.rss, heap_used_bytes: m.heapUsed, external_bytes: m.external };
-  } catch {
-    /* keep the last reading */
+  /**
+   * process.memoryUsage() opens /proc/self/stat and throws EMFILE when every descriptor is taken
+   * (issue 12 §1); /status then shows the last reading instead of failing.
+   */
+  private memoryNow(): GatewayStatus['gateway']['memory'] {
+    try {
+      const m = process.memoryUsage();
+      this.memory = { rss_bytes: m.rss, heap_used_bytes: m.heapUsed, external_bytes: m.external };
+    } catch {
+      /* keep the last reading */
+    }
+    return this.memory;
   }
-  return lastMemory;
 }

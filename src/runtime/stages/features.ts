@@ -48,7 +48,12 @@ export class FeaturesStage implements Stage {
 
   static async start(settings: FeaturesSettings, services: RuntimeServices, deps: FeaturesDeps): Promise<FeaturesStage> {
     const stage = new FeaturesStage(settings, services, deps);
-    await stage.startAnnotations(settings.annotations);
+    try {
+      await stage.startAnnotations(settings.annotations);
+    } catch (err) {
+      await stage.stop();
+      throw err;
+    }
     return stage;
   }
 
