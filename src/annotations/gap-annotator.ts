@@ -4,7 +4,7 @@ import type { GapLedger, GapReason, GapRow } from '../buffer/gaps.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
-import type { SourceInfo } from '../runtime/gap-watch.js';
+import type { SourceInfo } from '../sources/inventory.js';
 import { EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_CHARS, MAX_MACHINE_VARIABLES, MAX_TEXT_CHARS, type NewAnnotation, type SiteRef } from './model.js';
 import type { AnnotationStore } from './store.js';
 

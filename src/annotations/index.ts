@@ -1,6 +1,5 @@
 import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
-import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { guardedInterval } from '../core/guarded-timer.js';
@@ -17,12 +16,16 @@ import { MqttTrigger } from './mqtt-trigger.js';
 import { OutboxSender } from './sender.js';
 import { AnnotationService, downtimeView } from './service.js';
 import { AnnotationStore } from './store.js';
+import type { AnnotationsSection } from './config.js';
 
 export { annotationsSectionSchema, type AnnotationsSection } from './config.js';
 
 /** What the runtime hands the annotations component. */
 export interface AnnotationsDeps {
-  config: GatewayConfig;
+  /** The annotations section (absent: nothing starts). */
+  annotations: AnnotationsSection;
+  /** gateway.name: the gateway in annotation texts and the MQTT trigger's topics. */
+  gatewayName: string;
   /** The buffer's database (the outbox lives in the same SQLite file). */
   db: Database;
   client: TrackingClient;
@@ -56,10 +59,9 @@ const PURGE_EVERY_MS = 3_600_000;
  * Returns null when the `annotations` section is absent.
  */
 export async function startAnnotations(deps: AnnotationsDeps): Promise<AnnotationsRuntime | null> {
-  const cfg = deps.config.annotations;
+  const cfg = deps.annotations;
   if (!cfg) return null;
-  const { logger, metrics, clock } = deps;
-  const gatewayName = deps.config.gateway.name;
+  const { logger, metrics, clock, gatewayName } = deps;
   const store = new AnnotationStore(deps.db);
   let closed = false;
 

@@ -51,13 +51,14 @@ export async function checkCommand(argv: string[]): Promise<number> {
   return checkOnline(loaded.config);
 }
 
-/** `--online`: credentials and the catalog of the organisation (catalog-check.ts). Returns the exit code. */
+/** `--online`: credentials and the catalog of the organisation (uplink/catalog.ts, catalog-check.ts). Returns the exit code. */
 async function checkOnline(config: GatewayConfig): Promise<number> {
   // Loaded only here: a plain check stays free of the HTTP client.
   const { RequestBudget } = await import('../uplink/budget.js');
   const { TrackingClient } = await import('../uplink/client.js');
-  const { CatalogCheckError, CATALOG_EXIT, compareCatalog, fetchCatalog, renderCatalogReport, verifyCredentials } = await import('./catalog-check.js');
-  const { mappedVariables } = await import('../config/mapped-variables.js');
+  const { CatalogCheckError, fetchCatalog, verifyCredentials } = await import('../uplink/catalog.js');
+  const { CATALOG_EXIT, compareCatalog, renderCatalogReport } = await import('./catalog-check.js');
+  const { mappedVariables } = await import('../sources/mapped-variables.js');
   const metrics = createMetrics();
   const budget = new RequestBudget(config.uplink.requests_per_minute, systemClock, metrics);
   const client = new TrackingClient({ service: config.service, budget, metrics, logger: silentLogger(), clock: systemClock, connections: 2 });
@@ -75,7 +76,7 @@ async function checkOnline(config: GatewayConfig): Promise<number> {
   } catch (err) {
     if (!(err instanceof CatalogCheckError)) throw err;
     process.stderr.write(`edge-gateway check: ${err.message}\n`);
-    return err.exitCode;
+    return CATALOG_EXIT[err.kind];
   } finally {
     budget.close();
     await client.close();

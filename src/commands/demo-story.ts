@@ -6,7 +6,8 @@ import type { GatewayConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import type { EmulatorHandle } from '../emulator/index.js';
 import type { GatewayHandle } from '../runtime/gateway.js';
-import { statusLine, type GatewayStatus } from '../runtime/status.js';
+import { statusLine } from '../status/line.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { PlantEvent } from '../sim/plant.js';
 import { renderStatus } from './status.js';
 

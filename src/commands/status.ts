@@ -3,7 +3,8 @@ import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
 import { describeError } from '../core/errors.js';
 import { resolveSecret, secretRefSchema } from '../config/secrets.js';
-import { formatDuration, statusLine, type GatewayStatus } from '../runtime/status.js';
+import { formatDuration, statusLine } from '../status/line.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { SourceStatus } from '../core/source.js';
 import { parseFlags, UsageError } from './flags.js';
 

@@ -4,7 +4,7 @@ import { Composer, isPair, isScalar, LineCounter, Parser, visit, type CST, type 
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
 import { withoutRequiredSecrets } from './secrets.js';
-import { isLoopbackHost } from '../http/guard.js';
+import { isLoopbackHost } from '../core/loopback.js';
 import { gatewaySchema, type GatewayConfig } from './schema.js';
 
 export interface LoadedConfig {

@@ -74,7 +74,7 @@ export class ConsoleCatalog {
   }
 
   private async load(): Promise<Catalog> {
-    const { fetchCatalog, CatalogCheckError } = await import('../commands/catalog-check.js');
+    const { fetchCatalog, CatalogCheckError } = await import('../uplink/catalog.js');
     const signal = AbortSignal.timeout(CATALOG_BUDGET_WAIT_MS);
     try {
       const c = await fetchCatalog(this.deps.client, this.deps.service(), { signal, priority: 'background' });

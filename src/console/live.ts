@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { GatewayStatus } from '../runtime/status.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { ValueRing } from './value-ring.js';
 

@@ -5,7 +5,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer, type Reply } from '../http/server.js';
 import type { Metrics } from '../core/metrics.js';
-import type { GatewayStatus } from '../runtime/status.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
 import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';

@@ -1,5 +1,5 @@
 import type { GatewayConfig } from '../config/schema.js';
-import { mappedVariables } from '../config/mapped-variables.js';
+import { mappedVariables } from '../sources/mapped-variables.js';
 
 /** What the console knows about a mapped variable from the configuration alone. */
 export interface VariableInfo {

@@ -1,4 +1,36 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type GaugeConfiguration } from 'prom-client';
+
+/**
+ * A gauge whose value is read when it is scraped, through prom-client's `collect()` hook, instead
+ * of written as a side effect of something else (issue 23: `/metrics` called `status()` only to
+ * refresh these). The component that owns the figure binds its reader with `readFrom` (and the
+ * returned function unbinds it at stop); a reader that throws (a database closing) leaves the last
+ * value. Until bound, the gauge reports what was last `set()`.
+ */
+export type ReadGauge = Gauge & { readFrom(read: () => number): () => void };
+
+function readGauge(config: Omit<GaugeConfiguration<string>, 'collect' | 'labelNames'>): ReadGauge {
+  const reader: { read: (() => number) | null } = { read: null };
+  const gauge = new Gauge({
+    ...config,
+    collect() {
+      if (!reader.read) return;
+      try {
+        this.set(reader.read());
+      } catch {
+        /* keep the last value */
+      }
+    },
+  });
+  return Object.assign(gauge, {
+    readFrom(read: () => number): () => void {
+      reader.read = read;
+      return () => {
+        if (reader.read === read) reader.read = null;
+      };
+    },
+  });
+}
 
 /**
  * The one place that defines metric names. Every component receives the `Metrics` object built
@@ -63,7 +95,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferCompressionRatio: new Gauge({ name: 'gateway_buffer_compression_ratio', help: 'Raw size (16 bytes per sample: timestamp and value) over the size of the sealed chunks', registers: r }),
     bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached at the current ingest rate and bytes per sample (-1 while nothing is ingested)', registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
-    setAsideSamples: new Gauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
+    setAsideSamples: readGauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
 
     // --- uplink ---
     uplinkRequests: new Counter({ name: 'gateway_uplink_requests_total', help: 'Requests to the tracking service, by endpoint and HTTP status (or error code)', labelNames: ['endpoint', 'status'], registers: r }),
@@ -80,7 +112,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     importJobsInFlight: new Gauge({ name: 'gateway_import_jobs_in_flight', help: 'Import jobs being built, uploaded or processed', registers: r }),
     importJobs: new Counter({ name: 'gateway_import_jobs_total', help: 'Import jobs ended, by outcome (finished, failed, abandoned)', labelNames: ['outcome'], registers: r }),
     importFileBytes: new Counter({ name: 'gateway_import_file_bytes_total', help: 'Bytes of import-job files uploaded', registers: r }),
-    backlogEtaSeconds: new Gauge({ name: 'gateway_backlog_eta_seconds', help: 'Estimated seconds until the backlog is delivered at the current rates (-1 when unknown)', registers: r }),
+    backlogEtaSeconds: readGauge({ name: 'gateway_backlog_eta_seconds', help: 'Estimated seconds until the backlog is delivered at the current rates (-1 when unknown)', registers: r }),
 
     // --- annotations ---
     annotationsQueued: new Gauge({ name: 'gateway_annotations_queued', help: 'Annotations waiting in the outbox', registers: r }),
@@ -91,7 +123,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged)', labelNames: ['outcome'], registers: r }),
 
     // --- gap ledger and OPC UA historical backfill (issue 14) ---
-    gapsOpen: new Gauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
+    gapsOpen: readGauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
     gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full)', labelNames: ['reason'], registers: r }),
     gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
     historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),

@@ -1,9 +1,8 @@
 import { RateMeter } from './rate-meter.js';
-import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import { describeError, errorCode } from './errors.js';
 import type { Metrics } from './metrics.js';
-import { refusalReasonOf, SamplesRefusedError, type RefusalReason, type SampleSink } from './sample.js';
+import { refusalReasonOf, SamplesRefusedError, type RefusalReason } from './sample.js';
 
 /**
  * The contract every protocol source (OPC UA, Modbus, MQTT, the synthetic generator) follows.
@@ -48,19 +47,6 @@ export interface SourceStatus {
 export interface RefusalInfo {
   variable?: string;
   detail?: string;
-}
-
-/** What the runtime hands a source factory. */
-export interface SourceContext {
-  sink: SampleSink;
-  logger: Logger;
-  stats: SourceStats;
-  metrics: Metrics;
-  clock: Clock;
-  /** Directory for the source's own files (OPC UA certificates, ...). Exists. */
-  dataDir: string;
-  /** Buffer state for the OPC UA historical backfill (issue 14); absent in tests that build a source alone. */
-  history?: import('../sources/opcua/history.js').HistoryContext;
 }
 
 /**
@@ -179,6 +165,3 @@ export class SourceStats {
     return this.state;
   }
 }
-
-/** A source factory: validated config section in, sources out, no I/O. */
-export type SourceFactory<Section> = (section: Section, makeContext: (name: string, kind: SourceKind) => SourceContext) => Source[];

@@ -1,10 +1,11 @@
 import type { Logger } from 'pino';
-import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
-import type { GatewayStatus } from '../runtime/status.js';
+import type { FleetBrokerStatus, GatewayStatus } from '../status/model.js';
 import type { RequestBudget } from '../uplink/budget.js';
 import { BudgetSharing, type SharingStatus } from '../uplink/budget-sharing.js';
+import type { BudgetSharingConfig } from '../uplink/config.js';
+import type { FleetMqttConfig } from './config.js';
 import { FleetLink } from './broker-link.js';
 import { StatusPublisher } from './status-publisher.js';
 import { FleetView, type FleetRow } from './view.js';
@@ -23,20 +24,6 @@ export interface FleetWatch {
   stop(): void;
 }
 
-/** The plant-broker link in the gateway's status. */
-export interface FleetBrokerStatus {
-  url: string;
-  connected: boolean;
-  client_id: string;
-  prefix: string;
-  /** MQTT 5, or MQTT 3.1.1 when the broker refused 5. */
-  protocol: string;
-  /** This process's instance id in its status documents. */
-  instance: string;
-  /** What shows that another gateway publishes under this gateway's name, while suspected (duplicate-name.ts); else null. */
-  duplicate_name: string | null;
-}
-
 export interface FleetRuntime {
   /** Budget sharing state (null when uplink.budget_sharing.mode is off). */
   sharing(): SharingStatus | null;
@@ -50,20 +37,34 @@ export interface FleetRuntime {
   stop(): Promise<void>;
 }
 
+export interface FleetDeps {
+  /** fleet.mqtt: the plant broker. */
+  mqtt: FleetMqttConfig;
+  /** uplink.budget_sharing and uplink.requests_per_minute: the address budget shared with the other gateways. */
+  sharing: BudgetSharingConfig;
+  requestsPerMinute: number;
+  /** gateway.name: this gateway in the status topics and the budget group. */
+  gatewayName: string;
+  budget: RequestBudget;
+  status: () => GatewayStatus;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+}
+
 /** Starts the fleet side of a gateway: the plant-broker link, status publishing, budget sharing. */
-export function startFleet(o: { config: GatewayConfig; budget: RequestBudget; status: () => GatewayStatus; logger: Logger; metrics: Metrics; clock: Clock }): FleetRuntime | null {
-  const mqttConfig = o.config.fleet?.mqtt;
-  if (!mqttConfig) return null;
-  const share = o.config.uplink.budget_sharing;
-  const link = new FleetLink({ config: mqttConfig, gateway: o.config.gateway.name, sharing: share.mode === 'fleet', logger: o.logger, metrics: o.metrics, clock: o.clock });
+export function startFleet(o: FleetDeps): FleetRuntime {
+  const mqttConfig = o.mqtt;
+  const share = o.sharing;
+  const link = new FleetLink({ config: mqttConfig, gateway: o.gatewayName, sharing: share.mode === 'fleet', logger: o.logger, metrics: o.metrics, clock: o.clock });
   const sharing =
     share.mode === 'fleet'
       ? new BudgetSharing({
           budget: o.budget,
           channel: link,
-          self: o.config.gateway.name,
+          self: o.gatewayName,
           group: share.group,
-          totalPerMinute: o.config.uplink.requests_per_minute,
+          totalPerMinute: o.requestsPerMinute,
           intervalMs: share.announce_interval,
           leaseMs: share.lease,
           maxGateways: share.max_gateways,

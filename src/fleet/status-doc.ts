@@ -1,4 +1,4 @@
-import type { GatewayStatus } from '../runtime/status.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
 
 /**

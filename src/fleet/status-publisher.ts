@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
-import type { GatewayStatus } from '../runtime/status.js';
+import type { GatewayStatus } from '../status/model.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
 import type { FleetLink } from './broker-link.js';
 import { fleetStatusFrom, type FleetStatusDoc } from './status-doc.js';

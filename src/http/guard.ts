@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import type { Secret } from '../config/secrets.js';
+import { isLoopbackHost } from '../core/loopback.js';
 
 /**
  * The one gate of the gateway's local HTTP server (src/http/server.ts). The server asks it about
@@ -72,17 +73,6 @@ export interface Refusal {
 /** The default access of a route by its method. */
 export function defaultAccess(method: string): RouteAccess {
   return ['GET', 'HEAD', 'OPTIONS'].includes(method.toUpperCase()) ? 'read' : 'write';
-}
-
-/**
- * A loopback address: `localhost`, `::1`, or a literal IPv4 address in 127.0.0.0/8 (also as
- * IPv4-mapped IPv6). A name such as `127.evil.example` is a name, not an address: not loopback.
- */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
-  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
-  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
-  return isIP(v4) === 4 && v4.startsWith('127.');
 }
 
 /** The host name of a `Host` header value without port, brackets or trailing dot, lower case. */

@@ -1,7 +1,7 @@
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import { describeError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
-import type { ConfigStatus, GatewayStatus } from '../runtime/status.js';
+import type { ConfigStatus, GatewayStatus } from '../status/model.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 import type { LocalHttpServer } from './server.js';
 
@@ -74,7 +74,8 @@ export function readiness(deps: OpsDeps): Readiness {
 export function registerOpsRoutes(http: LocalHttpServer, deps: OpsDeps): void {
   http.route('GET', '/status', () => ({ json: deps.status() }), { name: 'status' });
   http.route('GET', '/metrics', async () => {
-    deps.status(); // refreshes the gauges derived from status (ETA, set-aside)
+    // Gauges derived from the status (backlog ETA, set-aside, open gaps) are read by their collect
+    // hooks (core/metrics.ts) during the scrape.
     deps.buffer.refreshGauges();
     return { text: await deps.metrics.registry.metrics(), contentType: deps.metrics.registry.contentType };
   }, { name: 'metrics' });

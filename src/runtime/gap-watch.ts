@@ -1,11 +1,10 @@
 import type { Logger } from 'pino';
 import type { GapLedger, GapReason, GapScope } from '../buffer/gaps.js';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
-import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
-import type { Source, SourceKind, SourceState, SourceStats } from '../core/source.js';
-import { generatorVariables } from '../sources/generator/config.js';
+import type { Source, SourceState, SourceStats } from '../core/source.js';
+import type { SourceInfo } from '../sources/inventory.js';
 
 /**
  * Feeds the gap ledger (src/buffer/gaps.ts, issue 14 §2) from what the running gateway sees:
@@ -24,42 +23,6 @@ import { generatorVariables } from '../sources/generator/config.js';
 
 const HEARTBEAT_MS = 2_000;
 const POLL_MS = 1_000;
-
-export interface SourceInfo {
-  kind: SourceKind;
-  /** Configured machine variables of the source (empty when only known as data arrives). */
-  variables: string[];
-  /** Modbus: device name → its variables. */
-  devices: Map<string, string[]>;
-  historyAuto: boolean;
-}
-
-/** What the configuration says about each source, by name. */
-export function describeSources(config: GatewayConfig): Map<string, SourceInfo> {
-  const out = new Map<string, SourceInfo>();
-  config.generator.forEach((g) => {
-    const vars = Array.isArray(g.variables) ? [...g.variables] : [...generatorVariables(g)];
-    out.set(g.name, { kind: 'generator', variables: vars, devices: new Map(), historyAuto: false });
-  });
-  for (const s of config.opcua.servers) out.set(s.name, { kind: 'opcua', variables: s.nodes.map((n) => n.variable), devices: new Map(), historyAuto: s.history.backfill === 'auto' });
-  if (config.modbus) {
-    const devices = new Map(config.modbus.devices.map((d) => [d.name, d.registers.map((r) => r.variable)]));
-    out.set(config.modbus.name, { kind: 'modbus', variables: [...devices.values()].flat(), devices, historyAuto: false });
-  }
-  for (const c of config.mqtt?.connections ?? []) {
-    const vars: string[] = [];
-    for (const s of c.subscriptions) {
-      if (s.format === 'number') {
-        if (s.variable) vars.push(s.variable);
-        vars.push(...Object.values(s.variable_from_topic?.variables ?? {}));
-      } else if (s.format === 'json') vars.push(...s.values.map((v) => v.variable));
-      else if (s.format === 'metrics') vars.push(...Object.values(s.names));
-      else if (s.format === 'sparkplug') vars.push(...s.metrics.map((m) => m.variable));
-    }
-    out.set(c.name, { kind: 'mqtt', variables: vars, devices: new Map(), historyAuto: false });
-  }
-  return out;
-}
 
 const isUp = (s: SourceState | string) => s === 'connected' || s === 'degraded';
 

@@ -6,7 +6,7 @@ import { ConfigError, describeError } from '../core/errors.js';
 import { watchFile } from './config-watch.js';
 import { startGateway, type GatewayHandle, type ReloadResult } from './gateway.js';
 import { applyV8MemoryFlags } from './v8-memory.js';
-import { statusLine } from './status.js';
+import { statusLine } from '../status/line.js';
 import { guardedInterval } from '../core/guarded-timer.js';
 import { LogThrottle } from '../core/log-throttle.js';
 

@@ -1,19 +1,24 @@
 import type { GatewayConfig } from '../config/schema.js';
 import { ConfigError } from '../core/errors.js';
-import type { Source, SourceContext, SourceKind } from '../core/source.js';
+import type { Source, SourceKind } from '../core/source.js';
+import type { MakeContext } from './context.js';
 import { createGeneratorSources } from './generator/index.js';
-
-type MakeContext = (name: string, kind: SourceKind) => SourceContext;
 
 /** The top-level config sections that hold sources; each can be rebuilt on its own at a hot reload. */
 export const SOURCE_SECTIONS = ['generator', 'opcua', 'modbus', 'mqtt'] as const;
 export type SourceSection = (typeof SOURCE_SECTIONS)[number];
+/** The configuration's source sections: all a source set is built from. */
+export type SourceSections = Pick<GatewayConfig, SourceSection>;
+
+export function sourceSections(config: SourceSections): SourceSections {
+  return { generator: config.generator, opcua: config.opcua, modbus: config.modbus, mqtt: config.mqtt };
+}
 
 /**
  * Builds the sources of one config section (no I/O). A protocol's module is loaded only when its
  * section is present, so a gateway without OPC UA does not pay for loading node-opcua at every start.
  */
-export async function buildSourceSection(section: SourceSection, config: GatewayConfig, makeContext: MakeContext): Promise<Source[]> {
+export async function buildSourceSection(section: SourceSection, config: SourceSections, makeContext: MakeContext): Promise<Source[]> {
   switch (section) {
     case 'generator':
       return createGeneratorSources(config.generator, makeContext);
@@ -27,7 +32,7 @@ export async function buildSourceSection(section: SourceSection, config: Gateway
 }
 
 /** Builds every configured source (no I/O). */
-export async function buildSources(config: GatewayConfig, makeContext: MakeContext): Promise<Source[]> {
+export async function buildSources(config: SourceSections, makeContext: MakeContext): Promise<Source[]> {
   const sources: Source[] = [];
   for (const section of SOURCE_SECTIONS) sources.push(...(await buildSourceSection(section, config, makeContext)));
   assertUniqueNames(sources);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
-import { mappedVariables } from '../../src/config/mapped-variables.js';
+import { mappedVariables } from '../../src/sources/mapped-variables.js';
 import { testConfigInput } from '../helpers/gateway.js';
 
 describe('mapped machine variables of a configuration', () => {

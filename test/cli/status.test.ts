@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { measureRates, progressBar, renderStatus, statusUrlFromConfig } from '../../src/commands/status.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
-import type { GatewayStatus } from '../../src/runtime/status.js';
+import type { GatewayStatus } from '../../src/status/model.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';

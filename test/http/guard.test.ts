@@ -6,7 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
-import { hostName, isLoopbackHost } from '../../src/http/guard.js';
+import { hostName } from '../../src/http/guard.js';
+import { isLoopbackHost } from '../../src/core/loopback.js';
 import { startHarness, type Harness } from '../annotations/helpers.js';
 import { testConfigInput } from '../helpers/gateway.js';
 

@@ -6,7 +6,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { readiness, type OpsDeps } from '../../src/http/ops-routes.js';
-import type { GatewayStatus } from '../../src/runtime/status.js';
+import type { GatewayStatus } from '../../src/status/model.js';
 import { UplinkHealth } from '../../src/uplink/uplink-health.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';

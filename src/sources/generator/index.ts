@@ -1,5 +1,6 @@
 import type { Sample } from '../../core/sample.js';
-import type { Source, SourceContext, SourceKind, SourceStatus } from '../../core/source.js';
+import type { Source, SourceKind, SourceStatus } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
 import { generatorVariables, type GeneratorSourceConfig } from './config.js';

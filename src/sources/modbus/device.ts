@@ -3,7 +3,7 @@ import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { LogThrottle } from '../../core/log-throttle.js';
 import type { Sample } from '../../core/sample.js';
-import type { SourceContext } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import { describeRange, TABLE_INFO } from './address.js';
 import { bitAt, decodeValue, scaleRaw, type DecodeOutcome } from './decode.js';
 import { failureAction, ModbusRequestError, toRequestError } from './errors.js';

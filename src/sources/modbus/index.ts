@@ -1,6 +1,7 @@
 import { formatPath } from '../../config/issues.js';
 import { ConfigError } from '../../core/errors.js';
-import type { Source, SourceContext, SourceKind } from '../../core/source.js';
+import type { Source, SourceKind } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { ModbusSection } from './config.js';
 import { planSection } from './plan.js';
 import { ModbusSource } from './source.js';

@@ -1,7 +1,8 @@
 import type { BackoffPolicy } from '../../core/backoff.js';
 import { describeError, GatewayError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
-import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
+import type { Source, SourceStatus } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { ModbusSectionConfig } from './config.js';
 import { DevicePoller } from './device.js';
 import { ModbusLink } from './link.js';

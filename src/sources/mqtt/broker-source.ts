@@ -1,6 +1,7 @@
 import { Backoff, DEFAULT_RECONNECT } from '../../core/backoff.js';
 import { describeError } from '../../core/errors.js';
-import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
+import type { Source, SourceStatus } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { MqttBrokerConfig } from './config.js';
 import type { EmbeddedBroker } from './embedded-broker.js';
 

@@ -6,7 +6,7 @@ import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
-import type { SourceContext } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { MqttBrokerConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import { guardPacketSize } from './packet-size-guard.js';

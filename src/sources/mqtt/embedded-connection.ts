@@ -1,6 +1,7 @@
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
-import type { Source, SourceContext, SourceStatus } from '../../core/source.js';
+import type { Source, SourceStatus } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { MqttConnectionConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import type { BrokerTap, EmbeddedBroker } from './embedded-broker.js';

@@ -1,5 +1,6 @@
 import { ConfigError } from '../../core/errors.js';
-import type { Source, SourceContext, SourceKind } from '../../core/source.js';
+import type { Source, SourceKind } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import { EmbeddedBrokerSource } from './broker-source.js';
 import type { MqttSection } from './config.js';
 import { EmbeddedBroker } from './embedded-broker.js';

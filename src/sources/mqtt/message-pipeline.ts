@@ -1,7 +1,7 @@
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
 import type { RefusalReason, Sample } from '../../core/sample.js';
-import type { SourceContext } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { MqttSubscriptionConfig } from './config.js';
 import type { Decoded, InboundMessage, PayloadDecoder, Refusal } from './decoding.js';
 import { JsonDecoder } from './decoders/json.js';

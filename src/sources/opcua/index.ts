@@ -1,4 +1,5 @@
-import type { Source, SourceContext, SourceKind } from '../../core/source.js';
+import type { Source, SourceKind } from '../../core/source.js';
+import type { SourceContext } from '../context.js';
 import type { OpcuaSection } from './config.js';
 import { OpcuaSource } from './source.js';
 

@@ -3,7 +3,8 @@ import { systemClock } from '../../../src/core/clock.js';
 import { createLogger, type Logger } from '../../../src/core/logger.js';
 import { createMetrics, type Metrics } from '../../../src/core/metrics.js';
 import type { Sample, SampleSink } from '../../../src/core/sample.js';
-import { SourceStats, type SourceContext } from '../../../src/core/source.js';
+import { SourceStats } from '../../../src/core/source.js';
+import type { SourceContext } from '../../../src/sources/context.js';
 import { modbusSectionSchema, type ModbusSectionConfig } from '../../../src/sources/modbus/config.js';
 import { createModbusSources, ModbusSource } from '../../../src/sources/modbus/index.js';
 

@@ -12,7 +12,8 @@ import { systemClock } from '../../../src/core/clock.js';
 import { silentLogger } from '../../../src/core/logger.js';
 import { createMetrics, type Metrics } from '../../../src/core/metrics.js';
 import type { Sample, SampleSink } from '../../../src/core/sample.js';
-import { SourceStats, type SourceContext, type SourceKind } from '../../../src/core/source.js';
+import { SourceStats, type SourceKind } from '../../../src/core/source.js';
+import type { SourceContext } from '../../../src/sources/context.js';
 import { mqttSectionSchema, type MqttSection } from '../../../src/sources/mqtt/config.js';
 import { waitFor } from '../../helpers/wait.js';
 

@@ -7,7 +7,8 @@ import type { Clock } from '../../../src/core/clock.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { createMetrics, type Metrics } from '../../../src/core/metrics.js';
 import type { Sample, SampleSink } from '../../../src/core/sample.js';
-import { SourceStats, type SourceContext } from '../../../src/core/source.js';
+import { SourceStats } from '../../../src/core/source.js';
+import type { SourceContext } from '../../../src/sources/context.js';
 import { opcuaServerSchema, type OpcuaServerConfig } from '../../../src/sources/opcua/config.js';
 import { OpcuaSource } from '../../../src/sources/opcua/source.js';
 

@@ -1,5 +1,5 @@
-import type { GatewayConfig } from './schema.js';
-import { generatorVariables } from '../sources/generator/config.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { generatorVariables } from './generator/config.js';
 
 /**
  * Every machine variable a configuration refers to, with the setting(s) that name it, so that

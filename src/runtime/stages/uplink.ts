@@ -1,0 +1,102 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Clock } from '../../core/clock.js';
+import type { Metrics } from '../../core/metrics.js';
+import { backlogEtaSeconds, type StatusReadings } from '../../status/model.js';
+import { BackfillManager } from '../../uplink/backfill.js';
+import { RequestBudget } from '../../uplink/budget.js';
+import { TrackingClient } from '../../uplink/client.js';
+import type { ServiceConfig, UplinkConfig } from '../../uplink/config.js';
+import { SyncSender } from '../../uplink/sync-sender.js';
+import { UplinkHealth } from '../../uplink/uplink-health.js';
+import type { RuntimeServices, Stage } from './stage.js';
+import type { StoreStage } from './store.js';
+
+export interface UplinkSettings {
+  service: ServiceConfig;
+  uplink: UplinkConfig;
+}
+
+/** Builds the shared uplink health (bench/outage-recovery.ts passes the former behaviour as its baseline). */
+export type MakeUplinkHealth = (clock: Clock, logger: Logger, metrics: Metrics) => UplinkHealth;
+
+export interface UplinkStage extends Stage {
+  readonly budget: RequestBudget;
+  readonly health: UplinkHealth;
+  readonly client: TrackingClient;
+  readonly sync: SyncSender;
+  readonly backfill: BackfillManager;
+  /** Starts sending: the sync path and import jobs (after every stage is assembled, so a fleet budget share is in force first). */
+  open(): void;
+  status(): Pick<StatusReadings, 'maxUnsentAgeMs' | 'health' | 'budget' | 'sync' | 'backfill'>;
+}
+
+/**
+ * Stage 2, the uplink: one request budget for every call to the tracking service (§8), the client,
+ * the live sync path and import-job backfill, both reading the store's buffer. Stopping lets
+ * requests in flight finish (3 s at most), then closes the budget and the client's connections.
+ */
+export function startUplink(settings: UplinkSettings, { logger, metrics, clock }: RuntimeServices, deps: { store: StoreStage; makeHealth?: MakeUplinkHealth }): UplinkStage {
+  const { service, uplink } = settings;
+  const { buffer } = deps.store;
+  const budget = new RequestBudget(uplink.requests_per_minute, clock, metrics);
+  const health = (deps.makeHealth ?? ((c, l, m) => new UplinkHealth(c, l, m)))(clock, logger.child({ component: 'uplink' }), metrics);
+  const client = new TrackingClient({ service, budget, metrics, logger: logger.child({ component: 'client' }), clock, connections: uplink.max_in_flight + 4 });
+  const sync = new SyncSender({
+    buffer,
+    client,
+    health,
+    batchSize: uplink.batch_size,
+    flushIntervalMs: uplink.flush_interval,
+    maxInFlight: uplink.max_in_flight,
+    itemIdField: service.item_id_field,
+    logger: logger.child({ component: 'sync' }),
+    metrics,
+    clock,
+    maxUnsentAgeMs: uplink.max_unsent_age,
+    importJobsTakeOldest: () => backfill.takesOldest(),
+  });
+  const backfill = new BackfillManager({
+    buffer,
+    ledger: deps.store.importLedger,
+    client,
+    health,
+    config: uplink.backfill,
+    // The current pace: with a fleet share, the backlog that warrants import jobs shrinks with it.
+    requestsPerMinute: () => budget.ratePerMinute,
+    batchSize: uplink.batch_size,
+    itemIdField: service.item_id_field,
+    dir: join(deps.store.dataDir, 'import'),
+    logger: logger.child({ component: 'backfill' }),
+    metrics,
+    clock,
+  });
+  const unbindEta = metrics.backlogEtaSeconds.readFrom(
+    () => backlogEtaSeconds({ backlog: buffer.stats().rows, syncRate: sync.stats().ratePerSecond, importRate: backfill.stats().rate_per_s, ingestRate: buffer.ingestRate() }) ?? -1,
+  );
+
+  return {
+    budget,
+    health,
+    client,
+    sync,
+    backfill,
+    open() {
+      sync.start();
+      backfill.start();
+    },
+    status: () => ({
+      maxUnsentAgeMs: uplink.max_unsent_age,
+      health: health.snapshot(),
+      budget: { perMinute: budget.perMinute, usedLastMinute: budget.usedLastMinute() },
+      sync: sync.stats(),
+      backfill: backfill.stats(),
+    }),
+    async stop() {
+      unbindEta();
+      await Promise.all([sync.stop(3_000), backfill.stop()]);
+      budget.close();
+      await client.close();
+    },
+  };
+}

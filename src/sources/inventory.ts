@@ -1,0 +1,44 @@
+import type { SourceKind } from '../core/source.js';
+import { generatorVariables } from './generator/config.js';
+import type { SourceSections } from './registry.js';
+
+/**
+ * The source inventory: what the configuration says each source delivers, by source name. The gap
+ * watcher (runtime/gap-watch.ts) scopes gaps with it and the gap annotator (annotations/
+ * gap-annotator.ts) names machine variables from it (issue 14).
+ */
+export interface SourceInfo {
+  kind: SourceKind;
+  /** Configured machine variables of the source (empty when only known as data arrives). */
+  variables: string[];
+  /** Modbus: device name → its variables. */
+  devices: Map<string, string[]>;
+  historyAuto: boolean;
+}
+
+/** What the configuration says about each source, by name. */
+export function describeSources(config: SourceSections): Map<string, SourceInfo> {
+  const out = new Map<string, SourceInfo>();
+  config.generator.forEach((g) => {
+    const vars = Array.isArray(g.variables) ? [...g.variables] : [...generatorVariables(g)];
+    out.set(g.name, { kind: 'generator', variables: vars, devices: new Map(), historyAuto: false });
+  });
+  for (const s of config.opcua.servers) out.set(s.name, { kind: 'opcua', variables: s.nodes.map((n) => n.variable), devices: new Map(), historyAuto: s.history.backfill === 'auto' });
+  if (config.modbus) {
+    const devices = new Map(config.modbus.devices.map((d) => [d.name, d.registers.map((r) => r.variable)]));
+    out.set(config.modbus.name, { kind: 'modbus', variables: [...devices.values()].flat(), devices, historyAuto: false });
+  }
+  for (const c of config.mqtt?.connections ?? []) {
+    const vars: string[] = [];
+    for (const s of c.subscriptions) {
+      if (s.format === 'number') {
+        if (s.variable) vars.push(s.variable);
+        vars.push(...Object.values(s.variable_from_topic?.variables ?? {}));
+      } else if (s.format === 'json') vars.push(...s.values.map((v) => v.variable));
+      else if (s.format === 'metrics') vars.push(...Object.values(s.names));
+      else if (s.format === 'sparkplug') vars.push(...s.metrics.map((m) => m.variable));
+    }
+    out.set(c.name, { kind: 'mqtt', variables: vars, devices: new Map(), historyAuto: false });
+  }
+  return out;
+}
