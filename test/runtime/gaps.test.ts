@@ -71,7 +71,8 @@ describe('gap ledger', () => {
     const metricsOpen = await (await fetch(`${gw.handle.httpUrl}/metrics`)).text();
     expect(metricsOpen).toMatch(/gateway_gaps_open 1/);
 
-    await delay(6_000);
+    // The device stays silent until the gap is over 5.5 s old (the closed gap is asserted longer than 5 s).
+    await waitFor(() => Date.now() - open.from > 5_500, { timeoutMs: 20_000, what: 'a gap over 5.5 s long' });
     sim.setDelay(0);
     const answeringAt = Date.now();
     const closed = await waitFor(async () => (await apiGaps(gw)).find((g) => g.id === open.id && g.to !== null), { timeoutMs: 20_000, what: 'the gap closed', intervalMs: 500 });
