@@ -1,11 +1,19 @@
 import { Document, isMap, isScalar, isSeq } from 'yaml';
 
 /**
- * The one writer of configuration text the gateway generates: the `opcua:` snippet of
- * `edge-gateway browse --snippet` and of the console's Build page. It goes through the yaml
- * package's Document API, so quoting and escaping (a node id with `#` or `: `, a comment with a
- * line break) are the library's rules, not hand-made strings, and both writers give the same form.
+ * The one writer of configuration text the project generates: the `opcua:` snippet of
+ * `edge-gateway browse --snippet` and of the console's Build page, and whole configuration files
+ * (scripts/container-check). It goes through the yaml package's Document API, so quoting and
+ * escaping (a node id with `#` or `: `, a comment with a line break) are the library's rules, not
+ * hand-made strings, and every writer gives the same form.
  */
+
+/** A configuration (or part of one) as YAML text ending in a newline, with comment lines above it. */
+export function configYaml(value: unknown, o: { header?: readonly string[] } = {}): string {
+  const doc = new Document(value);
+  if (o.header?.length) doc.commentBefore = commentText(o.header);
+  return doc.toString({ lineWidth: 0 });
+}
 
 export interface SnippetNode {
   node_id: string;
