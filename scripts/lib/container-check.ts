@@ -23,6 +23,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { configYaml } from '../../src/config/yaml-writer.js';
 import { DEMO_CLIENT_ID, DEMO_FIXTURE, DEMO_ORGANISATION_ID } from '../../src/emulator/demo-fixture.js';
 import { BASE_IMAGE, ensureBaseImage } from './base-image.js';
 import { CannotRunHere, CheckFailure, cannotRunReason, openEngine, type Engine } from './engine.js';
@@ -215,31 +216,21 @@ async function runGateway(engine: Engine, work: string, names: Names, secret: st
   const config = join(work, 'gateway.yaml');
   writeFileSync(
     config,
-    [
-      '# Written by scripts/container-check: the configuration mounted into the container.',
-      'gateway:',
-      '  name: container-check',
-      '  status_interval: 0',
-      'service:',
-      `  base_url: ${emulator}/tracking/v1`,
-      `  auth_url: ${emulator}`,
-      `  organisation_id: ${DEMO_ORGANISATION_ID}`,
-      '  auth:',
-      '    mode: client_credentials',
-      `    client_id: ${DEMO_CLIENT_ID}`,
-      '    client_secret: { env: GATEWAY_CLIENT_SECRET }',
-      'uplink:',
-      '  flush_interval: 200ms',
-      '# No paths: the defaults (./data, ./data/buffer.db) must land on the data volume.',
-      'http:',
-      '  host: 127.0.0.1',
-      `  port: ${port}`,
-      'generator:',
-      '  - name: container-check',
-      '    variables: { prefix: mvr_gen_, count: 3 }',
-      '    interval: 200ms',
-      '',
-    ].join('\n'),
+    configYaml(
+      {
+        gateway: { name: 'container-check', status_interval: 0 },
+        service: {
+          base_url: `${emulator}/tracking/v1`,
+          auth_url: emulator,
+          organisation_id: DEMO_ORGANISATION_ID,
+          auth: { mode: 'client_credentials', client_id: DEMO_CLIENT_ID, client_secret: { env: 'GATEWAY_CLIENT_SECRET' } },
+        },
+        uplink: { flush_interval: '200ms' },
+        http: { host: '127.0.0.1', port },
+        generator: [{ name: 'container-check', variables: { prefix: 'mvr_gen_', count: 3 }, interval: '200ms' }],
+      },
+      { header: ['Written by scripts/container-check: the configuration mounted into the container.', 'No paths: the defaults (./data, ./data/buffer.db) must land on the data volume.'] },
+    ),
   );
   chmodSync(config, 0o444);
   const secretFile = join(work, 'client_secret');

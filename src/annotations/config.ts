@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { secretSchema } from '../config/secrets.js';
+import { checkMqttConnection, mqttConnectionFields } from '../config/mqtt-connection.js';
 import { byteSize, durationMs } from '../config/units.js';
 import { machineVariableId } from '../sources/common-schema.js';
 import { parseCondition, type Condition } from './condition.js';
@@ -92,24 +92,6 @@ export const detectorSchema = z
   })
   .meta({ description: 'A rule that turns a machine-state variable into range annotations' });
 
-const mqttUrl = z
-  .string()
-  .superRefine((s, ctx) => {
-    let u: URL;
-    try {
-      u = new URL(s);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)} is not a URL (mqtt://host:1883, mqtts://host:8883, ws://, wss://)`, input: s });
-      return;
-    }
-    if (!['mqtt:', 'mqtts:', 'ws:', 'wss:', 'tcp:', 'ssl:'].includes(u.protocol)) {
-      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)}: scheme "${u.protocol.replace(':', '')}" is not one of mqtt, mqtts, ws, wss`, input: s });
-    }
-    // Credentials in a URL end up in logs and status output; they have their own settings.
-    if (u.username || u.password) ctx.addIssue({ code: 'custom', message: 'must not contain a user name or password; use username: and password: instead', input: '[url with credentials]' });
-  })
-  .meta({ description: 'Broker address (mqtts:// uses the system CA store)', examples: ['mqtt://broker.plant.local:1883'] });
-
 const mqttTopic = z
   .string()
   .min(1)
@@ -121,9 +103,19 @@ const mqttTopic = z
     if (!ok) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(t)} is not a valid topic filter: "#" only as the whole last level, "+" only as a whole level (MQTT §4.7)`, input: t });
   });
 
+/** The broker settings of the trigger, shared with every MQTT connection (config/mqtt-connection.ts). */
+const triggerConnection = mqttConnectionFields({
+  url: { description: 'Broker address (mqtts:// uses the system CA store unless tls.ca is set)', examples: ['mqtt://broker.plant.local:1883'] },
+  clientId: { description: 'MQTT client id; stable, so the broker keeps messages published while the gateway is away (default: <gateway.name>-annotations)', examples: ['line3-annotations'] },
+  broker: 'the broker',
+  passwordEnv: 'ANNOTATIONS_MQTT_PASSWORD',
+  passphraseEnv: 'ANNOTATIONS_MQTT_KEY_PASSPHRASE',
+  keepalive: { minMs: 0, defaultMs: 30_000, description: 'Keep-alive interval (MQTT §3.1.2.10); 0 turns it off' },
+});
+
 export const triggerSchema = z
   .strictObject({
-    url: mqttUrl,
+    ...triggerConnection,
     topic: mqttTopic
       .default('edge-gateway/annotations')
       .meta({ description: 'Topic (or filter with + and #) a PLC or HMI publishes JSON to: {"action":"start"|"stop"|"cancel","machine":...,"reason":...,"text":...} or a full annotation', examples: ['plant/line3/annotations'] }),
@@ -134,14 +126,11 @@ export const triggerSchema = z
       .max(1)
       .default(1)
       .meta({ description: 'Subscription QoS: 1 (default) acknowledges a message only after it is stored in the outbox (redeliveries are recognised); 0 for publishers that cannot do QoS 1. QoS 2 is not offered: mqtt.js would acknowledge it before the outbox write' }),
-    client_id: z.string().min(1).max(65_535).optional().meta({ description: 'MQTT client id; stable, so the broker keeps messages published while the gateway is away (default: <gateway.name>-annotations)', examples: ['line3-annotations'] }),
     clean: z.boolean().default(false).meta({ description: 'Start a clean session on every connect; false keeps QoS 1 messages at the broker while the gateway is away' }),
-    username: z.string().min(1).optional().meta({ description: 'User name for the broker', examples: ['edge-gateway'] }),
-    password: secretSchema().optional().meta({ description: 'Password for the broker: {env: NAME}, {file: PATH} or a literal', examples: [{ env: 'ANNOTATIONS_MQTT_PASSWORD' }] }),
-    keepalive: durationMs({ min: 0, max: 65_535_000 }).default(30_000).meta({ description: 'Keep-alive interval (MQTT §3.1.2.10)', examples: ['30s'] }),
     reconnect: durationMs({ min: 100, max: 600_000 }).default(5_000).meta({ description: 'Wait between reconnection attempts', examples: ['5s'] }),
     max_payload_bytes: byteSize({ min: 64, max: 1_000_000 }).default(65_536).meta({ description: 'Larger messages are refused (counted, logged, acknowledged)', examples: ['64KiB'] }),
   })
+  .superRefine((c, ctx) => checkMqttConnection(c, ctx))
   .meta({ description: 'MQTT trigger: a topic where a PLC or HMI publishes downtime start/stop or full annotations as JSON' });
 
 export const annotationsSectionSchema = z

@@ -1,5 +1,6 @@
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
+import { mqttClientOptions } from '../config/mqtt-connection.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -59,14 +60,19 @@ export class MqttTrigger {
   start(): void {
     if (this.client) return;
     const c = this.o.config;
+    let shared: IClientOptions;
+    try {
+      shared = mqttClientOptions(c, c.client_id ?? `${this.o.gatewayName}-annotations`);
+    } catch (err) {
+      // A TLS file that vanished after validation: nothing to connect with until the next start.
+      this.lastError = `cannot read the TLS files: ${describeError(err)}`;
+      this.o.logger.error({ url: c.url, err: describeError(err) }, 'cannot read the TLS files of annotations.mqtt; the trigger stays off');
+      return;
+    }
     const options: IClientOptions = {
-      clientId: c.client_id ?? `${this.o.gatewayName}-annotations`,
+      ...shared,
       clean: c.clean,
-      keepalive: Math.round(c.keepalive / 1000),
       reconnectPeriod: c.reconnect,
-      connectTimeout: 10_000,
-      username: c.username,
-      password: c.password?.reveal(),
       resubscribe: true,
       manualConnect: true,
     };

@@ -51,6 +51,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
@@ -181,6 +182,9 @@ export const DEFAULT_SEAL_ROWS = 100_000;
  * (bench/buffer-footprint.ts prints the longest step).
  */
 export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
+/** Retry of a failed commit: 250 ms, doubling up to 5 s, no jitter (one writer). */
+const WRITE_RETRY: BackoffPolicy = { initialMs: 250, maxMs: 5_000, factor: 2 };
+
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
@@ -742,7 +746,7 @@ export class SampleBuffer implements SampleSink {
       if (this.opts.whenFull === 'drop_oldest') this.dropOldest(true);
       else this.refusePending();
     }
-    const delay = Math.min(5_000, 250 * 2 ** Math.min(5, this.writeFailures - 1));
+    const delay = backoffDelay(WRITE_RETRY, this.writeFailures);
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;

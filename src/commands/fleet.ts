@@ -1,5 +1,6 @@
 import mqtt from 'mqtt';
-import { resolveSecret } from '../config/secrets.js';
+import { mqttClientOptions, mqttUrlProblem } from '../config/mqtt-connection.js';
+import { resolveSecret, type Secret } from '../config/secrets.js';
 import { describeError } from '../core/errors.js';
 import { fleetPrefix } from '../fleet/config.js';
 import { FleetView, renderFleetTable } from '../fleet/view.js';
@@ -33,34 +34,27 @@ export async function fleetCommand(argv: string[]): Promise<number> {
   if (!parsed) return 0;
   const v = parsed.values;
   if (!v.broker) throw new UsageError(`--broker is required (the plant broker's URL, e.g. mqtt://broker.plant.local:1883)\n\n${HELP}`);
-  let url: URL;
-  try {
-    url = new URL(v.broker);
-  } catch {
-    throw new UsageError(`--broker: "${v.broker}" is not a URL (mqtt://host:1883, mqtts://host:8883, ws://, wss://)`);
-  }
-  if (!['mqtt:', 'mqtts:', 'ws:', 'wss:'].includes(url.protocol)) throw new UsageError(`--broker: scheme "${url.protocol.replace(':', '')}" is not one of mqtt, mqtts, ws, wss`);
-  if (url.username || url.password) throw new UsageError('--broker: put no user name or password in the URL; use --username and $FLEET_MQTT_PASSWORD');
+  // The same rules as fleet.mqtt.url (config/mqtt-connection.ts).
+  const bad = mqttUrlProblem(v.broker);
+  if (bad?.kind === 'credentials') throw new UsageError('--broker: put no user name or password in the URL; use --username and $FLEET_MQTT_PASSWORD');
+  if (bad) throw new UsageError(`--broker: ${bad.kind === 'scheme' ? bad.reason : bad.message}`);
   const prefix = v.prefix ?? 'edge-gateway/fleet';
   const p = fleetPrefix.safeParse(prefix);
   if (!p.success) throw new UsageError(`--prefix: "${prefix}" must be topic levels without wildcards (+, #) and without a leading, trailing or doubled "/"`);
   const wait = v.wait === undefined ? 2 : Number(v.wait);
   if (!Number.isFinite(wait) || wait < 0) throw new UsageError(`--wait: "${v.wait}" is not a number of seconds`);
-  let password: string | undefined;
+  let password: Secret | undefined;
   if (v.username) {
     const r = resolveSecret({ env: 'FLEET_MQTT_PASSWORD' });
-    if (r.ok) password = r.secret.reveal();
+    if (r.ok) password = r.secret;
   }
 
   const view = new FleetView(prefix);
+  const connection = { url: v.broker, username: v.username, password, keepalive: 60_000, connect_timeout: 10_000 };
   const client = mqtt.connect(v.broker, {
-    clientId: `edge-gateway-fleet-viewer-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
+    ...mqttClientOptions(connection, `edge-gateway-fleet-viewer-${process.pid}-${Math.random().toString(16).slice(2, 8)}`),
     clean: true,
     reconnectPeriod: 2_000,
-    connectTimeout: 10_000,
-    username: v.username,
-    password,
-    log: () => undefined,
   });
   const table = { view, changed: true };
   client.on('message', (topic, payload) => {

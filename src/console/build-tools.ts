@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { z } from 'zod';
 import { formatIssues } from '../config/issues.js';
+import { opcuaSnippetYaml } from '../config/yaml-writer.js';
 import { systemClock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
@@ -88,10 +89,7 @@ export const snippetSchema = z.strictObject({
 
 /** The `opcua:` snippet for the ticked nodes, in the form `edge-gateway browse --snippet` writes. */
 export function renderOpcuaSnippet(s: z.output<typeof snippetSchema>): string {
-  const q = (v: string) => JSON.stringify(v);
-  const lines = ['opcua:', '  servers:', `    - name: ${s.name}`, `      endpoint: ${q(s.endpoint)}`, `      security_mode: ${s.security_mode}`, '      nodes:'];
-  for (const n of s.nodes) lines.push(`        - { node_id: ${q(n.node_id)}, variable: ${q(n.variable)} }${n.comment ? `   # ${n.comment.replace(/[\r\n]+/g, ' ')}` : ''}`);
-  return `${lines.join('\n')}\n`;
+  return opcuaSnippetYaml(s);
 }
 
 // --- Modbus probe --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
+import { mqttClientOptions } from '../config/mqtt-connection.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -23,7 +24,6 @@ const SETTLE_MS = 500;
 export const FLEET_MAX_PACKET_BYTES = MAX_FLEET_DOC_BYTES + 1_024;
 /** CONNACK codes for "this broker does not speak the MQTT version asked for": 3.1.1 return code 1, MQTT 5 reason 0x84. */
 const PROTOCOL_REFUSED = new Set([1, 0x84]);
-const skipLog = (): void => undefined;
 
 /**
  * This gateway's connection to the plant broker (fleet.mqtt): one mqtt.js client, reconnecting by
@@ -104,20 +104,22 @@ export class FleetLink implements ShareChannel {
     if (this.client) return;
     const c = this.o.config;
     const prefix = c.prefix;
+    let shared: IClientOptions;
+    try {
+      shared = mqttClientOptions(c, this.clientId);
+    } catch (err) {
+      // A TLS file that vanished after validation: nothing to connect with until the next start.
+      this.o.logger.error({ url: c.url, err: describeError(err) }, 'cannot read the TLS files of fleet.mqtt; the fleet link stays off');
+      return;
+    }
     const options: IClientOptions = {
-      clientId: this.clientId,
+      ...shared,
       clean: true,
       protocolVersion: 5,
       properties: { maximumPacketSize: FLEET_MAX_PACKET_BYTES },
-      keepalive: Math.max(1, Math.round(c.keepalive / 1000)),
       reconnectPeriod: RECONNECT_MS,
-      connectTimeout: 10_000,
-      queueQoSZero: false,
-      username: c.username,
-      password: c.password?.reveal(),
       will: { topic: fleetTopic(prefix, this.o.gateway, 'status'), payload: Buffer.from(JSON.stringify(offlineWill(this.o.gateway, this.o.clock.now(), this.instance))), qos: 1, retain: true },
     };
-    if (!process.env.DEBUG) options.log = skipLog;
     const client = mqtt.connect(c.url, options);
     this.client = client;
     client.on('connect', () => {

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { FleetStatusDoc } from './status-doc.js';
 
 /** Reconnect period of the fleet link while no duplicate is suspected. */
 export const RECONNECT_MS = 2_000;
-/** First wait before reconnecting once a duplicate is seen; it doubles with each connection that sees it again. */
-const DUPLICATE_BACKOFF_FIRST_MS = 10_000;
-const DUPLICATE_BACKOFF_MAX_MS = 5 * 60_000;
+/** Wait before reconnecting once a duplicate is seen: 10 s, doubling with each connection that sees it again, up to 5 min, ±20 %. */
+const DUPLICATE_BACKOFF: BackoffPolicy = { initialMs: 10_000, maxMs: 5 * 60_000, factor: 2, jitterRatio: 0.2 };
 /** Connected this long without a new sign of the other gateway: the duplicate is considered gone. Longer than the longest backoff, so a twin that waits is not forgotten. */
 const DUPLICATE_CLEAR_MS = 15 * 60_000;
 /** MQTT 5 DISCONNECT reason code "Session taken over" (MQTT 5 §3.14.2.1). */
@@ -121,8 +121,7 @@ export class DuplicateNameWatch {
 
   private reconnectPeriod(): number {
     if (!this.found) return RECONNECT_MS;
-    const base = Math.min(DUPLICATE_BACKOFF_MAX_MS, DUPLICATE_BACKOFF_FIRST_MS * 2 ** (this.found.level - 1));
-    return Math.round(base * (0.8 + 0.4 * (this.o.random ?? Math.random)()));
+    return backoffDelay(DUPLICATE_BACKOFF, this.found.level, this.o.random);
   }
 
   private armClear(): void {

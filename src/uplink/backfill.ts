@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ImportLedger, LedgerEntry } from '../buffer/import-ledger.js';
 import type { BufferedRow, SampleBuffer, SeqRange } from '../buffer/sample-buffer.js';
+import { backoffDelay } from '../core/backoff.js';
 import { sleep, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -312,16 +313,16 @@ export class BackfillManager {
 
   /** Polls until the job ends; null when stopping or the job is unknown (handled inside). */
   private async poll(entry: LedgerEntry, signal: AbortSignal): Promise<ImportJob | null> {
-    let delay = this.o.config.poll_interval;
-    for (;;) {
+    // poll_interval, doubling up to poll_interval_max, no jitter (one job, one poller).
+    const policy = { initialMs: this.o.config.poll_interval, maxMs: this.o.config.poll_interval_max, factor: 2 };
+    for (let polls = 1; ; polls++) {
       let ticket: number;
       try {
-        await sleep(delay, signal);
+        await sleep(backoffDelay(policy, polls), signal);
         ticket = await this.o.health.ready(signal);
       } catch {
         return null;
       }
-      delay = Math.min(this.o.config.poll_interval_max, delay * 2);
       const r = await this.o.client.getImportJob(entry.jobId!, signal);
       if (this.stopping) return null;
       this.o.logger.debug({ event: 'import_job_polled', ledger_id: entry.id, job_id: entry.jobId, status: r.body?.status ?? r.status }, 'import job polled');

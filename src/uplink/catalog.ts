@@ -1,4 +1,5 @@
 import type { GatewayConfig } from '../config/schema.js';
+import { backoffDelay } from '../core/backoff.js';
 import { sleep } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { TokenError } from './auth.js';
@@ -45,6 +46,8 @@ const PAGE_LIMIT = 50;
 /** Attempts per page when the service answers 429, 5xx or not at all. */
 const MAX_ATTEMPTS = 3;
 const MAX_WAIT_MS = 15_000;
+/** Between attempts of a failed list or token call: 500 ms, doubling, at most MAX_WAIT_MS. */
+const RETRY_BACKOFF = { initialMs: 500, maxMs: MAX_WAIT_MS, factor: 2 } as const;
 
 /** The settings an operator fixes when the credentials are refused, with where the secret came from. */
 export function credentialSettings(service: GatewayConfig['service']): string {
@@ -63,7 +66,7 @@ interface Failure {
 
 /** Turns a failed list call into what the operator should read and whether to try again. */
 function classify(r: ApiResult, what: string, service: GatewayConfig['service'], attempt: number): Failure {
-  const backoff = Math.min(MAX_WAIT_MS, 500 * 2 ** (attempt - 1));
+  const backoff = backoffDelay(RETRY_BACKOFF, attempt);
   if (r.status === 0) {
     return { kind: 'unreachable', message: `${what}: no answer from the tracking service (${r.networkError?.code ?? 'error'}: ${r.networkError?.message ?? ''}); check service.base_url (${service.base_url})${service.auth_url ? ` and service.auth_url (${service.auth_url})` : ''} and the network`, retryInMs: backoff };
   }
@@ -104,7 +107,7 @@ export async function verifyCredentials(client: TrackingClient, service: Gateway
         const hint = err.status === 0 ? `; check service.auth_url (${service.auth_url}) and the network` : '';
         throw new CatalogCheckError('unreachable', `token: ${err.message}${hint}`);
       }
-      await sleep(Math.min(MAX_WAIT_MS, Math.max(err.retryAfterMs ?? 0, 500 * 2 ** (attempt - 1))), signal);
+      await sleep(Math.min(MAX_WAIT_MS, Math.max(err.retryAfterMs ?? 0, backoffDelay(RETRY_BACKOFF, attempt))), signal);
     }
   }
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AnnotationsRuntime } from '../../src/annotations/index.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
-import { call, delay, startHarness, waitFor } from './helpers.js';
+import { call, startHarness, waitFor } from './helpers.js';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -46,7 +46,9 @@ describe('downtime detection from a state variable', () => {
     feed(rt, 'mvr_mixer1_running', [[t0, 0], [t0 + 6_000, 0], [t0 + 12_000, 1], [t0 + 13_000, 0], [t0 + 14_000, 1]]);
 
     await waitFor(() => emu.annotations().length === 2, { what: 'two detected downtimes' });
-    await delay(300);
+    // Everything the detector made is in the outbox at once (onSamples is synchronous): two, both delivered, nothing else.
+    await waitFor(() => rt.store.counts().delivered === 2, { what: 'both marked delivered' });
+    expect(rt.store.counts()).toMatchObject({ queued: 0, delivered: 2, refused: 0 });
     const got = emu.annotations().sort((a, b) => a.started_at!.localeCompare(b.started_at!));
     expect(got).toHaveLength(2);
     expect(got[0]).toMatchObject({
@@ -104,7 +106,8 @@ describe('downtime detection from a state variable', () => {
     cleanup.push(() => b.gw.close());
     expect(b.gw.handle.annotations!.store.downtimes()).toEqual([]);
     feed(b.gw.handle.annotations!, 'mvr_press1_state', [[Date.now(), 1]]);
-    await delay(500);
+    // The detector writes to the outbox inside onSamples: had it closed the old episode, the annotation would be there now.
+    expect(b.gw.handle.annotations!.store.counts()).toMatchObject({ queued: 0, delivered: 0, refused: 0 });
     expect(emu.annotations()).toHaveLength(0);
   });
 

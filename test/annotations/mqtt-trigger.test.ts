@@ -8,7 +8,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
-import { call, delay, startHarness, stored, waitFor, type Harness } from './helpers.js';
+import { call, startHarness, stored, waitFor, type Harness } from './helpers.js';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -16,8 +16,19 @@ afterEach(async () => {
 });
 
 /** An in-process aedes broker on TCP, standing in for the plant's broker. */
-async function startBroker(): Promise<{ url: string; close(): Promise<void> }> {
+interface TestBroker {
+  url: string;
+  /** Whether some client's subscription to `filter` is registered (messages on it are routed from now on). */
+  subscribed(filter: string): boolean;
+  close(): Promise<void>;
+}
+
+async function startBroker(): Promise<TestBroker> {
   const aedes = await Aedes.createBroker();
+  const filters = new Set<string>();
+  aedes.on('subscribe', (subs) => {
+    for (const s of subs) filters.add(s.topic);
+  });
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
@@ -27,8 +38,9 @@ async function startBroker(): Promise<{ url: string; close(): Promise<void> }> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const url = `mqtt://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const broker = {
+  const broker: TestBroker = {
     url,
+    subscribed: (filter) => filters.has(filter),
     close: async () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => aedes.close(() => r()));
@@ -61,10 +73,9 @@ interface TriggerStatus {
 }
 const triggerStatus = (h: Harness) => (h.gw.handle.status().annotations as { mqtt_trigger: TriggerStatus }).mqtt_trigger;
 
-async function harnessWithTrigger(brokerUrl: string, emu: EmulatorHandle, extra: { dir?: string; logger?: pino.Logger; clientId?: string } = {}): Promise<Harness> {
-  const h = await startHarness({ emu, dir: extra.dir, annotations: { mqtt: { url: brokerUrl, topic: TOPIC, reconnect: 200, ...(extra.clientId ? { client_id: extra.clientId } : {}) } } });
-  await waitFor(() => triggerStatus(h).connected, { what: 'trigger connected' });
-  await delay(200); // SUBACK
+async function harnessWithTrigger(broker: TestBroker, emu: EmulatorHandle, extra: { dir?: string; logger?: pino.Logger; clientId?: string } = {}): Promise<Harness> {
+  const h = await startHarness({ emu, dir: extra.dir, annotations: { mqtt: { url: broker.url, topic: TOPIC, reconnect: 200, ...(extra.clientId ? { client_id: extra.clientId } : {}) } } });
+  await waitFor(() => triggerStatus(h).connected && broker.subscribed(TOPIC), { what: 'trigger connected and subscribed' });
   return h;
 }
 
@@ -72,7 +83,7 @@ describe('MQTT trigger', () => {
   it('starts and stops a downtime from a PLC message: the range arrives with the reason and text', async () => {
     const broker = await startBroker();
     const emu = await emulator();
-    const h = await harnessWithTrigger(broker.url, emu);
+    const h = await harnessWithTrigger(broker, emu);
     cleanup.push(() => h.close());
     const plc = await publisher(broker.url);
     const startAt = Date.now() - 120_000;
@@ -89,7 +100,7 @@ describe('MQTT trigger', () => {
   it('takes a full annotation, and a redelivered copy of the same message does not create a second one', async () => {
     const broker = await startBroker();
     const emu = await emulator();
-    const h = await harnessWithTrigger(broker.url, emu);
+    const h = await harnessWithTrigger(broker, emu);
     cleanup.push(() => h.close());
     const plc = await publisher(broker.url);
     const msg = JSON.stringify({ type: 'instant', occurred_at: '2026-03-01T10:00:00.000Z', text: 'Batch 4711 started', machine_variables: [{ id: 'mvr_mixer1_level' }] });
@@ -98,7 +109,9 @@ describe('MQTT trigger', () => {
     await waitFor(() => triggerStatus(h).messages.ok + triggerStatus(h).messages.duplicate === 2);
     expect(triggerStatus(h).messages).toMatchObject({ ok: 1, duplicate: 1 });
     await waitFor(() => emu.annotations().length === 1);
-    await delay(300);
+    // Nothing else waits in the outbox: the redelivered copy made no second annotation.
+    await waitFor(() => h.gw.handle.annotations!.store.counts().delivered === 1, { what: 'the annotation marked delivered' });
+    expect(h.gw.handle.annotations!.store.counts()).toMatchObject({ queued: 0, delivered: 1, refused: 0 });
     expect(emu.annotations()).toHaveLength(1);
     expect(emu.annotations()[0]).toMatchObject({ text: 'Batch 4711 started', occurred_at: '2026-03-01T10:00:00.000Z' });
     expect(emu.annotations()[0].external_id).toMatch(/^test-gw-mqtt-[0-9a-f]{32}$/);
@@ -109,8 +122,7 @@ describe('MQTT trigger', () => {
     const emu = await emulator();
     const h = await startHarness({ emu, annotations: { mqtt: { url: broker.url, topic: 'plant/+/annotations', max_payload_bytes: 1_000 } } });
     cleanup.push(() => h.close());
-    await waitFor(() => triggerStatus(h).connected);
-    await delay(200);
+    await waitFor(() => triggerStatus(h).connected && broker.subscribed('plant/+/annotations'), { what: 'trigger connected and subscribed' });
     const plc = await publisher(broker.url);
     const bad: Array<[string | Buffer, string]> = [
       ['not json at all', 'malformed'],
@@ -152,8 +164,7 @@ describe('MQTT trigger', () => {
     const { startTestGateway } = await import('../helpers/gateway.js');
     const gw = await startTestGateway(emu, { http: { enabled: false }, annotations: { site: { id: 'ste_demo1' }, mqtt: { url: broker.url, topic: TOPIC } } }, { logger });
     cleanup.push(() => gw.destroy());
-    await waitFor(() => (gw.handle.status().annotations as { mqtt_trigger: TriggerStatus }).mqtt_trigger.connected);
-    await delay(200);
+    await waitFor(() => (gw.handle.status().annotations as { mqtt_trigger: TriggerStatus }).mqtt_trigger.connected && broker.subscribed(TOPIC), { what: 'trigger connected and subscribed' });
     const plc = await publisher(broker.url);
     for (let i = 0; i < 50; i++) await plc.publishAsync(TOPIC, `{broken ${i}`, { qos: 1 });
     await waitFor(() => (gw.handle.status().annotations as { mqtt_trigger: TriggerStatus }).mqtt_trigger.messages.malformed === 50);
@@ -166,7 +177,7 @@ describe('MQTT trigger', () => {
     const emu = await emulator();
     const dir = mkdtempSync(join(tmpdir(), 'gw-trigger-'));
     cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
-    const a = await harnessWithTrigger(broker.url, emu, { dir, clientId: 'line3-annotations' });
+    const a = await harnessWithTrigger(broker, emu, { dir, clientId: 'line3-annotations' });
     await a.gw.close();
     const plc = await publisher(broker.url);
     await plc.publishAsync(TOPIC, JSON.stringify({ action: 'start', machine: 'press1', reason: 'Tool change' }), { qos: 1 });

@@ -154,7 +154,8 @@ describe('annotation outbox', () => {
     run();
     const id = r.body.annotation.external_id;
     await waitFor(() => stored(emu, id).length === 1, { timeoutMs: 30_000, what: 'delivered by the second run' });
-    await delay(500);
+    // Nothing more to send: no second copy can be on its way.
+    await waitFor(async () => (await call(url, 'GET', '/api/annotations?state=queued')).body.annotations.length === 0, { what: 'the outbox empty' });
     expect(stored(emu, id)).toHaveLength(1);
     expect((await call(url, 'GET', `/api/annotations/${id}`)).body.annotation.state).toBe('delivered');
   });

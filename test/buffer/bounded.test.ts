@@ -149,10 +149,15 @@ describe('bounded buffer', () => {
 
   it('logs each full episode once, with the time range and the count lost', async () => {
     const { logger, lines } = capture();
-    const b = openTestBuffer({ whenFull: 'drop_oldest', maxBytes: 1_000_000, logger, episodeQuietMs: 300 });
+    // The quiet period runs on the monotonic clock: moved past it rather than slept through.
+    let skipped = 0;
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() + skipped };
+    const b = openTestBuffer({ whenFull: 'drop_oldest', maxBytes: 1_000_000, logger, episodeQuietMs: 300, clock });
     open.push(b);
     for (let i = 0; i < 8; i++) await b.buffer.append(batch(10_000, i * 10_000));
-    await delay(400);
+    await b.buffer.append(batch(1, 999_998)); // within the quiet period: the episode goes on
+    expect(lines.filter((l) => typeof l.msg === 'string' && (l.msg as string).startsWith('buffer full episode ended'))).toHaveLength(0);
+    skipped += 400;
     await b.buffer.append(batch(1, 999_999)); // a commit after the quiet period ends the episode
     const ended = lines.filter((l) => typeof l.msg === 'string' && (l.msg as string).startsWith('buffer full episode ended'));
     expect(ended).toHaveLength(1);

@@ -7,6 +7,7 @@ import { createMetrics } from '../../src/core/metrics.js';
 import { clampNewest, mergeRanges } from '../../src/sources/opcua/history.js';
 import { gapExternalId } from '../../src/annotations/gap-annotator.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+import { waitFor } from '../helpers/wait.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -53,8 +54,7 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     // Make the next commit fail inside its transaction, after the samples were inserted.
     b.buffer.database.exec("CREATE TRIGGER fail_next AFTER INSERT ON last_committed WHEN NEW.variable = 'mvr_fail' BEGIN SELECT RAISE(ABORT, 'injected'); END;");
     const p = b.buffer.append([{ variable: 'mvr_fail', ts: 9_000, value: 1 }]);
-    await new Promise((r) => setTimeout(r, 200));
-    expect(b.buffer.stats().writable).toBe(false);
+    await waitFor(() => !b.buffer.stats().writable, { what: 'the injected commit failure' });
     expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(false);
     expect(b.buffer.lastCommitted.get('mvr_fail')).toBeNull();
     b.buffer.database.exec('DROP TRIGGER fail_next');

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { openBufferDatabase } from '../../src/buffer/database.js';
@@ -133,7 +134,16 @@ describe('one gateway per buffer file (two real processes)', () => {
     // A crash leaves no stale lock: the kernel released it with the process.
     emu.setFaults({ outage_seconds: 600 });
     const upstreamAtKill = emu.values('mvr_gen_1').length;
-    await new Promise((r) => setTimeout(r, 1_000)); // a backlog builds while the service is out
+    // A backlog builds while the service is out: read from the running gateway's buffer file.
+    const buffered = () => {
+      const db = new Database(join(dir, 'buffer.db'), { readonly: true, fileMustExist: true });
+      try {
+        return (db.prepare('SELECT COUNT(*) AS n FROM samples').get() as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    await waitFor(() => buffered() >= 15, { what: 'a backlog of 15 samples in the buffer during the outage' });
     first.child.kill('SIGKILL');
     await first.exited;
     const killedAt = Date.now();

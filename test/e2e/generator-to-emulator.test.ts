@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { delay, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -16,7 +16,7 @@ async function storedCounts(emu: EmulatorHandle): Promise<{ total: number; overw
   return { total, overwritten: emu.stats().values_overwritten, perVar };
 }
 
-async function runScenario(faults: (emu: EmulatorHandle) => Promise<void>) {
+async function runScenario(faults: (emu: EmulatorHandle, gw: TestGateway) => Promise<void>) {
   const emu = await startEmulator({ port: 0 });
   cleanup.push(() => emu.close());
   const gw = await startTestGateway(emu, {
@@ -24,7 +24,7 @@ async function runScenario(faults: (emu: EmulatorHandle) => Promise<void>) {
     uplink: { flush_interval: 50, requests_per_minute: 6_000 },
   });
   cleanup.push(() => gw.destroy());
-  await faults(emu);
+  await faults(emu, gw);
   // Stop producing, then wait until everything committed has been delivered.
   const gen = gw.handle.sources[0];
   await gen.close();
@@ -41,8 +41,8 @@ async function runScenario(faults: (emu: EmulatorHandle) => Promise<void>) {
 
 describe('end to end: generator → buffer → emulator', () => {
   it('stores every generated sample exactly once', async () => {
-    const { committed, stored, gw } = await runScenario(async () => {
-      await delay(2_000);
+    const { committed, stored, gw } = await runScenario(async (_emu, g) => {
+      await waitFor(() => g.handle.buffer.stats().committedTotal >= 2_000, { what: '2,000 samples generated (about 2 s)' });
     });
     expect(stored.total).toBe(committed);
     // Each variable got the same number of distinct timestamps (one per tick).
@@ -51,15 +51,21 @@ describe('end to end: generator → buffer → emulator', () => {
   });
 
   it('stores every sample exactly once with 20 % injected 500s and a 10 s outage in the middle', async () => {
-    const { committed, stored, emu } = await runScenario(async (emu) => {
+    const { committed, stored, emu } = await runScenario(async (emu, g) => {
+      const committedNow = () => g.handle.buffer.stats().committedTotal;
+      const batches = (status: string) => emu.stats().requests['POST /machine-data/batch']?.[status] ?? 0;
       emu.setFaults({ error_rate: 0.2, status: 500 });
-      await delay(3_000);
       // On a loaded machine the first seconds can go to the token exchange and its backoff; the
-      // outage starts only once batches have really met injected 500s.
-      await waitFor(() => (emu.stats().requests['POST /machine-data/batch']?.['500'] ?? 0) > 0, { timeoutMs: 30_000, what: 'a batch answered 500' });
+      // outage starts only once batches have really met injected 500s (and about 3 s were generated).
+      await waitFor(() => batches('500') > 0 && committedNow() >= 3_000, { timeoutMs: 30_000, what: 'a batch answered 500, 3,000 samples generated' });
       emu.setFaults({ outage_seconds: 10 });
-      await delay(11_000);
-      await delay(3_000);
+      // The outage is met (connections dropped) and over (a batch accepted again).
+      await waitFor(() => batches('dropped') > 0, { what: 'a batch dropped by the outage' });
+      const accepted = emu.stats().batches_accepted;
+      await waitFor(() => emu.stats().batches_accepted > accepted, { timeoutMs: 40_000, what: 'a batch accepted after the outage' });
+      // And about 3 s more generated after it.
+      const after = committedNow();
+      await waitFor(() => committedNow() >= after + 3_000, { what: '3,000 samples generated after the outage' });
     });
     expect(stored.total).toBe(committed);
     const requests = emu.stats().requests['POST /machine-data/batch'] ?? {};

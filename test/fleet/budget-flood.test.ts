@@ -47,9 +47,11 @@ run('budget sharing under fake peers (mosquitto)', () => {
     await publishRetainedFromAnotherProcess(broker.url, { kind: 'fake-peers', prefix: PREFIX, namePrefix: 'fake-', group: 'nat', count: 300, demand: BUDGET, leaseMs: 600_000 });
     // The fakes arrive: the share drops from the whole budget...
     await waitFor(() => gw.handle.budget.ratePerMinute < BUDGET / 2, { timeoutMs: 20_000, what: 'the share reacting to the fake peers' });
-    // ... and stays at the floor or above once every announcement is in (two recompute periods).
-    await new Promise((r) => setTimeout(r, 2_500));
-    const sharing = gw.handle.status().fleet!.budget_sharing!;
+    // ... and stays at the floor or above once every announcement is in.
+    const sharing = await waitFor(() => {
+      const s = gw.handle.status().fleet!.budget_sharing!;
+      return s.ignored_peers === 300 - (MAX_GATEWAYS - 1) ? s : null;
+    }, { timeoutMs: 20_000, what: 'every fake announcement counted or ignored' });
     expect(gw.handle.budget.ratePerMinute).toBeGreaterThanOrEqual((BUDGET / MAX_GATEWAYS) * 0.99);
     expect(sharing.members).toHaveLength(MAX_GATEWAYS);
     expect(sharing).toMatchObject({ max_gateways: MAX_GATEWAYS, ignored_peers: 300 - (MAX_GATEWAYS - 1), floor_per_minute: BUDGET / MAX_GATEWAYS });

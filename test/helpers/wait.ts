@@ -19,4 +19,19 @@ export async function waitFor<T>(check: () => T | Promise<T>, options: { timeout
   }
 }
 
+/**
+ * For "nothing happens for N s" checks, where there is no event to wait for: polls `check` for
+ * `forMs` and fails at the first falsy answer, naming when. Use only when the absence itself is
+ * what the test asserts; otherwise wait for the condition with waitFor.
+ */
+export async function holdsFor(check: () => unknown | Promise<unknown>, options: { forMs: number; intervalMs?: number; what: string }): Promise<void> {
+  const started = Date.now();
+  const interval = options.intervalMs ?? 100;
+  for (;;) {
+    if (!(await check())) throw new Error(`${options.what} stopped holding after ${Date.now() - started} ms (should hold for ${options.forMs} ms)`);
+    if (Date.now() - started >= options.forMs) return;
+    await new Promise((r) => setTimeout(r, interval));
+  }
+}
+
 export const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -5,6 +5,7 @@ import { validateConfig } from '../../src/config/load.js';
 import { connectionLimits } from '../../src/http/config.js';
 import { startHarness, type Harness } from '../annotations/helpers.js';
 import { testConfigInput } from '../helpers/gateway.js';
+import { openSse } from '../helpers/sse.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -113,6 +114,23 @@ describe('local HTTP server: streams and reserved connections', () => {
       const again = await openRequest(h.url, '/console/api/events', '127.0.0.2');
       return again.status === 200 ? again : (again.socket.destroy(), null);
     }, { what: 'a stream slot freed by a closed stream' });
+  });
+
+  it('a granted stream is well-formed server-sent events: retry, hello with the boot id, then ticks with the status', async () => {
+    const h = await harness();
+    const sse = await openSse(`${h.url}/console/api/events`);
+    cleanup.push(() => sse.close());
+    expect(sse.status).toBe(200);
+    expect(sse.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const [hello, tick1, tick2] = await sse.next(3);
+    expect(sse.retryMs()).toBe(2_000);
+    expect(hello.event).toBe('hello');
+    const boot = (JSON.parse(hello.data) as { boot: string }).boot;
+    expect(boot).toMatch(/\S/);
+    for (const t of [tick1, tick2]) {
+      expect(t.event).toBe('tick');
+      expect(JSON.parse(t.data)).toMatchObject({ boot, status: { gateway: { name: expect.any(String) } }, v: expect.any(Array) });
+    }
   });
 
   it('caps the streams of all clients together at max_streams (503)', async () => {

@@ -7,7 +7,7 @@ import { startModbusSimulator } from '../../src/sim/modbus-device.js';
 import { formatGaps } from '../../src/commands/gaps.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { runCli } from '../helpers/cli.js';
-import { delay, waitFor } from '../helpers/wait.js';
+import { holdsFor, waitFor } from '../helpers/wait.js';
 import { apiGaps } from '../helpers/gaps.js';
 
 /**
@@ -71,7 +71,8 @@ describe('gap ledger', () => {
     const metricsOpen = await (await fetch(`${gw.handle.httpUrl}/metrics`)).text();
     expect(metricsOpen).toMatch(/gateway_gaps_open 1/);
 
-    await delay(6_000);
+    // The device stays silent until the gap is over 5.5 s old (the closed gap is asserted longer than 5 s).
+    await waitFor(() => Date.now() - open.from > 5_500, { timeoutMs: 20_000, what: 'a gap over 5.5 s long' });
     sim.setDelay(0);
     const answeringAt = Date.now();
     const closed = await waitFor(async () => (await apiGaps(gw)).find((g) => g.id === open.id && g.to !== null), { timeoutMs: 20_000, what: 'the gap closed', intervalMs: 500 });
@@ -98,8 +99,8 @@ describe('gap ledger', () => {
     const again = await startTestGateway(emu, sections, { dir });
     cleanup.push(() => again.destroy());
     await waitFor(() => again.handle.status().annotations !== undefined, { what: 'annotations running again' });
-    await delay(2_000);
-    expect(emu.annotations().filter((a) => a.external_id === ext)).toHaveLength(1);
+    // An absence (no second annotation), watched for a while: there is no event to wait for.
+    await holdsFor(() => emu.annotations().filter((a) => a.external_id === ext).length === 1, { forMs: 2_000, what: 'one annotation of the gap after the restart' });
     const gaps = await apiGaps(again);
     expect(gaps.filter((g) => g.reason === 'device_error')).toHaveLength(1);
     // the restart itself is a gateway_stopped gap of the source

@@ -167,8 +167,10 @@ describe('edge-gateway run (child process)', () => {
     expect(emu.values('mvr_gen_1').length).toBe(nGen1);
 
     // Graceful stop under load with the service unreachable: pending samples are committed, exit 0 within 10 s.
+    const dropped0 = emu.stats().dropped_connections;
     emu.setFaults({ outage_seconds: 600 });
-    await new Promise((r) => setTimeout(r, 500));
+    // Under load: the gateway has met the outage (samples wait unsent) when it is told to stop.
+    await waitFor(() => emu.stats().dropped_connections > dropped0, { what: 'a delivery attempt during the outage' });
     const sent = Date.now();
     child.kill('SIGTERM');
     const { code, at } = await exited;

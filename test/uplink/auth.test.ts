@@ -12,7 +12,13 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
 
-async function setup(ttl = 3_600, secret = 'demo-secret') {
+/** A monotonic clock the test moves by hand (token renewal runs on it), wall time real. */
+function manualClock() {
+  let mono = 0;
+  return { clock: { now: () => Date.now(), monotonic: () => mono }, advance: (ms: number) => void (mono += ms) };
+}
+
+async function setup(ttl = 3_600, secret = 'demo-secret', clock = systemClock) {
   const emu: EmulatorHandle = await startEmulator({ port: 0, tokenTtlSeconds: ttl });
   const dispatcher = new Agent();
   cleanup.push(async () => {
@@ -21,7 +27,7 @@ async function setup(ttl = 3_600, secret = 'demo-secret') {
   });
   const metrics = createMetrics();
   const budget = new RequestBudget(6_000, systemClock, metrics);
-  const auth = new ClientCredentialsAuth({ authUrl: emu.authUrl, clientId: 'demo-gateway', clientSecret: new Secret(secret, 'test'), audience: 'com.service.tracking', budget, clock: systemClock, dispatcher, metrics, timeoutMs: 5_000 });
+  const auth = new ClientCredentialsAuth({ authUrl: emu.authUrl, clientId: 'demo-gateway', clientSecret: new Secret(secret, 'test'), audience: 'com.service.tracking', budget, clock, dispatcher, metrics, timeoutMs: 5_000 });
   return { emu, auth, metrics, budget };
 }
 
@@ -39,10 +45,14 @@ describe('client-credentials token lifecycle (§5.2-5.4)', () => {
     expect(budget.totalGranted).toBe(1);
   });
 
-  it('renews before expiry', async () => {
-    const { emu, auth } = await setup(2);
+  it('renews before expiry: at 80 % of the lifetime, not before', async () => {
+    const time = manualClock();
+    const { emu, auth } = await setup(3_600, 'demo-secret', time.clock);
     const first = await auth.bearer();
-    await new Promise((r) => setTimeout(r, 1_700)); // past 80 % of 2 s
+    time.advance(0.8 * 3_600_000 - 1_000);
+    expect(await auth.bearer()).toBe(first);
+    expect(tokenCalls(emu)).toBe(1);
+    time.advance(2_000); // past 80 % of the hour, well before its end
     const second = await auth.bearer();
     expect(second).not.toBe(first);
     expect(tokenCalls(emu)).toBe(2);

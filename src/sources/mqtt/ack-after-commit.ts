@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
  * handling them one commit at a time.
  *
  * How mqtt.js acknowledges (node_modules/mqtt/build/lib/handlers/publish.js and pubrel.js, checked
- * against mqtt 5.16); it handles one packet at a time and reads the next only when the previous
+ * against mqtt 5.16.0, pinned exactly in package.json; test/sources/mqtt/mqtt-pin.test.ts); it handles one packet at a time and reads the next only when the previous
  * one is done:
  *
  * - QoS 1: it calls `client.handleMessage(packet, cb)`; `cb()` sends PUBACK and then reads on.

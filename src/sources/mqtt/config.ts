@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
 import { z } from 'zod';
+import { checkMqttConnection, mqttConnectionFields } from '../../config/mqtt-connection.js';
 import { secretSchema } from '../../config/secrets.js';
 import { byteSize, durationMs } from '../../config/units.js';
 import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
@@ -167,60 +167,18 @@ export const subscriptionSchema = z
   .discriminatedUnion('format', [numberSubscription, jsonSubscription, metricsSubscription, sparkplugSubscription])
   .meta({ description: 'One topic filter and how its payloads become samples' });
 
-const tlsSchema = z
-  .strictObject({
-    ca: existingFile('PEM file of the certificate authority that signed the broker certificate (default: the system CAs)', '/etc/edge-gateway/mqtt-ca.pem').optional(),
-    cert: existingFile('PEM file of the client certificate, for brokers that require one', '/etc/edge-gateway/mqtt-client.pem').optional(),
-    key: existingFile('PEM file of the client certificate\'s private key', '/etc/edge-gateway/mqtt-client.key').optional(),
-    passphrase: secretSchema().optional().meta({ description: 'Passphrase of an encrypted private key', examples: [{ env: 'MQTT_KEY_PASSPHRASE' }] }),
-    reject_unauthorized: z.boolean().default(true).meta({ description: 'Refuse a broker whose certificate does not verify. Turn off only in a lab' }),
-    servername: z.string().min(1).optional().meta({ description: 'Host name to verify the broker certificate against (SNI), when it differs from the URL host' }),
-  })
-  .superRefine((t, ctx) => {
-    if (t.cert && !t.key) ctx.addIssue({ code: 'custom', path: ['key'], message: 'required when cert is set (the client certificate needs its private key)', input: undefined });
-    if (t.key && !t.cert) ctx.addIssue({ code: 'custom', path: ['cert'], message: 'required when key is set', input: undefined });
-  })
-  .meta({ description: 'TLS settings for mqtts:// and wss://' });
-
-function existingFile(description: string, example: string) {
-  return z
-    .string()
-    .min(1)
-    .superRefine((p, ctx) => {
-      if (!existsSync(p)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(p)}: file not found`, input: p });
-    })
-    .meta({ description, examples: [example] });
-}
-
-const URL_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
-
-const connectionUrl = z
-  .string()
-  .superRefine((s, ctx) => {
-    if (s === 'embedded') return;
-    let u: URL;
-    try {
-      u = new URL(s);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)} is not a URL (mqtt://host:1883, mqtts://, ws://, wss://) nor "embedded"`, input: s });
-      return;
-    }
-    if (!URL_SCHEMES.includes(u.protocol)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)}: scheme "${u.protocol.replace(':', '')}" is not one of mqtt, mqtts, ws, wss`, input: s });
-    // Credentials in a URL end up in logs and status output; they have their own settings.
-    if (u.username || u.password) ctx.addIssue({ code: 'custom', message: 'must not contain a user name or password; use username: and password: instead', input: '[url with credentials]' });
-  })
-  .meta({ description: 'Broker address: mqtt://host:1883, mqtts://host:8883, ws://host/mqtt, wss://host/mqtt, or "embedded" for the broker built into the gateway (mqtt.broker)', examples: ['mqtts://broker.plant.local:8883', 'embedded'] });
-
 export const connectionSchema = z
   .strictObject({
     name: sourceName,
-    url: connectionUrl,
-    client_id: z
-      .string()
-      .min(1)
-      .max(65_535)
-      .optional()
-      .meta({ description: 'MQTT client id. Must be unique on the broker and stable, because the broker keeps the persistent session (and the messages for it) under this id. Default: edge-gateway-<host name>-<connection name>', examples: ['edge-gw-line3'] }),
+    ...mqttConnectionFields({
+      embedded: true,
+      url: { description: 'Broker address: mqtt://host:1883, mqtts://host:8883, ws://host/mqtt, wss://host/mqtt, or "embedded" for the broker built into the gateway (mqtt.broker)', examples: ['mqtts://broker.plant.local:8883', 'embedded'] },
+      clientId: { description: 'MQTT client id. Must be unique on the broker and stable, because the broker keeps the persistent session (and the messages for it) under this id. Default: edge-gateway-<host name>-<connection name>', examples: ['edge-gw-line3'] },
+      broker: 'the broker',
+      passwordEnv: 'MQTT_PASSWORD',
+      passphraseEnv: 'MQTT_KEY_PASSPHRASE',
+      keepalive: { minMs: 0, defaultMs: 30_000, description: 'Keep-alive interval (MQTT §3.1.2.10); a dead connection is noticed within 1.5 times this. 0 turns it off' },
+    }),
     clean: z.boolean().default(false).meta({
       description: 'Start a clean session on every connect. false (default) keeps a persistent session: QoS 1/2 messages published while the gateway is stopped or disconnected wait at the broker and arrive on reconnect. The broker bounds that queue: mosquitto keeps at most max_queued_messages (default 1000) per client and drops the rest ("Outgoing messages are being dropped for client ..." in its log), so a restart under load loses messages there. Raise max_queued_messages (and max_queued_bytes) in mosquitto.conf to cover the longest stop at your message rate',
     }),
@@ -231,11 +189,6 @@ export const connectionSchema = z
       .union([z.literal(4), z.literal(5)])
       .default(4)
       .meta({ description: 'MQTT protocol: 4 for MQTT 3.1.1 (every broker), 5 for MQTT 5 (adds Receive Maximum, so the broker never has more unacknowledged messages in flight than max_pending_messages)' }),
-    username: z.string().min(1).optional().meta({ description: 'User name for the broker', examples: ['edge-gateway'] }),
-    password: secretSchema().optional().meta({ description: 'Password for the broker: {env: NAME}, {file: PATH} or a literal', examples: [{ env: 'MQTT_PASSWORD' }] }),
-    tls: tlsSchema.optional(),
-    keepalive: durationMs({ min: 0, max: 65_535_000 }).default(30_000).meta({ description: 'Keep-alive interval (MQTT §3.1.2.10); a dead connection is noticed within 1.5 times this', examples: ['30s'] }),
-    connect_timeout: durationMs({ min: 100, max: 600_000 }).default(10_000).meta({ description: 'Give up a connection attempt (TCP, TLS and CONNACK) after this long', examples: ['10s'] }),
     reconnect: z
       .strictObject({
         initial: durationMs({ min: 10, max: 600_000 }).default(1_000).meta({ description: 'Wait before the first reconnection attempt', examples: ['1s'] }),
@@ -254,8 +207,8 @@ export const connectionSchema = z
       for (const key of ['client_id', 'username', 'password', 'tls'] as const) {
         if (c[key] !== undefined) ctx.addIssue({ code: 'custom', path: [key], message: 'does not apply to url: embedded (the subscription runs inside the gateway\'s own broker)', input: undefined });
       }
-    } else if (c.tls && !/^(mqtts|wss):/.test(c.url)) {
-      ctx.addIssue({ code: 'custom', path: ['tls'], message: `is set but url ${JSON.stringify(c.url)} is not mqtts:// or wss://`, input: undefined });
+    } else {
+      checkMqttConnection(c, ctx);
     }
     for (let i = 0; i < c.subscriptions.length; i++) {
       for (let j = 0; j < i; j++) {

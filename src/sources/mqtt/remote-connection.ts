@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import mqtt, { type IClientOptions, type IConnackPacket, type IPublishPacket, type ISubscriptionGrant, type MqttClient } from 'mqtt';
+import { mqttClientOptions } from '../../config/mqtt-connection.js';
 import { Backoff } from '../../core/backoff.js';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
@@ -40,8 +40,6 @@ interface Connection {
   /** Set when a commit failed: nothing more is acknowledged here, the connection is dropped. */
   broken: boolean;
 }
-
-const skipLog = (): void => undefined;
 
 /** Longest stretch of message handling without giving timers and I/O a turn. */
 const YIELD_EVERY_MS = 5;
@@ -160,22 +158,13 @@ export class MqttConnectionSource implements Source {
   private clientOptions(): IClientOptions {
     const c = this.cfg;
     const options: IClientOptions = {
-      clientId: this.clientId,
+      ...mqttClientOptions(c, this.clientId),
       clean: c.clean,
       protocolVersion: c.protocol_version,
-      keepalive: Math.round(c.keepalive / 1000),
-      connectTimeout: c.connect_timeout,
       // Reconnection is ours (capped exponential backoff, DESIGN.md); one mqtt.js client per connection.
       reconnectPeriod: 0,
       resubscribe: false,
-      queueQoSZero: false,
     };
-    // mqtt.js logs every step of every packet through the `debug` package: a dozen calls per
-    // message, a few percent of the CPU at high rates even when nothing is printed. They are
-    // skipped unless DEBUG is set, so that DEBUG=mqttjs* still traces the client.
-    if (!process.env.DEBUG) options.log = skipLog;
-    if (c.username !== undefined) options.username = c.username;
-    if (c.password !== undefined) options.password = c.password.reveal();
     if (c.protocol_version === 5) {
       options.properties = {
         // MQTT 5 §3.1.2.11.3: the broker sends at most this many unacknowledged QoS 1/2 messages.
@@ -183,14 +172,6 @@ export class MqttConnectionSource implements Source {
         // MQTT 5 §3.1.2.11.2: 0 would end the session at disconnect, defeating clean: false.
         ...(c.clean ? {} : { sessionExpiryInterval: Math.round(c.session_expiry / 1000) }),
       };
-    }
-    if (c.tls) {
-      if (c.tls.ca) options.ca = readFileSync(c.tls.ca);
-      if (c.tls.cert) options.cert = readFileSync(c.tls.cert);
-      if (c.tls.key) options.key = readFileSync(c.tls.key);
-      if (c.tls.passphrase) (options as Record<string, unknown>).passphrase = c.tls.passphrase.reveal();
-      options.rejectUnauthorized = c.tls.reject_unauthorized;
-      if (c.tls.servername) options.servername = c.tls.servername;
     }
     return options;
   }

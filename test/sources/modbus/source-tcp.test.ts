@@ -236,7 +236,8 @@ describe('modbus source over TCP against the simulator', () => {
     await waitFor(() => deviceStatus(m.source, 'bad').state === 'offline', 'bad device offline');
     const from = samples.filter((x) => x.variable === 'mvr_good').length;
     const t0 = Date.now();
-    await new Promise((r) => setTimeout(r, 2_000));
+    // The time the good device takes for its next 10 values (1 s at its 10 Hz).
+    await waitFor(() => samples.filter((x) => x.variable === 'mvr_good').length - from >= 10, 'ten values of the good device', 30_000);
     const rate = (samples.filter((x) => x.variable === 'mvr_good').length - from) / ((Date.now() - t0) / 1000);
     // 10 Hz configured; generous floor for a loaded 2-core machine, still far above what sharing
     // the offline device's 3 × 500 ms timeouts would allow (< 1 per second).
@@ -257,7 +258,8 @@ describe('modbus source over TCP against the simulator', () => {
     await first.close();
     await waitFor(() => deviceStatus(m.source, 'plc').state === 'connecting', 'connection loss noticed');
     expect(m.source.status().state).toBe('disconnected');
-    await new Promise((r) => setTimeout(r, 600)); // a few refused reconnect attempts
+    // A few refused reconnect attempts.
+    await waitFor(async () => (await metricValue(m.metrics, 'gateway_source_reconnects_total', { source: 'modbus' })) >= 2, 'two refused reconnect attempts');
     const second = await sim({ port, device: first.device });
     const n = samples.length;
     await waitFor(() => samples.length > n + 2, 'samples after the restart', 20_000);

@@ -6,7 +6,8 @@ import { startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
 import { EmbeddedBroker, createMqttSources } from '../../../src/sources/mqtt/index.js';
 import type { EmbeddedBrokerSource } from '../../../src/sources/mqtt/broker-source.js';
 import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
-import { captureLogger, connectClient, contexts, delay, endClient, freePort, GatedSink, section, waitFor } from './helpers.js';
+import { holdsFor } from '../../helpers/wait.js';
+import { captureLogger, connectClient, contexts, endClient, freePort, GatedSink, section, waitFor } from './helpers.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -90,8 +91,8 @@ describe('embedded MQTT broker', () => {
     let acked = false;
     const pub = plc.publishAsync('line3/packer1/temperature', '41.5', { qos: 1 }).then(() => (acked = true));
     await waitFor(() => sink.heldSamples === 1);
-    await delay(300);
-    expect(acked).toBe(false); // the PLC still holds the message: not committed yet
+    // The PLC still holds the message: not committed yet (an absence, watched for a while).
+    await holdsFor(() => !acked, { forMs: 300, intervalMs: 20, what: 'no PUBACK to the PLC before the commit' });
     await sink.release();
     await pub;
     expect(rowsOf(tb, 'mvr_packer1_temperature').map((r) => r.value)).toEqual([41.5]);

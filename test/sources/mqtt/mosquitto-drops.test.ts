@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -41,7 +41,8 @@ describe.skipIf(!HAVE_MOSQUITTO)('mosquitto dropping queued messages while the g
     // First run: connected, sees the broker's drop count (0), then stops (a gateway restart).
     const first = await run();
     await waitFor(() => first.log.lines.some((l) => l.msg === 'MQTT connected'), { what: 'first connect' });
-    await new Promise((r) => setTimeout(r, 1_500)); // at least one $SYS value seen
+    // At least one $SYS value seen: the source keeps the last one in its data folder.
+    await waitFor(() => existsSync(join(dataDir, 'broker-dropped.txt')), { what: 'a $SYS dropped count seen' });
     await Promise.all(first.sources.map((s) => s.close()));
 
     // While it is away, 50 QoS 1 messages arrive for its session; mosquitto keeps 10.

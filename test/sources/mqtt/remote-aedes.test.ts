@@ -3,7 +3,8 @@ import type { Source } from '../../../src/core/source.js';
 import { startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
 import { createMqttSources } from '../../../src/sources/mqtt/index.js';
 import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
-import { connectClient, contexts, delay, endClient, GatedSink, section, startAedes, startWireRecorder, waitFor, type TestAedes } from './helpers.js';
+import { holdsFor } from '../../helpers/wait.js';
+import { connectClient, contexts, endClient, GatedSink, section, startAedes, startWireRecorder, waitFor, type TestAedes } from './helpers.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -121,9 +122,8 @@ describe('MQTT source against an aedes broker', () => {
     for (let i = 0; i < 3; i++) await pub.publishAsync('q/2', String(40 + i), { qos: 2 });
     // All eight wait for their commit together: QoS 2 messages are not handled one commit at a time.
     await waitFor(() => sink.heldSamples === 8, { what: 'eight messages held at the buffer' });
-    await delay(300);
-    expect(acks.count()).toBe(0);
-    expect(tb.rows()).toHaveLength(0);
+    // An absence: no acknowledgement while the commit is held (watched for a while, nothing to wait for).
+    await holdsFor(() => acks.count() === 0 && tb.rows().length === 0, { forMs: 300, intervalMs: 20, what: 'no acknowledgement before the commit' });
     await sink.release();
     await waitFor(() => acks.count() === 8, { what: 'eight acknowledgements' });
     expect(rowsOf(tb, 'mvr_q1').map((r) => r.value)).toEqual([0, 1, 2, 3, 4]);
@@ -205,8 +205,8 @@ describe('MQTT source against an aedes broker', () => {
     // While the buffer stays full the reconnects back off (100 ms doubling to 2 s), not every 100 ms.
     const connects = () => (source.status().detail as { connects: number }).connects;
     const before = connects();
-    await delay(4_000);
-    expect(connects() - before).toBeLessThanOrEqual(5);
+    // A rate over a window (no tight loop), watched all along.
+    await holdsFor(() => connects() - before <= 5, { forMs: 4_000, intervalMs: 50, what: 'at most 5 reconnects in 4 s' });
     // The service takes the backlog: room again.
     tb.buffer.ack(tb.buffer.claimNewest(1_000_000));
     await waitFor(() => rowsOf(tb, 'mvr_full_q1').length === 3, { timeoutMs: 30_000, what: 'redelivered and committed once there is room' });
@@ -234,7 +234,8 @@ describe('MQTT source against an aedes broker', () => {
     sink.gate = true;
     for (let i = 0; i < 30; i++) await pub.publishAsync('j', JSON.stringify({ v: 100 + i }), { qos: 1 });
     await waitFor(() => sink.heldSamples === 5);
-    await delay(300);
+    // Back-pressure: nothing more is read while five wait (an absence, watched for a while).
+    await holdsFor(() => sink.heldSamples === 5, { forMs: 300, intervalMs: 20, what: 'five held, no more read' });
     const detail = source.status().detail as { pending_messages: number };
     expect(detail.pending_messages).toBe(5); // back-pressure: mqtt.js stopped reading
     expect(sink.heldSamples).toBe(5);
@@ -262,11 +263,13 @@ describe('MQTT source against an aedes broker', () => {
     let b = await startAedes();
     const port = b.port;
     const tb = buffer();
-    const { source } = await gateway(tb.buffer, { name: 'restart', url: b.url, client_id: 'gw-restart', subscriptions: [{ topic: 'x', format: 'number', variable: 'mvr_x' }] });
+    const { source, metrics } = await gateway(tb.buffer, { name: 'restart', url: b.url, client_id: 'gw-restart', subscriptions: [{ topic: 'x', format: 'number', variable: 'mvr_x' }] });
     await waitFor(() => source.status().state === 'connected');
     await b.close();
     await waitFor(() => source.status().state !== 'connected', { what: 'noticed the broker is gone' });
-    await delay(300);
+    // Gone across at least one failed attempt: the second reconnect is scheduled after the first failed.
+    const reconnects = async () => (await metrics.sourceReconnects.get()).values.reduce((n, v) => n + v.value, 0);
+    await waitFor(async () => (await reconnects()) >= 2, { what: 'a reconnect attempt failed while the broker was away' });
     b = await broker(port);
     await waitFor(() => source.status().state === 'connected', { what: 'reconnected', timeoutMs: 20_000 });
     const pub = await publisher(b.url);
