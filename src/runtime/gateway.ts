@@ -437,7 +437,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       registerSetAsideRoutes(http, buffer);
       registerGapRoutes(http, gaps);
       if (ring && refusals) {
-        consoleRuntime = registerConsoleRoutes(http, { status, metrics, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, dataDir, reload: (next) => reload(next), fleet: fleet?.watch() ?? null });
+        consoleRuntime = registerConsoleRoutes(http, { status, metrics, config: () => current, configPath: options.configPath ?? null, ring, refusals, buffer, client, clock, dataDir, reload: (next) => reload(next), fleet: fleet?.watch() ?? null });
       }
     }
     await startAnnotationsFor(config);
