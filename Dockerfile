@@ -12,7 +12,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json tsconfig.json ./
+COPY package.json package-lock.json tsconfig.json tsconfig.web.json ./
 COPY src ./src
 # better-sqlite3 is compiled from source against this image's own Node headers (nodedir), so the
 # build needs only the npm registry and the Debian mirror: no prebuilt binary from GitHub, no headers

@@ -1,15 +1,16 @@
 import { HttpError, type LocalHttpServer, type Reply, type RouteContext } from '../http/server.js';
+import type { AnnotationListResponse, PanelView } from './api-model.js';
 import { entryView, type DeliveryState, type Origin } from './model.js';
 import { AnnotationError, downtimeView, type AnnotationService } from './service.js';
 import type { AnnotationStore } from './store.js';
-import { hmiPage } from './hmi-page.js';
+import { registerHmiPage } from './hmi-page.js';
 
 /**
  * The local HTTP API of operator annotations, on the gateway's own server (src/http/server.ts gives
  * every route the rate limit, the body size limit, and the checks of src/http/guard.ts: Host, and
  * for writes same origin, a JSON or X-Requested-By request and the bearer token).
  *
- *   GET  /                                       operator (HMI) page
+ *   GET  /                                       operator (HMI) page, its bundle under /hmi (hmi-page.ts)
  *   GET  /api/panel                              what the page shows, in one request
  *   GET  /api/annotations?limit=&state=&machine= recent outbox entries with their delivery state
  *   GET  /api/annotations/:external_id           one entry
@@ -26,7 +27,7 @@ export interface ApiDeps {
   service: AnnotationService;
   store: AnnotationStore;
   /** Panel data (machines, detector episodes, uplink, recent entries). */
-  panel: () => Record<string, unknown>;
+  panel: () => PanelView;
   title: string;
   hmiEnabled: boolean;
   isClosed: () => boolean;
@@ -64,26 +65,7 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       }
     };
 
-  if (deps.hmiEnabled) {
-    const html = hmiPage(deps.title);
-    http.route(
-      'GET',
-      '/',
-      () => ({
-        html,
-        headers: {
-          // Plants are offline: the page must not load anything from elsewhere, and cannot.
-          'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-          'x-content-type-options': 'nosniff',
-          'referrer-policy': 'no-referrer',
-        },
-      }),
-      // The page itself is a static shell without data (public); what it shows comes from
-      // /api/panel, a read: when reads need the token the page asks for it (hmi-page.ts).
-      // Essential: served from http.reserved_connections too, like the panel and the downtime buttons.
-      { name: 'hmi', access: 'public', essential: true },
-    );
-  }
+  if (deps.hmiEnabled) registerHmiPage(http, deps.title);
 
   http.route('GET', '/api/panel', guarded(() => ({ json: deps.panel() })), { name: 'annotations_panel', essential: true });
 
@@ -100,7 +82,7 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       const machine = q.get('machine');
       if (machine !== null) service.machine(machine);
       const entries = store.recent(limit, { state: (state as DeliveryState | null) ?? undefined, machine: machine ?? undefined });
-      return { json: { annotations: entries.map(entryView), counts: store.counts() } };
+      return { json: { annotations: entries.map(entryView), counts: store.counts() } satisfies AnnotationListResponse };
     }),
     { name: 'annotations_list' },
   );

@@ -10,6 +10,7 @@ import type { LocalHttpServer } from '../http/server.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 import { registerAnnotationRoutes } from './api.js';
+import type { PanelView } from './api-model.js';
 import { DowntimeDetector } from './detector.js';
 import { entryView } from './model.js';
 import { MqttTrigger } from './mqtt-trigger.js';
@@ -102,7 +103,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   };
   purge();
 
-  const panel = (): Record<string, unknown> => {
+  const panel = (): PanelView => {
     const h = deps.health.snapshot();
     const detected = detector.active();
     return {

@@ -1,4 +1,5 @@
 import { toIsoUtc } from '../core/time.js';
+import type { AnnotationView } from './api-model.js';
 
 /**
  * The operator annotation as the gateway keeps it, and the limits of the interface (§2.3, §8).
@@ -88,7 +89,7 @@ export function requestBody(a: NewAnnotation): Record<string, unknown> {
 }
 
 /** JSON view of an outbox entry for the local API, the operator page and the CLI. */
-export function entryView(e: OutboxEntry): Record<string, unknown> {
+export function entryView(e: OutboxEntry): AnnotationView {
   return {
     external_id: e.externalId,
     type: e.type,

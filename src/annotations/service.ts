@@ -8,6 +8,7 @@ import { newExternalId } from './external-id.js';
 import { sameContent, type NewAnnotation, type Origin, type OutboxEntry, type SiteRef } from './model.js';
 import type { AnnotationStore, DowntimeRow } from './store.js';
 import { checkPlausible, checkText, isObject, isProblem, parseDateTime, show, validateAnnotationInput, type Problem, type ValidationContext } from './validate.js';
+import type { DowntimeView } from './api-model.js';
 
 /**
  * What every entry point (local API, HMI page, MQTT trigger, CLI) calls: create an annotation,
@@ -252,7 +253,7 @@ export function composeText(reason: string | null, free: string | null): string 
   return parts.join(': ');
 }
 
-export function downtimeView(d: DowntimeRow): Record<string, unknown> {
+export function downtimeView(d: DowntimeRow): DowntimeView {
   return {
     machine: d.machine,
     kind: d.kind,

@@ -2,10 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { z } from 'zod';
 import { formatIssues } from '../config/issues.js';
 import { opcuaSnippetYaml } from '../config/yaml-writer.js';
-import { systemClock } from '../core/clock.js';
+import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
 import { HttpError } from '../http/server.js';
+import type { BrowseResponse, ProbeResponse } from './api/build.js';
 
 /** Turns a zod failure of a request body into a 400 naming the field. */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
@@ -31,7 +32,7 @@ export const BROWSE_TIMEOUT_MS = 60_000;
  * Browses a server with the code of `edge-gateway browse` (src/sources/opcua/browse.ts): one
  * anonymous session, one attempt, certificates in the console's own PKI folder under the data dir.
  */
-export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: string) {
+export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: string): Promise<BrowseResponse> {
   const [{ opcuaServerSchema, effectivePolicy }, { browseAddressSpace }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }, { toNsuForm }] = await Promise.all([
     import('../sources/opcua/config.js'),
     import('../sources/opcua/browse.js'),
@@ -104,7 +105,7 @@ export const probeSchema = z.strictObject({
 });
 
 /** Reads a range once and returns the raw words and every type × byte order (probe-format.ts). */
-export async function probeModbus(input: z.output<typeof probeSchema>) {
+export async function probeModbus(input: z.output<typeof probeSchema>, clock: Clock): Promise<ProbeResponse> {
   const [{ parseDeviceUrl }, { ModbusLink }, { endpointKey }, { candidateRows }, { toRequestError }, { TABLE_INFO }] = await Promise.all([
     import('../sources/modbus/probe-cli.js'),
     import('../sources/modbus/link.js'),
@@ -122,7 +123,7 @@ export async function probeModbus(input: z.output<typeof probeSchema>) {
   const info = TABLE_INFO[input.table];
   if (info.bits && input.count > 125) throw new HttpError(400, 'bad_request', 'count: at most 125', 'count');
   const failed = new AbortController();
-  const link = new ModbusLink(endpoint, { logger: silentLogger(), clock: systemClock, reconnect: { initialMs: 60_000, maxMs: 60_000 }, connectTimeoutMs: input.timeout_ms, onConnectError: () => failed.abort() });
+  const link = new ModbusLink(endpoint, { logger: silentLogger(), clock, reconnect: { initialMs: 60_000, maxMs: 60_000 }, connectTimeoutMs: input.timeout_ms, onConnectError: () => failed.abort() });
   const key = endpointKey(endpoint);
   try {
     link.start();

@@ -1,15 +1,11 @@
 import type { GatewayConfig } from '../config/schema.js';
+import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import type { TrackingClient } from '../uplink/client.js';
+import type { Catalog } from './api/build.js';
 
-/** The organisation's catalog as the console shows it (GET /machines, /machine-variables, every page). */
-export interface Catalog {
-  machines: Array<{ id: string; name: string }>;
-  variables: Array<{ id: string; name: string; machine: string | null }>;
-  /** When it was read from the service (epoch ms). */
-  read_at: number;
-}
+export type { Catalog };
 
 /** A GET never makes the gateway read the catalog upstream more often than this. */
 export const CATALOG_MIN_AGE_MS = 60_000;
@@ -21,8 +17,8 @@ export const CATALOG_BUDGET_WAIT_MS = 60_000;
 export interface CatalogDeps {
   client: TrackingClient;
   service: () => GatewayConfig['service'];
-  /** Monotonic milliseconds (ages); default performance.now. */
-  monotonic?: () => number;
+  /** Wall clock for read_at, monotonic clock for the copy's age. */
+  clock: Clock;
 }
 
 /**
@@ -42,10 +38,10 @@ export class ConsoleCatalog {
   private copy: { at: number; body: Catalog } | null = null;
   private loading: Promise<Catalog> | null = null;
   private warmed = false;
-  private readonly monotonic: () => number;
+  constructor(private readonly deps: CatalogDeps) {}
 
-  constructor(private readonly deps: CatalogDeps) {
-    this.monotonic = deps.monotonic ?? (() => performance.now());
+  private monotonic(): number {
+    return this.deps.clock.monotonic();
   }
 
   /** The copy, read again when missing or older than `minAgeMs`. */
@@ -81,7 +77,7 @@ export class ConsoleCatalog {
       const body: Catalog = {
         machines: [...c.machines].map(([id, name]) => ({ id, name })),
         variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null })),
-        read_at: Date.now(),
+        read_at: this.deps.clock.now(),
       };
       this.copy = { at: this.monotonic(), body };
       return body;

@@ -10,6 +10,7 @@ import { silentLogger } from '../core/logger.js';
 import { createMetrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceKind } from '../core/source.js';
 import { assertUniqueNames, buildSourceSection, SOURCE_SECTIONS } from '../sources/registry.js';
+import type { CheckProblem } from './api/config.js';
 
 /**
  * The console's dry-run check of a configuration text (issue 21 §3): what `edge-gateway check`
@@ -30,13 +31,8 @@ export const MAX_CHECK_BYTES = 256 * 1024;
 /** Problems listed at most; the rest are counted. A person fixes the first few and checks again. */
 export const MAX_PROBLEMS = 100;
 
-export interface CheckProblem {
-  /** The setting at fault (`opcua.servers[0].endpoint`), when the message names one. */
-  path: string | null;
-  /** 1-based line of that setting in the text, when found. */
-  line: number | null;
-  message: string;
-}
+/** A problem of a checked text: the shared model of the console's API (api/config.ts). */
+export type { CheckProblem };
 
 export interface CheckResult {
   ok: boolean;

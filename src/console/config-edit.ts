@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Node } from 'yaml';
 import { isSecretPath, pathText, secretFieldPatterns, secretUses, type SecretUse } from '../config/secret-fields.js';
 import { lineDiff } from '../config/text-diff.js';
-import type { CheckProblem } from './config-check.js';
+import type { CheckProblem, SecretChange } from './api/config.js';
 
 /**
  * What the console's configuration editor does with the file's text besides checking it
@@ -116,15 +116,8 @@ export function unmaskSecrets(posted: string, current: string | null): { text: s
 
 // --- What an edit changes ------------------------------------------------------------------------
 
-export interface SecretChange {
-  /** The setting: `mqtt.connections[1].password`. */
-  setting: string;
-  /** `env NAME`, `file PATH`, or `a secret written in the file`. */
-  secret: string;
-  /** Where it would be sent: `mqtt://broker.example:1883`, or `this gateway`. */
-  destination: string;
-  reason: 'new secret reference' | 'existing secret sent to a new destination';
-}
+/** A secret an edit sends somewhere new: the shared model of the console's API (api/config.ts). */
+export type { SecretChange };
 
 /**
  * The Apply rule (issue 21 §3, README "Commissioning console"): an edit may not, unconfirmed, make
@@ -186,7 +179,8 @@ export function writeConfigFile(path: string, text: string): void {
   } finally {
     closeSync(fd0);
   }
-  const tmp = join(dirname(path), `.${Date.now()}.console.tmp`);
+  // A name of its own (opened with 'wx'): two writes never share a temporary file.
+  const tmp = join(dirname(path), `.${randomBytes(6).toString('hex')}.console.tmp`);
   const fd = openSync(tmp, 'wx', 0o600);
   try {
     try {

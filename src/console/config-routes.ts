@@ -7,8 +7,9 @@ import { registerSecretsOf, withDeferredRegistration } from '../config/secrets.j
 import { ConfigError, describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import { parseBody } from './build-tools.js';
-import { checkConfigText, problemsFor, type CheckProblem } from './config-check.js';
-import { configDiff, confirmationOf, maskSecrets, secretChanges, unmaskSecrets, writeConfigFile, type SecretChange } from './config-edit.js';
+import type { CheckProblem, ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse, SecretChange } from './api/config.js';
+import { checkConfigText, problemsFor } from './config-check.js';
+import { configDiff, confirmationOf, maskSecrets, secretChanges, unmaskSecrets, writeConfigFile } from './config-edit.js';
 
 export interface ConfigRouteDeps {
   config: () => GatewayConfig;
@@ -50,7 +51,8 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
   http.route('POST', '/console/api/config/check', async (ctx) => {
     const { yaml } = parseBody(textSchema, await ctx.json());
     const r = await oneAtATime(() => checkConfigText(yaml));
-    return { json: { ok: r.ok, problems: r.problems, more_problems: r.more_problems, warnings: r.warnings, sources: r.sources } };
+    const json: ConfigCheckResponse = { ok: r.ok, problems: r.problems, more_problems: r.more_problems, warnings: r.warnings, sources: r.sources };
+    return { json };
   }, { name: 'console config check' });
 
   const currentText = (): string | null => {
@@ -63,8 +65,10 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
   };
 
   http.route('GET', '/console/api/config', () => {
-    if (!deps.configPath) return { json: { path: null, yaml: null, note: 'this gateway was started without a configuration file' } };
-    return { json: { path: deps.configPath, yaml: maskSecrets(currentText() ?? '') } };
+    const json: ConfigReadResponse = !deps.configPath
+      ? { path: null, yaml: null, note: 'this gateway was started without a configuration file' }
+      : { path: deps.configPath, yaml: maskSecrets(currentText() ?? '') };
+    return { json };
   }, { name: 'console config read', access: 'confidential' });
 
   type Prepared =
@@ -90,9 +94,9 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
     const { yaml } = parseBody(textSchema, await ctx.json());
     if (!deps.configPath) throw new HttpError(409, 'no_config_file', 'this gateway was started without a configuration file, so there is nothing to write; start it with --config FILE');
     const p = await oneAtATime(() => prepare(yaml));
-    if (!p.ok) return { json: { ok: false, problems: p.problems, more_problems: p.more } };
+    if (!p.ok) return { json: { ok: false, problems: p.problems, more_problems: p.more } satisfies ConfigPreviewResponse };
     const refused = p.changes.length > 0 && refusedWithoutToken();
-    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings } };
+    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings } satisfies ConfigPreviewResponse };
   }, { name: 'console config preview' });
 
   /** Apply: checked, validated as `run` validates, written over the file (atomically) and reloaded. */
@@ -105,13 +109,13 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
       const p = await prepare(yaml);
       if (!p.ok) return invalid(p.problems, p.more);
       if (p.changes.length > 0 && refusedWithoutToken()) {
-        return { status: 403, json: { error: { code: 'secret_change_refused', message: refusalText(p.changes), field: 'yaml' }, secret_changes: p.changes } };
+        return { status: 403, json: { error: { code: 'secret_change_refused', message: refusalText(p.changes), field: 'yaml' }, secret_changes: p.changes } satisfies ConfigApplyRefusal };
       }
       if ((p.changes.length > 0 || confirm !== undefined) && confirm !== p.confirm) {
         const message = confirm === undefined
           ? `this change sends secrets somewhere new (${p.changes.map(changeText).join('; ')}); look at the diff and apply again with "confirm": "${p.confirm}"`
           : 'the configuration file or the text changed since the diff was shown; look at the new diff and confirm again';
-        return { status: 409, json: { error: { code: confirm === undefined ? 'confirm_required' : 'diff_changed', message }, diff: p.diff, confirm: p.confirm, secret_changes: p.changes } };
+        return { status: 409, json: { error: { code: confirm === undefined ? 'confirm_required' : 'diff_changed', message }, diff: p.diff, confirm: p.confirm, secret_changes: p.changes } satisfies ConfigApplyRefusal };
       }
       // Validated exactly as `run` validates the file at start (issue 21 §3: Apply accepted
       // {env: UNSET_VAR}, reloaded with an empty password, and the next restart exited 2). The
@@ -132,16 +136,16 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
       registerSecretsOf(applied);
       try {
         const result = await deps.reload(applied);
-        return { json: { written: path, changed: result.changed, restart_required: result.restartRequired, restarted_sources: result.restartedSources, secret_changes: p.changes } };
+        return { json: { written: path, changed: result.changed, restart_required: result.restartRequired, restarted_sources: result.restartedSources, secret_changes: p.changes } satisfies ConfigApplyResponse };
       } catch (err) {
-        return { status: 409, json: { error: { code: 'reload_refused', message: `written to ${path}, but the running gateway refused it: ${describeError(err)}` } } };
+        return { status: 409, json: { error: { code: 'reload_refused', message: `written to ${path}, but the running gateway refused it: ${describeError(err)}` } } satisfies ConfigApplyRefusal };
       }
     });
   }, { name: 'console config apply' });
 }
 
 function invalid(problems: CheckProblem[], more: number) {
-  return { status: 400, json: { error: { code: 'config_invalid', message: `the configuration has ${problems.length + more} problem(s); nothing was written`, field: 'yaml' }, problems, more_problems: more } };
+  return { status: 400, json: { error: { code: 'config_invalid', message: `the configuration has ${problems.length + more} problem(s); nothing was written`, field: 'yaml' }, problems, more_problems: more } satisfies ConfigApplyRefusal };
 }
 
 function changeText(c: SecretChange): string {

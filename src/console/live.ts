@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
+import type { Clock } from '../core/clock.js';
 import type { GatewayStatus } from '../status/model.js';
+import type { LiveHello, LiveTick } from './api/live.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { ValueRing } from './value-ring.js';
 
@@ -19,6 +21,7 @@ export class LiveHub {
     private readonly refusals: RefusalLog,
     private readonly status: () => GatewayStatus,
     private readonly boot: string,
+    private readonly clock: Clock,
     private readonly intervalMs = 1_000,
   ) {}
 
@@ -29,7 +32,8 @@ export class LiveHub {
   attach(res: ServerResponse): void {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     // `retry` tells the browser how soon to reconnect after the gateway went away (§9.2.4).
-    res.write(`retry: 2000\nevent: hello\ndata: ${JSON.stringify({ boot: this.boot })}\n\n`);
+    const hello: LiveHello = { boot: this.boot };
+    res.write(`retry: 2000\nevent: hello\ndata: ${JSON.stringify(hello)}\n\n`);
     this.clients.add(res);
     const drop = () => {
       this.clients.delete(res);
@@ -62,7 +66,9 @@ export class LiveHub {
     } catch {
       status = null; // a failing status must not stop the values
     }
-    const frame = `event: tick\ndata: {"boot":${JSON.stringify(this.boot)},"t":${Date.now()},"status":${JSON.stringify(status)},"v":[${v}],"r":${JSON.stringify(this.refusals.takeChanged())}}\n\n`;
+    // Every field but the values as an object of the shared model (api/live.ts), the values spliced in as text.
+    const rest: Omit<LiveTick, 'v'> = { boot: this.boot, t: this.clock.now(), status, r: this.refusals.takeChanged() };
+    const frame = `event: tick\ndata: ${JSON.stringify(rest).slice(0, -1)},"v":[${v}]}\n\n`;
     for (const res of this.clients) {
       // A console that cannot keep up (a stalled tab) is dropped rather than buffered without end;
       // its EventSource reconnects and reloads the snapshot.

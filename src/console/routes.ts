@@ -1,21 +1,23 @@
-import { once } from 'node:events';
-import { join } from 'node:path';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { describeError } from '../core/errors.js';
-import { HttpError, type LocalHttpServer, type Reply } from '../http/server.js';
+import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
+import type { LocalHttpServer } from '../http/server.js';
 import type { GatewayStatus } from '../status/model.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
-import { consoleAssets, consolePage, MISSING_BUNDLE } from './assets.js';
-import { browseOpcua, browseSchema, parseBody, probeModbus, probeSchema, renderOpcuaSnippet, snippetSchema } from './build-tools.js';
+import { BacklogHistory } from './backlog-history.js';
+import { registerBuildRoutes } from './build-routes.js';
+import { consoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { registerConfigRoutes } from './config-routes.js';
+import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
+import { registerLiveRoutes } from './live-routes.js';
 import type { RefusalLog } from './refusal-log.js';
-import { variableIndex, type VariableInfo } from './variable-index.js';
-import { BUCKET_MS, type ValueRing } from './value-ring.js';
+import { VariableIndexCache } from './variable-index-cache.js';
+import { registerVariableRoutes } from './variable-routes.js';
+import type { ValueRing } from './value-ring.js';
 
 export interface ConsoleDeps {
   status: () => GatewayStatus;
@@ -26,19 +28,14 @@ export interface ConsoleDeps {
   refusals: RefusalLog;
   buffer: SampleBuffer;
   client: TrackingClient;
+  /** The gateway's clock: wall time for what the pages show, monotonic time for ages. */
+  clock: Clock;
   dataDir: string;
   /** The plant's fleet table (fleet.mqtt configured), else null/absent. */
   fleet?: FleetWatch | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
 }
-
-/** Points of the sparkline sent with the variable list: 30 buckets of 10 s, the last 5 minutes. */
-const SPARK_POINTS = 30;
-const BACKLOG_EVERY_MS = 10_000;
-const BACKLOG_POINTS = 360; // one hour
-
-const CSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 export interface ConsoleRuntime {
   hub: LiveHub;
@@ -47,186 +44,39 @@ export interface ConsoleRuntime {
 
 /**
  * The commissioning console at /console: the page, its bundled script and style, and the JSON and
- * event-stream routes under /console/api it reads. Every route is registered on the gateway's
- * server like any other, so the server's guards (rate limit, body limit, tokens for writes and,
- * where configured, reads) apply to them; every write is a POST or PUT with a JSON body.
+ * event-stream routes under /console/api it reads, registered page by page (the shapes of their
+ * answers are the shared model in api/). Every route is registered on the gateway's server like
+ * any other, so the server's guards (rate limit, body limit, tokens for writes and, where
+ * configured, reads) apply to them; every write is a POST or PUT with a JSON body.
+ *
+ *   live-routes.ts      the page, its bundle, the live stream, the Overview
+ *   variable-routes.ts  the Variables page
+ *   fleet-routes.ts     the Fleet page
+ *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe;
+ *   catalog.ts          its catalog of machine variables, and
+ *   config-routes.ts    its configuration editor
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
-  const boot = `${process.pid}-${Date.now()}`;
-  const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot);
-
-  // Backlog of the last hour, for the overview's chart; sampled whether or not a console is open.
-  const backlog: Array<[number, number]> = [];
-  const sampleBacklog = () => {
-    try {
-      backlog.push([Date.now(), deps.buffer.stats().rows]);
-      if (backlog.length > BACKLOG_POINTS) backlog.shift();
-    } catch {
-      /* buffer closing */
-    }
-  };
-  sampleBacklog();
-  const backlogTimer = setInterval(sampleBacklog, BACKLOG_EVERY_MS);
-  backlogTimer.unref();
-
-  let index: { config: GatewayConfig; map: Map<string, VariableInfo> } | null = null;
-  const infoOf = () => {
-    const cfg = deps.config();
-    if (!index || index.config !== cfg) index = { config: cfg, map: variableIndex(cfg) };
-    return index.map;
-  };
-
+  const { clock } = deps;
+  // This process: a page that sees another boot id reloads the variable list (indexes changed).
+  const boot = `${process.pid}-${clock.now()}`;
+  const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot, clock);
+  const buffer = consoleBufferReads(deps.buffer);
+  const backlog = new BacklogHistory(() => buffer.queue().rows, clock);
   // The organisation's catalog: machine names of the variables, the build page's mapping (catalog.ts).
-  const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service });
+  const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service, clock });
 
-  const setAsideCounts = deps.buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
-  const page: Reply = { html: consolePage(deps.config().gateway.name), headers: { 'content-security-policy': CSP } };
-
-  // The page shell and its bundle hold no gateway data, so they load without the read token (like
-  // the HMI page at /); every /console/api read they make follows the read-token rule (guard.ts).
-  http.route('GET', '/console', () => (consoleAssets() ? page : { status: 503, html: MISSING_BUNDLE }), { name: 'console page', access: 'public' });
-  http.route('GET', '/console/app.js', () => {
-    const a = consoleAssets();
-    if (!a) throw new HttpError(503, 'not_built', 'the console is not built: run npm run build');
-    return { text: a.js, contentType: 'text/javascript; charset=utf-8' };
-  }, { name: 'console asset', access: 'public' });
-  http.route('GET', '/console/app.css', () => {
-    const a = consoleAssets();
-    if (!a) throw new HttpError(503, 'not_built', 'the console is not built: run npm run build');
-    return { text: a.css, contentType: 'text/css; charset=utf-8' };
-  }, { name: 'console asset', access: 'public' });
-
-  // A stream: counted against http.max_streams_per_client and http.max_streams (issue 21 §4).
-  http.route('GET', '/console/api/events', (ctx) => {
-    hub.attach(ctx.res);
-  }, { name: 'console events', stream: true, access: 'confidential' });
-
-  http.route('GET', '/console/api/overview', async () => {
-    // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).
-    const retries = await deps.metrics.uplinkRetries.get();
-    const rateLimited = retries.values.filter((v) => v.labels.reason === 'rate_limited').reduce((a, v) => a + v.value, 0);
-    return { json: { boot, status: deps.status(), backlog, rate_limited_total: rateLimited, refusals: deps.refusals.recent().slice(0, 50), untracked: deps.ring.untracked } };
-  }, { name: 'console overview' });
-
-  /**
-   * Every variable, mapped or seen: columns as arrays (one JSON array per field) to keep 5,000
-   * rows small and quick to parse.
-   */
-  http.route('GET', '/console/api/variables', async ({ res }) => {
-    catalog.warm(); // machine names once the service answers; never blocks
-    const catalogMachines = catalog.machines();
-    const info = infoOf();
-    const now = Date.now();
-    const b = deps.buffer.stats();
-    const setAside = new Map((setAsideCounts.all() as Array<{ variable: string; n: number }>).map((r) => [r.variable, r.n]));
-    // Streamed in slices of rows written as text: 5,000 rows never exist at once as objects or as
-    // one big string (the peak of that was most of what the console cost the gateway's memory).
-    const q = (v: string | null) => (v === null ? 'null' : JSON.stringify(v));
-    let rows: string[] = [];
-    let first = true;
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
-    res.write(`{"boot":${q(boot)},"now":${now},"bucket_ms":${BUCKET_MS},"oldest_queued_ts":${b.oldestTs ?? 'null'},"variables":[`);
-    const flush = async () => {
-      if (rows.length === 0) return;
-      const ok = res.write(`${first ? '' : ','}${rows.join(',')}`);
-      first = false;
-      rows = [];
-      if (!ok) await once(res, 'drain');
-    };
-    const row = (id: string) => {
-      const i = info.get(id);
-      const e = deps.ring.get(id);
-      const ref = deps.refusals.of(id);
-      const aside = setAside.get(id) ?? 0;
-      // Delivered once older than the oldest sample still queued (the queue is sent oldest first).
-      const delivery = aside ? 'set_aside' : !e ? 'none' : b.oldestTs === null || e.lastTs < b.oldestTs ? 'delivered' : 'queued';
-      rows.push(
-        `{"id":${q(id)},"idx":${e?.idx ?? -1},"source":${q(i?.source ?? null)},"machine":${q(catalogMachines?.get(id) ?? i?.machine ?? null)},"mapped":${i !== undefined},` +
-          `"value":${e ? Number(e.last.toPrecision(7)) : 'null'},"ts":${e?.lastTs ?? 'null'},"rate":${e ? Number(deps.ring.rate(e, now).toFixed(3)) : 0},` +
-          `"refused":${ref ? JSON.stringify(ref.byReason) : 'null'},"set_aside":${aside},"delivery":"${delivery}","spark":[${e ? deps.ring.spark(e, SPARK_POINTS).map((x) => (x === null ? 'null' : x)).join(',') : ''}]}`,
-      );
-    };
-    for (const id of info.keys()) {
-      row(id);
-      if (rows.length >= 250) await flush();
-    }
-    for (const e of deps.ring.entries()) {
-      if (info.has(e.id)) continue;
-      row(e.id);
-      if (rows.length >= 250) await flush();
-    }
-    await flush();
-    res.end(']}');
-  }, { name: 'console variables', access: 'confidential' });
-
-  http.route('GET', '/console/api/variables/:id', ({ params }) => {
-    const id = params.id;
-    const i = infoOf().get(id);
-    const e = deps.ring.get(id);
-    if (!i && !e) throw new HttpError(404, 'not_found', `no variable ${id} is mapped or has been seen`);
-    return {
-      json: {
-        id,
-        source: i?.source ?? null,
-        kind: i?.kind ?? null,
-        machine: catalog.machineOf(id) ?? i?.machine ?? null,
-        settings: i?.settings ?? [],
-        config: i?.config ?? null,
-        value: e?.last ?? null,
-        ts: e?.lastTs ?? null,
-        total: e?.total ?? 0,
-        rate: e ? deps.ring.rate(e, Date.now()) : 0,
-        bucket_ms: BUCKET_MS,
-        trend: e ? deps.ring.trend(e) : [],
-        refusals: deps.refusals.of(id) ?? { byReason: {}, last: [] },
-      },
-    };
-  }, { name: 'console variable', access: 'confidential' });
-
-  /**
-   * The Fleet page: every gateway publishing under fleet.mqtt.prefix, as `edge-gateway fleet`
-   * shows it (same table model). The page asks every few seconds while it is open: the rows are
-   * built from memory, nothing goes to the broker per request (the subscription starts with the
-   * first question and ends 5 minutes after the last, src/fleet/index.ts).
-   */
-  http.route('GET', '/console/api/fleet', async () => {
-    const fleet = deps.fleet;
-    if (!fleet) return { json: { configured: false, message: 'fleet status not configured (fleet.mqtt)', self: deps.config().gateway.name, rows: [] } };
-    const rows = await fleet.rows(Date.now);
-    return { json: { configured: true, self: deps.config().gateway.name, now: Date.now(), broker: fleet.broker(), rows } };
-  }, { name: 'console fleet' });
-
-  http.route('GET', '/console/api/refusals', () => ({ json: { refusals: deps.refusals.recent() } }), { name: 'console refusals' });
-
-  // --- Build the config ---
+  registerLiveRoutes(http, { boot, title: deps.config().gateway.name, hub, backlog, status: deps.status, metrics: deps.metrics, refusals: deps.refusals, ring: deps.ring });
+  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog });
+  registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
+  registerBuildRoutes(http, { clock, dataDir: deps.dataDir });
   registerCatalogRoutes(http, catalog);
-
-  let browsing = false;
-  http.route('POST', '/console/api/opcua/browse', async (ctx) => {
-    const input = parseBody(browseSchema, await ctx.json());
-    if (browsing) throw new HttpError(409, 'busy', 'a browse is already running; wait for it');
-    browsing = true;
-    try {
-      return { json: await browseOpcua(input, join(deps.dataDir, 'console', 'pki')) };
-    } finally {
-      browsing = false;
-    }
-  }, { name: 'console opcua browse' });
-
-  http.route('POST', '/console/api/opcua/snippet', async (ctx) => {
-    const input = parseBody(snippetSchema, await ctx.json());
-    const yaml = renderOpcuaSnippet(input);
-    return { json: { yaml } };
-  }, { name: 'console opcua snippet' });
-
-  http.route('POST', '/console/api/modbus/probe', async (ctx) => ({ json: await probeModbus(parseBody(probeSchema, await ctx.json())) }), { name: 'console modbus probe' });
-
   registerConfigRoutes(http, deps);
 
   return {
     hub,
     close() {
-      clearInterval(backlogTimer);
+      backlog.stop();
       deps.fleet?.stop();
       hub.close();
     },

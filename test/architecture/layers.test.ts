@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -17,7 +17,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['uplink'],
   ['sources'],
   ['status'],
-  ['http'],
+  ['http', 'web'],
   ['annotations', 'fleet', 'console', 'emulator', 'sim'],
   ['runtime'],
   ['commands'],
@@ -31,14 +31,14 @@ function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const path = join(dir, e.name);
     if (e.isDirectory()) return sourceFiles(path);
-    return /\.(ts|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [path] : [];
+    return /\.(ts|tsx|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [path] : [];
   });
 }
 
 /** The room of a path under src/: its top folder, or the file's name without extension at the top. */
 function roomOf(path: string): string {
   const [top, ...rest] = path.split('/');
-  return rest.length > 0 ? top : top.replace(/\.[mc]?[jt]s$/, '');
+  return rest.length > 0 ? top : top.replace(/\.[mc]?[jt]sx?$/, '');
 }
 
 const layerOf = (room: string): number => LAYERS.findIndex((rooms) => rooms.includes(room));
@@ -56,7 +56,9 @@ function imports(): Edge[] {
     return importedFiles
       .map((i) => i.fileName)
       .filter((spec) => spec.startsWith('.'))
-      .map((spec) => ({ from, to: relative(SRC, resolve(dirname(file), spec)).replace(/\.js$/, '.ts') }));
+      .map((spec) => ({ from, to: relative(SRC, resolve(dirname(file), spec)).replace(/\.js$/, '.ts') }))
+      // A .js import of a .tsx file (the browser code) names the .tsx.
+      .map((e) => (e.to.endsWith('.ts') && !existsSync(join(SRC, e.to)) && existsSync(join(SRC, `${e.to}x`)) ? { ...e, to: `${e.to}x` } : e));
   });
 }
 

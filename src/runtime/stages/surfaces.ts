@@ -121,6 +121,7 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     refusals,
     buffer: store.buffer,
     client: uplink.client,
+    clock,
     dataDir: store.dataDir,
     reload: (next) => reloads.apply(next),
     fleet: o.fleet?.watch() ?? null,

@@ -1,0 +1,88 @@
+/**
+ * The Build page's model (Build the config → OPC UA, Modbus probe): the organisation's catalog,
+ * the OPC UA browse and snippet, the Modbus probe. Built by console/build-routes.ts,
+ * console/build-tools.ts and console/catalog.ts; read by console/web/page-build.tsx.
+ */
+import type { CandidateRow } from '../../sources/modbus/probe-format.js';
+
+/** GET /console/api/catalog, POST /console/api/catalog/refresh: the organisation's catalog (GET /machines, /machine-variables, every page). */
+export interface Catalog {
+  machines: Array<{ id: string; name: string }>;
+  variables: Array<{ id: string; name: string; machine: string | null }>;
+  /** When it was read from the service (epoch ms). */
+  read_at: number;
+}
+
+/**
+ * A node of the browse (sources/opcua/browse.ts BrowsedNode) with its `nsu=` form (what the snippet
+ * writes) and whether it can be mapped. Spelled out rather than imported: browse.ts loads
+ * node-opcua's types, which the browser code's typecheck need not read; build-tools.ts assigns a
+ * BrowsedNode to it, so a field renamed there fails the typecheck all the same.
+ */
+export interface BrowseNode {
+  nodeId: string;
+  browseName: string;
+  displayName: string;
+  nodeClass: 'Object' | 'Variable';
+  depth: number;
+  /** Slash-separated browse names from the root. */
+  path: string;
+  dataType?: string;
+  numeric?: boolean;
+  scalar?: boolean;
+  value?: string;
+  nsu: string;
+  mappable: boolean;
+}
+
+/** POST /console/api/opcua/browse. */
+export interface BrowseResponse {
+  endpoint: string;
+  security_mode: 'None' | 'Sign' | 'SignAndEncrypt';
+  security_policy: string;
+  namespaces: string[];
+  truncated: boolean;
+  /** Why the browse stopped early (issue 21 §2): the node limit or the time limit; null when it ran to the end. */
+  stopped_by: 'max_nodes' | 'timeout' | null;
+  nodes: BrowseNode[];
+}
+
+/** One ticked node sent for the snippet. */
+export interface SnippetNode {
+  node_id: string;
+  variable: string;
+  comment?: string;
+}
+
+/** POST /console/api/opcua/snippet: the request and the answer. */
+export interface SnippetRequest {
+  name: string;
+  endpoint: string;
+  security_mode?: 'None' | 'Sign' | 'SignAndEncrypt';
+  nodes: SnippetNode[];
+}
+export interface SnippetResponse {
+  yaml: string;
+}
+
+export type ModbusTable = 'coil' | 'discrete_input' | 'holding' | 'input';
+
+/** POST /console/api/modbus/probe: the request and the answer. */
+export interface ProbeRequest {
+  device: string;
+  unit_id?: number;
+  table?: ModbusTable;
+  address: number;
+  count?: number;
+  timeout_ms?: number;
+}
+export type { CandidateRow };
+export interface ProbeResponse {
+  device: string;
+  table: ModbusTable;
+  /** Coils and discrete inputs: one 0/1 per address. */
+  bits?: number[];
+  /** Registers: the raw words, and every type × byte order decoded. */
+  registers: number[];
+  candidates: CandidateRow[];
+}

@@ -1,0 +1,31 @@
+import type { SampleBuffer } from '../buffer/sample-buffer.js';
+
+/**
+ * What the console reads from the buffer, and nothing more: the size of the queue and the
+ * set-aside counts per variable (the Variables page's delivery column, the overview's backlog).
+ * The routes see only this interface; the buffer's tables stay the buffer's business.
+ */
+export interface ConsoleBufferReads {
+  /** Unsent samples and the time stamp of the oldest (the queue is sent oldest first). */
+  queue(): { rows: number; oldestTs: number | null };
+  /** Samples set aside, by variable (at most 50,000 variables). */
+  setAsideByVariable(): Map<string, number>;
+}
+
+export function consoleBufferReads(buffer: SampleBuffer): ConsoleBufferReads {
+  return {
+    queue: () => {
+      const s = buffer.stats();
+      return { rows: s.rows, oldestTs: s.oldestTs };
+    },
+    setAsideByVariable: setAsideCountsByVariable(buffer),
+  };
+}
+
+// buffer-v3: narrow interface
+// The one place the console runs SQL on the buffer's database: issue 22 gives the buffer a narrow
+// read method for this and removes `database`; swap this function for it.
+function setAsideCountsByVariable(buffer: SampleBuffer): () => Map<string, number> {
+  const counts = buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
+  return () => new Map((counts.all() as Array<{ variable: string; n: number }>).map((r) => [r.variable, r.n]));
+}

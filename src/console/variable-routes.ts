@@ -1,0 +1,111 @@
+import { once } from 'node:events';
+import type { Clock } from '../core/clock.js';
+import { HttpError, type LocalHttpServer } from '../http/server.js';
+import type { Delivery, VariableDetailResponse, VariableRow, VariablesResponse } from './api/variables.js';
+import type { ConsoleBufferReads } from './buffer-reads.js';
+import type { ConsoleCatalog } from './catalog.js';
+import type { RefusalLog } from './refusal-log.js';
+import type { VariableIndexCache } from './variable-index-cache.js';
+import { BUCKET_MS, type ValueRing } from './value-ring.js';
+
+export interface VariableRouteDeps {
+  boot: string;
+  clock: Clock;
+  index: VariableIndexCache;
+  ring: ValueRing;
+  refusals: RefusalLog;
+  buffer: ConsoleBufferReads;
+  catalog: ConsoleCatalog;
+}
+
+/** Points of the sparkline sent with the variable list: 30 buckets of 10 s, the last 5 minutes. */
+const SPARK_POINTS = 30;
+/** Rows written to the answer at a time. */
+const SLICE = 250;
+
+/** The Variables page: every variable, mapped or seen, and one variable's detail. */
+export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRouteDeps): void {
+  const { ring, refusals, catalog } = deps;
+
+  /**
+   * Every variable, mapped or seen, streamed in slices of rows written as text: 5,000 rows never
+   * exist at once as objects or as one big string (the peak of that was most of what the console
+   * cost the gateway's memory). Each row is one object of the shared model, serialized at once.
+   */
+  http.route('GET', '/console/api/variables', async ({ res }) => {
+    catalog.warm(); // machine names once the service answers; never blocks
+    const catalogMachines = catalog.machines();
+    const info = deps.index.get();
+    const now = deps.clock.now();
+    const queue = deps.buffer.queue();
+    const setAside = deps.buffer.setAsideByVariable();
+    const head: Omit<VariablesResponse, 'variables'> = { boot: deps.boot, now, bucket_ms: BUCKET_MS, oldest_queued_ts: queue.oldestTs };
+    let rows: string[] = [];
+    let first = true;
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+    res.write(`${JSON.stringify(head).slice(0, -1)},"variables":[`);
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const ok = res.write(`${first ? '' : ','}${rows.join(',')}`);
+      first = false;
+      rows = [];
+      if (!ok) await once(res, 'drain');
+    };
+    const row = (id: string) => {
+      const i = info.get(id);
+      const e = ring.get(id);
+      const aside = setAside.get(id) ?? 0;
+      // Delivered once older than the oldest sample still queued (the queue is sent oldest first).
+      const delivery: Delivery = aside ? 'set_aside' : !e ? 'none' : queue.oldestTs === null || e.lastTs < queue.oldestTs ? 'delivered' : 'queued';
+      const r: VariableRow = {
+        id,
+        idx: e?.idx ?? -1,
+        source: i?.source ?? null,
+        machine: catalogMachines?.get(id) ?? i?.machine ?? null,
+        mapped: i !== undefined,
+        value: e ? Number(e.last.toPrecision(7)) : null,
+        ts: e?.lastTs ?? null,
+        rate: e ? Number(ring.rate(e, now).toFixed(3)) : 0,
+        refused: refusals.of(id)?.byReason ?? null,
+        set_aside: aside,
+        delivery,
+        spark: e ? ring.spark(e, SPARK_POINTS) : [],
+      };
+      rows.push(JSON.stringify(r));
+    };
+    for (const id of info.keys()) {
+      row(id);
+      if (rows.length >= SLICE) await flush();
+    }
+    for (const e of ring.entries()) {
+      if (info.has(e.id)) continue;
+      row(e.id);
+      if (rows.length >= SLICE) await flush();
+    }
+    await flush();
+    res.end(']}');
+  }, { name: 'console variables', access: 'confidential' });
+
+  http.route('GET', '/console/api/variables/:id', ({ params }) => {
+    const id = params.id;
+    const i = deps.index.get().get(id);
+    const e = ring.get(id);
+    if (!i && !e) throw new HttpError(404, 'not_found', `no variable ${id} is mapped or has been seen`);
+    const json: VariableDetailResponse = {
+      id,
+      source: i?.source ?? null,
+      kind: i?.kind ?? null,
+      machine: catalog.machineOf(id) ?? i?.machine ?? null,
+      settings: i?.settings ?? [],
+      config: i?.config ?? null,
+      value: e?.last ?? null,
+      ts: e?.lastTs ?? null,
+      total: e?.total ?? 0,
+      rate: e ? ring.rate(e, deps.clock.now()) : 0,
+      bucket_ms: BUCKET_MS,
+      trend: e ? ring.trend(e) : [],
+      refusals: refusals.of(id) ?? { byReason: {}, last: [] },
+    };
+    return { json };
+  }, { name: 'console variable', access: 'confidential' });
+}

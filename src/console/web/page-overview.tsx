@@ -1,0 +1,226 @@
+import { h, Fragment } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { GatewayStatus, OverviewResponse, RefusalRecord } from '../api/live.js';
+import { fmtAge, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
+import { api, messageOf, STATE_CLASS } from './lib.js';
+import { useStore } from './store.js';
+import { Chart } from './charts.js';
+
+interface Problem {
+  level: 'bad' | 'warn';
+  text: string;
+  href?: string;
+}
+
+/** Problems first, in plain words: what an engineer has to act on, worst first. */
+export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] | undefined): Problem[] {
+  const out: Problem[] = [];
+  if (!st) return out;
+  for (const s of st.sources) {
+    if (s.state === 'disconnected' || s.state === 'stopped') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down since ${fmtAge(Date.now() - s.since)}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
+    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
+  }
+  if (!st.buffer.writable) out.push({ level: 'bad', text: `The buffer cannot be written (${st.buffer.last_write_error?.code ?? 'error'}): new samples are not kept.` });
+  if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
+  if (st.uplink.condition === 'auth_failed' || st.uplink.condition === 'halted') out.push({ level: 'bad', text: `The tracking service refuses the gateway: ${st.uplink.reason}` });
+  else if (st.uplink.condition !== 'ok') out.push({ level: 'warn', text: `Uplink ${st.uplink.condition}: ${st.uplink.reason}` });
+  if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
+  if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
+  const reasons: Record<string, number> = {};
+  for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
+  for (const [reason, n] of Object.entries(reasons)) out.push({ level: 'warn', text: `Recent values refused: ${reason.replace(/_/g, ' ')} (${n} of the last refusals).`, href: '#/variables' });
+  if (st.config.last_reload?.outcome === 'refused') out.push({ level: 'warn', text: `The last configuration change was refused: ${(st.config.last_reload.problems ?? []).join('; ')}` });
+  return out;
+}
+
+export function Overview() {
+  const s = useStore();
+  const [ov, setOv] = useState<OverviewResponse | null>(null);
+  const [err, setErr] = useState<string | null>(null);
+  useEffect(() => {
+    let on = true;
+    const load = () =>
+      api<OverviewResponse>('/console/api/overview').then(
+        (r) => on && (setOv(r), setErr(null)),
+        (e: unknown) => on && setErr(messageOf(e)),
+      );
+    void load();
+    const t = setInterval(load, 10000);
+    return () => {
+      on = false;
+      clearInterval(t);
+    };
+  }, []);
+  const st = s.status ?? ov?.status;
+  if (!st) return <div class="empty">{err ?? 'Loading…'}</div>;
+  const problems = problemsOf(st, ov?.refusals);
+  const b = st.buffer;
+  const u = st.uplink;
+  const rates = st.source_rates ?? {};
+  const backlog = ov?.backlog ?? [];
+  const data: [number[], number[]] = [backlog.map((p) => p[0] / 1000), backlog.map((p) => p[1])];
+  const usedPct = b.max_bytes > 0 ? (100 * b.used_bytes) / b.max_bytes : 0;
+  const devices = devicesOf(st);
+  return (
+    <div class="stack">
+      <section class="card" data-testid="problems">
+        <h2>{problems.length === 0 ? 'No problems' : `${problems.length} problem${problems.length === 1 ? '' : 's'}`}</h2>
+        {problems.length === 0 ? (
+          <p class="ok-line">Every source is connected, the buffer is writable and the uplink delivers.</p>
+        ) : (
+          <ul class="problems">
+            {problems.map((p) => (
+              <li class={p.level}>
+                <span class="dot"></span>
+                {p.href ? <a href={p.href}>{p.text}</a> : p.text}
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+      <div class="grid3">
+        <section class="card kpi">
+          <h3>Buffer</h3>
+          <div class="big">{fmtNum(b.samples)}</div>
+          <div class="muted">samples waiting · oldest {b.oldest_unsent_age_s === null ? '–' : fmtDuration(b.oldest_unsent_age_s)}</div>
+          <div class="bar">
+            <div style={`width:${Math.min(100, usedPct).toFixed(1)}%`}></div>
+          </div>
+          <div class="muted small">
+            {fmtBytes(b.used_bytes)} of {fmtBytes(b.max_bytes)} ({usedPct.toFixed(1)} %) · {b.writable ? 'writable' : 'NOT WRITABLE'}
+          </div>
+        </section>
+        <section class="card kpi">
+          <h3>Uplink</h3>
+          <div class="big">
+            <span class={`pill ${u.condition === 'ok' ? 'ok' : u.condition === 'retrying' ? 'warn' : 'bad'}`} data-testid="uplink-state">{u.condition}</span>
+          </div>
+          <div class="muted">
+            {fmtNum(u.sync.rate_per_s)} samples/s · delivered {fmtNum(u.sync.delivered_total)}
+          </div>
+          <div class="bar">
+            <div style={`width:${Math.min(100, (100 * u.requests_last_minute) / u.budget_per_minute).toFixed(1)}%`}></div>
+          </div>
+          <div class="muted small">
+            budget {u.requests_last_minute} of {u.budget_per_minute} requests/min{u.reason ? ` · ${u.reason}` : ''}
+          </div>
+        </section>
+        <section class="card kpi">
+          <h3>Backlog</h3>
+          <div class="big">{st.backlog_eta_s === null ? (b.samples === 0 ? 'empty' : '–') : fmtDuration(st.backlog_eta_s)}</div>
+          <div class="muted">{st.backlog_eta_s === null ? 'nothing to drain' : 'to drain at the current rates'}</div>
+          <div class="muted small">
+            import jobs in flight {st.backfill.jobs_in_flight ?? 0} · set aside {fmtNum(st.set_aside.samples)} · 429s {ov ? fmtNum(ov.rate_limited_total) : '–'}
+          </div>
+        </section>
+      </div>
+      <section class="card">
+        <h2>Backlog, last hour</h2>
+        {backlog.length > 1 ? <Chart data={data} series={[{ label: 'samples waiting', color: '#1f6feb', fill: 'rgba(31,111,235,0.08)' }]} height={180} testid="backlog-chart" /> : <p class="muted">Collecting (one point every 10 s).</p>}
+      </section>
+      <section class="card">
+        <h2>Sources</h2>
+        <table class="tbl" data-testid="sources-table">
+          <thead>
+            <tr>
+              <th>Source</th>
+              <th>Kind</th>
+              <th>State</th>
+              <th class="num">Read /s</th>
+              <th class="num">Samples</th>
+              <th class="num">Refused</th>
+              <th>Last sample</th>
+              <th>Last error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {st.sources.map((x) => (
+              <tr data-testid={`source-${x.name}`}>
+                <td>
+                  <a href="#/sources">{x.name}</a>
+                </td>
+                <td>{x.kind}</td>
+                <td>
+                  <span class={`pill ${STATE_CLASS[x.state] ?? 'warn'}`} data-testid={`state-${x.name}`}>{x.state}</span>
+                </td>
+                <td class="num">{fmtNum(rates[x.name] ?? 0)}</td>
+                <td class="num">{fmtNum(x.samplesRead)}</td>
+                <td class="num">{fmtNum(Object.values(x.samplesRefused).reduce((a, c) => a + c, 0))}</td>
+                <td>{x.lastSampleAt ? `${fmtAge(Date.now() - x.lastSampleAt)} ago` : '–'}</td>
+                <td class="err-cell">{x.lastError ? <span title={fmtTime(x.lastError.at)}>{x.lastError.message}</span> : ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {devices.length > 0 ? (
+          <>
+            <h3 class="sub">Devices</h3>
+            <table class="tbl">
+              <thead>
+                <tr>
+                  <th>Device</th>
+                  <th>Source</th>
+                  <th>State</th>
+                  <th>Detail</th>
+                </tr>
+              </thead>
+              <tbody>
+                {devices.map((d) => (
+                  <tr data-testid={`device-${d.name}`}>
+                    <td>{d.name}</td>
+                    <td>{d.source}</td>
+                    <td>
+                      <span class={`pill ${d.ok ? 'ok' : 'bad'}`} data-testid={`device-state-${d.name}`}>{d.state}</span>
+                    </td>
+                    <td class="err-cell">{d.error ?? ''}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </>
+        ) : (
+          ''
+        )}
+      </section>
+    </div>
+  );
+}
+
+interface DeviceRow {
+  name: string;
+  source: string;
+  state: string;
+  ok: boolean;
+  error: string | null;
+}
+
+/** A device as a source's status detail lists it (Modbus: `detail.devices`); the fields vary by source. */
+interface DeviceDetail {
+  name?: string;
+  device?: string;
+  state?: unknown;
+  connection?: unknown;
+  last_problem?: unknown;
+  last_error?: unknown;
+}
+
+/** Devices inside a source (a Modbus source polls several), from the source's status detail. */
+export function devicesOf(st: GatewayStatus): DeviceRow[] {
+  const out: DeviceRow[] = [];
+  for (const s of st.sources) {
+    const devs = s.detail?.devices;
+    if (!Array.isArray(devs)) continue;
+    for (const d of devs as DeviceDetail[]) {
+      const state = String(d.state ?? d.connection ?? 'unknown');
+      out.push({ name: d.name ?? d.device ?? '?', source: s.name, state, ok: /^(connected|degraded)$/.test(state), error: text(d.last_problem ?? d.last_error ?? null) });
+    }
+  }
+  return out;
+}
+
+function text(x: unknown): string | null {
+  if (x === null || x === undefined) return null;
+  if (typeof x === 'string') return x;
+  const m = (x as { message?: unknown }).message;
+  return typeof m === 'string' ? m : JSON.stringify(x);
+}

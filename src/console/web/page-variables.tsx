@@ -1,0 +1,281 @@
+import { h, Fragment } from 'preact';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import type { VariableDetailResponse } from '../api/variables.js';
+import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
+import { api, messageOf } from './lib.js';
+import { store, useStore, type LiveVariable } from './store.js';
+import { Chart, Spark } from './charts.js';
+
+const ROW = 34;
+const STALE_MS = 60_000;
+
+type Filter = 'all' | 'stale' | 'refused' | 'set_aside';
+
+function refusedTotal(r: LiveVariable): number {
+  return r.refused ? Object.values(r.refused).reduce((a, c) => a + c, 0) : 0;
+}
+
+const present = (x: string | null): x is string => Boolean(x);
+
+/**
+ * Every variable in one virtual table: only the rows in view are in the DOM, so 5,000 (or 50,000)
+ * variables cost the same to draw and to update every second.
+ */
+export function Variables() {
+  const s = useStore();
+  const [q, setQ] = useState('');
+  const [filter, setFilter] = useState<Filter>('all');
+  const [source, setSource] = useState('');
+  const [machine, setMachine] = useState('');
+  const [top, setTop] = useState(0);
+  const [height, setHeight] = useState(600);
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const on = () => setHeight(box.current?.clientHeight || 600);
+    on();
+    addEventListener('resize', on);
+    return () => removeEventListener('resize', on);
+  }, []);
+  const vars = s.vars ?? [];
+  // When the rows were first on screen (ms since navigation), for the first-render test.
+  useEffect(() => {
+    if (vars.length > 0 && window.__firstRowsMs === undefined) window.__firstRowsMs = performance.now();
+  });
+  const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(present))].sort(), [vars]);
+  const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(), [vars]);
+  const now = Date.now();
+  const needle = q.trim().toLowerCase();
+  const rows = vars.filter((v) => {
+    if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
+    if (source && v.source !== source) return false;
+    if (machine && v.machine !== machine) return false;
+    if (filter === 'stale' && v.ts !== null && now - v.ts < STALE_MS) return false;
+    if (filter === 'refused' && refusedTotal(v) === 0) return false;
+    if (filter === 'set_aside' && !v.set_aside) return false;
+    return true;
+  });
+  const first = Math.max(0, Math.floor(top / ROW) - 5);
+  const last = Math.min(rows.length, first + Math.ceil(height / ROW) + 10);
+  const stale = vars.filter((v) => v.ts === null || now - v.ts >= STALE_MS).length;
+  const refused = vars.filter((v) => refusedTotal(v) > 0).length;
+  if (s.varsError && !s.vars) return <div class="empty">{s.varsError}</div>;
+  if (!s.vars) return <div class="empty">Loading variables…</div>;
+  const filters: Array<[Filter, string]> = [
+    ['all', `All ${fmtNum(vars.length)}`],
+    ['stale', `Stale ${fmtNum(stale)}`],
+    ['refused', `Refused ${fmtNum(refused)}`],
+    ['set_aside', 'Set aside'],
+  ];
+  return (
+    <div class="vars">
+      <div class="toolbar">
+        <input
+          type="search"
+          placeholder="Search variable, source, machine"
+          value={q}
+          onInput={(e) => {
+            setQ(e.currentTarget.value);
+            setTop(0);
+            if (box.current) box.current.scrollTop = 0;
+          }}
+          data-testid="var-search"
+        />
+        <div class="seg">
+          {filters.map(([k, l]) => (
+            <button class={filter === k ? 'on' : ''} onClick={() => setFilter(k)} data-testid={`filter-${k}`}>
+              {l}
+            </button>
+          ))}
+        </div>
+        <select value={source} onChange={(e) => setSource(e.currentTarget.value)} data-testid="filter-source">
+          <option value="">All sources</option>
+          {sources.map((x) => (
+            <option value={x}>{x}</option>
+          ))}
+        </select>
+        {machines.length > 0 ? (
+          <select value={machine} onChange={(e) => setMachine(e.currentTarget.value)}>
+            <option value="">All machines</option>
+            {machines.map((x) => (
+              <option value={x}>{x}</option>
+            ))}
+          </select>
+        ) : (
+          ''
+        )}
+        <span class="muted small" data-testid="var-count">
+          {fmtNum(rows.length)} shown
+        </span>
+      </div>
+      <div class="vhead">
+        <span>Variable</span>
+        <span>Source</span>
+        <span>Machine</span>
+        <span class="num">Value</span>
+        <span class="num">Age</span>
+        <span class="num">Rate /s</span>
+        <span>Refused</span>
+        <span>Delivery</span>
+        <span>Last 5 min</span>
+      </div>
+      <div class="vbody" ref={box} onScroll={(e) => setTop(e.currentTarget.scrollTop)} data-testid="var-table">
+        <div style={`height:${rows.length * ROW}px;position:relative`}>
+          {rows.slice(first, last).map((v, i) => (
+            <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${(first + i) * ROW}px`} data-testid={`var-${v.id}`}>
+              <span class="mono ellipsis" title={v.id}>
+                {v.id}
+              </span>
+              <span class="ellipsis">{v.source ?? '–'}</span>
+              <span class="ellipsis">{v.machine ?? ''}</span>
+              <span class="num mono" data-testid={`value-${v.id}`}>
+                {fmtNum(v.value)}
+              </span>
+              <span class={`num ${v.ts !== null && now - v.ts >= STALE_MS ? 'stale' : ''}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
+              <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
+              <span class="ellipsis" data-testid={`refused-${v.id}`}>
+                {v.refused
+                  ? Object.entries(v.refused).map(([r, n]) => (
+                      <span class="tag bad">
+                        {r.replace(/_/g, ' ')} {fmtNum(n)}
+                      </span>
+                    ))
+                  : ''}
+              </span>
+              <span>
+                <span class={`dotlabel ${v.delivery}`}>{v.delivery.replace('_', ' ')}</span>
+              </span>
+              <span>
+                <Spark values={v.spark} />
+              </span>
+            </a>
+          ))}
+        </div>
+      </div>
+    </div>
+  );
+}
+
+export function VariableDetail({ id }: { id: string }) {
+  useStore(); // drawn again with every tick: the value and its age stay current
+  const [d, setD] = useState<VariableDetailResponse | null>(null);
+  const [err, setErr] = useState<string | null>(null);
+  useEffect(() => {
+    let on = true;
+    const load = () =>
+      api<VariableDetailResponse>(`/console/api/variables/${encodeURIComponent(id)}`).then(
+        (r) => on && (setD(r), setErr(null)),
+        (e: unknown) => on && setErr(messageOf(e)),
+      );
+    void load();
+    const t = setInterval(load, 5000);
+    return () => {
+      on = false;
+      clearInterval(t);
+    };
+  }, [id]);
+  if (err) return <div class="empty">{err}</div>;
+  if (!d) return <div class="empty">Loading…</div>;
+  const live = store.byId.get(id);
+  const value = live?.value ?? d.value;
+  const ts = live?.ts ?? d.ts;
+  const data: [number[], number[], number[]] = [d.trend.map((b) => b[0] / 1000), d.trend.map((b) => b[2]), d.trend.map((b) => b[1])];
+  return (
+    <div class="stack">
+      <section class="card">
+        <div class="card-head">
+          <h2 class="mono">{id}</h2>
+          <a href="#/variables" class="muted">
+            ← all variables
+          </a>
+        </div>
+        <div class="facts">
+          <div>
+            <b data-testid="detail-value">{fmtNum(value)}</b>
+            <span>last value</span>
+          </div>
+          <div>
+            <b>{ts ? fmtAge(Date.now() - ts) : '–'}</b>
+            <span>age ({ts ? fmtTime(ts) : 'never'})</span>
+          </div>
+          <div>
+            <b>{fmtNum(Math.round(d.rate * 100) / 100)}</b>
+            <span>samples/s</span>
+          </div>
+          <div>
+            <b>{fmtNum(d.total)}</b>
+            <span>samples since start</span>
+          </div>
+          <div>
+            <b>{d.source ?? '–'}</b>
+            <span>source{d.machine ? ` · ${d.machine}` : ''}</span>
+          </div>
+        </div>
+      </section>
+      <section class="card">
+        <h2>Trend, last 10 minutes</h2>
+        <p class="muted small">Minimum and maximum of each {d.bucket_ms / 1000} s, so short spikes stay visible.</p>
+        {d.trend.length > 0 ? (
+          <Chart
+            data={data}
+            series={[
+              { label: 'max', color: '#1f6feb' },
+              { label: 'min', color: '#6e9fe6' },
+            ]}
+            band={true}
+            height={260}
+            testid="trend-chart"
+          />
+        ) : (
+          <p class="muted">No samples yet.</p>
+        )}
+      </section>
+      <div class="grid2">
+        <section class="card">
+          <h2>Configuration</h2>
+          {d.settings.length > 0 ? (
+            <>
+              <p class="muted small">{d.settings.join(', ')}</p>
+              <pre class="code">{JSON.stringify(d.config, null, 2)}</pre>
+            </>
+          ) : (
+            <p class="muted">Not mapped in the configuration (stored under the name the device sent).</p>
+          )}
+        </section>
+        <section class="card" data-testid="detail-refusals">
+          <h2>Last refusals</h2>
+          {d.refusals.last.length === 0 ? (
+            <p class="muted">None since the gateway started.</p>
+          ) : (
+            <>
+              <p>
+                {Object.entries(d.refusals.byReason).map(([r, n]) => (
+                  <span class="tag bad">
+                    {r.replace(/_/g, ' ')} {fmtNum(n)}
+                  </span>
+                ))}
+              </p>
+              <table class="tbl">
+                <thead>
+                  <tr>
+                    <th>When</th>
+                    <th>Reason</th>
+                    <th>Detail</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {[...d.refusals.last].reverse().map((r) => (
+                    <tr>
+                      <td>{fmtTime(r.at)}</td>
+                      <td>{r.reason.replace(/_/g, ' ')}</td>
+                      <td class="err-cell">{r.detail ?? ''}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </>
+          )}
+        </section>
+      </div>
+    </div>
+  );
+}
