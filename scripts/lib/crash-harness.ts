@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import BetterSqlite3 from 'better-sqlite3';
 import { stringify } from 'yaml';
-import { readAllSamples } from '../../src/buffer/chunk-store.js';
+import { readAllSamples } from '../../src/buffer/chunks/store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
 export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'buffer_compact_started' | 'chunk_unsealed' | 'buffer_chunks_dropping';

@@ -59,9 +59,9 @@ import { LogThrottle } from '../core/log-throttle.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { LastCommitted } from './last-committed.js';
 import { toIsoUtc } from '../core/time.js';
-import { decodeChunkInto, type Compressor, type DecodedChunk } from './chunk-codec.js';
-import { ChunkStore, chunkSamples, MAX_CHUNK_SAMPLES, type ChunkRow } from './chunk-store.js';
-import { Sealer } from './sealer.js';
+import { decodeChunkInto, type Compressor, type DecodedChunk } from './chunks/codec.js';
+import { ChunkStore, chunkSamples, MAX_CHUNK_SAMPLES, type ChunkRow } from './chunks/store.js';
+import { Sealer } from './chunks/sealer.js';
 import { fromRowValue, ROW_VALUE_JSON_SQL, toRowValue } from './row-value.js';
 
 export interface BufferOptions {

@@ -51,7 +51,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   try {
     check = copy.pragma('integrity_check', { simple: true });
     samples = copy.prepare('SELECT count(*) FROM samples').pluck().get() as number;
-    // Buffer v2: sealed samples count too (chunk-store.ts).
+    // Buffer v2: sealed samples count too (chunks/store.ts).
     if (copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined) samples += copy.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck().get() as number;
     setAside = copy.prepare('SELECT count(*) FROM set_aside').pluck().get() as number;
   } finally {

@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ImportLedger, LedgerEntry } from '../buffer/import-ledger.js';
+import type { ImportLedger, LedgerEntry } from '../buffer/imports/ledger.js';
 import type { BufferedRow, SampleBuffer, SeqRange } from '../buffer/sample-buffer.js';
 import { sleep, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';

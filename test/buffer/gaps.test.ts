@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import BetterSqlite3 from 'better-sqlite3';
-import { openBufferDatabase } from '../../src/buffer/database.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { GapLedger } from '../../src/buffer/gaps.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { readAllSamples } from '../../src/buffer/chunk-store.js';
-import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder, payloadLayout } from '../../src/buffer/page-packing.js';
+import { readAllSamples } from '../../src/buffer/chunks/store.js';
+import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder, payloadLayout } from '../../src/buffer/chunks/page-packing.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 
 /**
- * Page packing of the chunks table (page-packing.ts, sealer L5): the cell-size model agrees with
+ * Page packing of the chunks table (chunks/page-packing.ts, sealer L5): the cell-size model agrees with
  * SQLite's own page accounting (dbstat), first-fit-decreasing bins are valid and near the bound,
  * and a compaction of chunks of one to three kilobytes leaves the leaf pages nearly full.
  */

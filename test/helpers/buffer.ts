@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../../src/buffer/database.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { fromRowValue } from '../../src/buffer/row-value.js';
 import { SampleBuffer, type BufferOptions } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';

@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
-import type { Clock } from '../core/clock.js';
-import type { SeqRange } from './sample-buffer.js';
+import type { Clock } from '../../core/clock.js';
+import type { SeqRange } from '../sample-buffer.js';
 
 /**
  * The durable record of import jobs (interface §4.7, §2.9): which seq range of the buffer each

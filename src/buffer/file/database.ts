@@ -2,7 +2,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { describeError, errorCode, GatewayError } from '../core/errors.js';
+import { describeError, errorCode, GatewayError } from '../../core/errors.js';
 import { migrate } from './migrations.js';
 
 export interface OpenOptions {

@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './chunk-codec.js';
-import { fromRowValue, toRowValue } from './row-value.js';
+import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './codec.js';
+import { fromRowValue, toRowValue } from '../row-value.js';
 
 /**
  * Sealed samples: per-variable compressed chunks in the `chunks` table, beside the `samples` rows.

@@ -1,8 +1,8 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { decodeChunkInto, type DecodedChunk } from './chunk-codec.js';
-import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './chunk-store.js';
+import { decodeChunkInto, type DecodedChunk } from './codec.js';
+import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './store.js';
 import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder } from './page-packing.js';
-import { fromRowValue } from './row-value.js';
+import { fromRowValue } from '../row-value.js';
 
 /**
  * The sealer: turns the oldest rows into per-variable chunks, a seq range at a time.

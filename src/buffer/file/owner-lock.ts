@@ -2,7 +2,7 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { errorCode, GatewayError } from '../core/errors.js';
+import { errorCode, GatewayError } from '../../core/errors.js';
 
 /**
  * One gateway per buffer file. Two gateways on one file would both claim and send the same rows
