@@ -79,7 +79,6 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   // The organisation's catalog: machine names of the variables, the build page's mapping (catalog.ts).
   const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service });
 
-  const setAsideCounts = deps.buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
   const page: Reply = { html: consolePage(deps.config().gateway.name), headers: { 'content-security-policy': CSP } };
 
   // The page shell and its bundle hold no gateway data, so they load without the read token (like
@@ -118,7 +117,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
     const info = infoOf();
     const now = Date.now();
     const b = deps.buffer.stats();
-    const setAside = new Map((setAsideCounts.all() as Array<{ variable: string; n: number }>).map((r) => [r.variable, r.n]));
+    const setAside = new Map(deps.buffer.setAsideStore.countsByVariable().map((r) => [r.variable, r.n]));
     // Streamed in slices of rows written as text: 5,000 rows never exist at once as objects or as
     // one big string (the peak of that was most of what the console cost the gateway's memory).
     const q = (v: string | null) => (v === null ? 'null' : JSON.stringify(v));

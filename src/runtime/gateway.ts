@@ -26,7 +26,6 @@ import { RequestBudget } from '../uplink/budget.js';
 import { TrackingClient } from '../uplink/client.js';
 import { SyncSender } from '../uplink/sync-sender.js';
 import { BackfillManager } from '../uplink/backfill.js';
-import { ImportLedger } from '../buffer/imports/ledger.js';
 import { UplinkHealth } from '../uplink/uplink-health.js';
 import { VERSION } from '../version.js';
 import type { ConfigStatus, GatewayStatus } from './status.js';
@@ -165,7 +164,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const sink = new TappedSink(buffer);
   const backfill = new BackfillManager({
     buffer,
-    ledger: new ImportLedger(opened.db, clock),
+    ledger: buffer.importLedger,
     client,
     health,
     config: config.uplink.backfill,
@@ -211,8 +210,6 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     throw err;
   }
 
-  const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true);
-
   let http: LocalHttpServer | null = null;
   let consoleRuntime: ConsoleRuntime | null = null;
   let annotations: AnnotationsRuntime | null = null;
@@ -230,7 +227,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const s = sync.stats();
     const h = health.snapshot();
     const now = clock.now();
-    const setAside = setAsideCount.get() as number;
+    const setAside = buffer.setAsideStore.total();
     metrics.setAsideSamples.set(setAside);
     const bf = backfill.stats();
     const rate = s.ratePerSecond;

@@ -33,7 +33,7 @@ interface PageStats {
 }
 
 function chunkPages(b: TestBuffer): PageStats {
-  const rows = b.buffer.database
+  const rows = b.db
     .prepare("SELECT pagetype, count(*) AS pages, sum(pgsize) AS bytes, sum(unused) AS unused FROM dbstat WHERE name = 'chunks' GROUP BY pagetype")
     .all() as Array<{ pagetype: string; pages: number; bytes: number; unused: number }>;
   const of = (t: string) => rows.find((r) => r.pagetype === t);
@@ -58,7 +58,7 @@ describe('page packing of the chunks table', () => {
   it('predicts the leaf and overflow pages SQLite uses for chunk rows of any size', () => {
     const b = openTestBuffer({});
     open.push(b);
-    const db = b.buffer.database;
+    const db = b.db;
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     const r = rng(7);
     const ins = db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (?, ?, ?, ?, ?, ?)');
@@ -116,7 +116,7 @@ describe('page packing of the chunks table', () => {
     b.buffer.compactNow();
     expect(b.buffer.stats().chunks).toBeLessThan(before / 4);
 
-    const db = b.buffer.database;
+    const db = b.db;
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     const cells = db.prepare('SELECT seq_from, var, n, ts_min, ts_max, length(data) AS dataBytes FROM chunks ORDER BY seq_from').all() as Array<{ seq_from: number; var: number; n: number; ts_min: number; ts_max: number; dataBytes: number }>;
     const sizes = cells.map((c) => leafCellBytes(chunkRecordBytes(c), c.seq_from, pageSize));

@@ -5,17 +5,13 @@ import { fromRowValue, toRowValue } from '../row-value.js';
 /**
  * Sealed samples: per-variable compressed chunks in the `chunks` table, beside the `samples` rows.
  *
- * INVARIANTS (kept here; SampleBuffer relies on them for I2–I5):
+ * Keeps B3 (src/buffer/README.md) for chunks: a chunk holds the samples with seqs
+ * `seq_from .. seq_from + n − 1`, in that order, so every sealed sample keeps a seq of its own and
+ * a seq range means the same samples whether they are rows or sealed; no seq is both a row and in
+ * a chunk, and no two chunks overlap. `unseal` keeps the seqs; removing part of a chunk (a partial
+ * import range, set-aside items) re-encodes the rest over its remaining seqs in the caller's
+ * transaction (B2). Its own rule:
  *
- *  S1  A chunk holds the samples with seqs `seq_from .. seq_from + n − 1`, in that order: every
- *      sealed sample still has its own seq, so seq ranges (import jobs, sync-only ranges) mean the
- *      same samples whether they are rows or chunks. No seq is ever both a row and in a chunk, and
- *      no two chunks overlap (they are written and changed only inside SampleBuffer transactions).
- *  S2  Rows ↔ chunks conversions never change a sample's seq, except sealing, which renumbers a
- *      seq range that nothing holds (no claim, no import job, no sync-only range) into the same
- *      range (sealer.ts). Hence a held seq always means the same sample.
- *  S3  Removing part of a chunk (a partial import range, set-aside items) re-encodes the rest as
- *      chunks over the remaining seqs in the same transaction; nothing else is touched.
  *  S4  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
  *      key range scan starting MAX_CHUNK_SAMPLES below it.
  */
@@ -83,7 +79,7 @@ export class ChunkStore {
     return this.st.totals.get() as ChunkTotals;
   }
 
-  /** Encodes and stores one chunk; the caller guarantees S1 (seqs free, inside a transaction). */
+  /** Encodes and stores one chunk; the caller guarantees B3 (its seqs free, inside a transaction). */
   write(seqFrom: number, varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): Buffer {
     const c = this.encode(varId, ts, values);
     this.insert(seqFrom, c);
@@ -102,7 +98,7 @@ export class ChunkStore {
     return { var: varId, n: ts.length, ts_min: min, ts_max: max, data };
   }
 
-  /** Stores an encoded chunk at `seqFrom` (S1: the caller guarantees its seqs are free). */
+  /** Stores an encoded chunk at `seqFrom` (B3: the caller guarantees its seqs are free). */
   insert(seqFrom: number, c: EncodedChunk): void {
     this.st.insert.run(seqFrom, c.var, c.n, c.ts_min, c.ts_max, c.data);
   }
@@ -140,7 +136,7 @@ export class ChunkStore {
   }
 
   /**
-   * Removes the sealed samples with seqs in [from, to] (S3); returns them (seq order) so the
+   * Removes the sealed samples with seqs in [from, to] (B2); returns them (seq order) so the
    * caller can count and report exactly what left.
    */
   removeRange(from: number, to: number): { removed: number; tsMin: number; tsMax: number } {
@@ -171,7 +167,7 @@ export class ChunkStore {
     return { removed, tsMin, tsMax };
   }
 
-  /** Turns a chunk back into rows with the same seqs (S2); returns the number of rows. */
+  /** Turns a chunk back into rows with the same seqs (B3); returns the number of rows. */
   unseal(c: ChunkRow): number {
     const d = decodeChunkInto(c.data, this.decoded);
     this.st.remove.run(c.seq_from);
