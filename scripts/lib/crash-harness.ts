@@ -21,7 +21,21 @@ import { stringify } from 'yaml';
 import { readAllSamples } from '../../src/buffer/chunks/store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
-export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'buffer_compact_started' | 'chunk_unsealed' | 'buffer_chunks_dropping';
+export type KillPhase =
+  | 'random'
+  | 'import_build_started'
+  | 'import_upload_started'
+  | 'import_job_submitted'
+  | 'import_job_polled'
+  | 'buffer_seal_started'
+  | 'buffer_sealed'
+  | 'buffer_compact_started'
+  | 'chunk_unsealed'
+  | 'buffer_chunks_dropping'
+  // Inside the maintenance schedule (src/buffer/maintenance.ts): right before a staged job's
+  // commit transaction, which a kill a few ms later lands in.
+  | 'buffer_seal_committing'
+  | 'buffer_compact_committing';
 
 export interface CrashHarnessOptions {
   cycles: number;
@@ -129,7 +143,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   process.once('exit', killAll);
   const killsByPhase: Record<string, number> = {};
   const integrity = { ok: 0, failed: [] as string[] };
-  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'buffer_compact_started', 'chunk_unsealed'];
+  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'buffer_compact_started', 'chunk_unsealed', 'buffer_seal_committing', 'buffer_compact_committing'];
   if (o.dropChunks) phases.push('buffer_chunks_dropping', 'buffer_chunks_dropping', 'buffer_chunks_dropping');
   /** Per variable: samples the gateway announced it drops (buffer_chunks_dropping / buffer_rows_dropping). */
   const announced = new Map<string, number>();

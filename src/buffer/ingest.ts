@@ -75,6 +75,8 @@ export class Ingest {
   private ackQueue: number[] = [];
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** When the planned commit runs (performance.now() ms), or Infinity when none is planned. */
+  private dueAt = Infinity;
   private closed = false;
   private committing = false;
   private writableNow = true;
@@ -110,9 +112,14 @@ export class Ingest {
     return this.pendingCount;
   }
 
-  /** Whether a commit has work waiting (samples or acks): maintenance lets it go first (B7). */
+  /** Whether a commit has work waiting (samples or acks). */
   get hasWork(): boolean {
     return this.pending.length > 0 || this.ackQueue.length > 0;
+  }
+
+  /** When the next commit is planned (performance.now() ms; Infinity when none): maintenance ends its slices before it (B7). */
+  get commitDueAt(): number {
+    return this.hasWork ? this.dueAt : Infinity;
   }
 
   get writable(): boolean {
@@ -166,6 +173,7 @@ export class Ingest {
       clearTimeout(this.timer);
       this.timer = null;
     }
+    this.dueAt = performance.now();
     this.commit();
   }
 
@@ -173,6 +181,7 @@ export class Ingest {
     if (this.retryTimer) return; // the disk refused writes; the retry loop will commit
     if (this.pendingCount >= this.o.commitEagerSamples) {
       if (this.timer) clearTimeout(this.timer);
+      this.dueAt = performance.now();
       this.timer = setTimeout(() => {
         this.timer = null;
         this.commit();
@@ -180,6 +189,7 @@ export class Ingest {
       return;
     }
     if (this.timer) return;
+    this.dueAt = performance.now() + this.o.commitIntervalMs;
     this.timer = setTimeout(() => {
       this.timer = null;
       this.commit();
@@ -287,6 +297,7 @@ export class Ingest {
       else this.refusePending();
     }
     const delay = Math.min(5_000, 250 * 2 ** Math.min(5, this.writeFailures - 1));
+    this.dueAt = performance.now() + delay;
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;

@@ -24,6 +24,7 @@ import type { LedgerEntry } from './imports/ledger.js';
 import { ImportRanges } from './imports/ranges.js';
 import { SampleReader } from './imports/reader.js';
 import { Ingest } from './ingest.js';
+import { Maintenance } from './maintenance.js';
 import { LastCommitted } from './last-committed.js';
 import { SetAsideMove, SetAsideStore, type SetAsideInfo } from './set-aside.js';
 import { Tally } from './tally.js';
@@ -36,15 +37,17 @@ export type { BufferedRow, BufferOptions, BufferStats, FullEpisode, ImportReader
 /** Rows are sealed once committed this long ago (buffer.seal_after; bench/buffer-footprint.ts). */
 export const DEFAULT_SEAL_AFTER_MS = 2 * 60_000;
 /**
- * Seqs per sealing step (buffer.seal_rows). Small enough that a step's rows in memory and its
- * time holding the event loop stay small (bench/memory.ts); compaction makes the chunks large.
+ * Most seqs per sealing job (buffer.seal_rows): its rows in memory stay small (bench/memory.ts);
+ * the job is sliced, and its commit sized to fit a slice; compaction makes the chunks large.
  */
 export const DEFAULT_SEAL_ROWS = 100_000;
 /**
- * Samples per compaction window (sealer L5): with 5,000 variables at 1 Hz this gives chunks of
- * ~400 samples, with 1,000 variables ~2,000 (bench/buffer-footprint.ts).
+ * Most samples per compaction window (buffer.compact_samples); a window is also cut so that its
+ * commit fits a slice (chunks/seal-schedule.ts).
  */
 export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
+/** Longest a maintenance slice holds the event loop (B7): commits wait at most this long for one. */
+export const DEFAULT_SLICE_MS = 50;
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
@@ -60,6 +63,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly store: ChunkStore;
   private readonly sealer: Sealer;
   private readonly seal: SealSchedule;
+  private readonly maintenance: Maintenance;
   private readonly holds: Holds;
   private readonly ingest: Ingest;
   private readonly claims: Claims;
@@ -88,6 +92,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       sealRows: DEFAULT_SEAL_ROWS,
       compactSamples: DEFAULT_COMPACT_SAMPLES,
       compressor: 'deflate',
+      sliceMs: DEFAULT_SLICE_MS,
+      maintenanceIdleMs: 1_000,
       ...options,
     };
     const o = this.opts;
@@ -99,8 +105,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.usage = new DiskUsage(db);
     this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes });
     this.store = new ChunkStore(db, o.compressor);
-    this.sealer = new Sealer(db, this.store);
     this.holds = new Holds(db, this.importLedger);
+    this.sealer = new Sealer(db, this.store, this.holds);
     this.losses = new Losses({ logger, metrics, clock, episodeQuietMs: o.episodeQuietMs, maxBytes: o.maxBytes, usedBytes: () => this.usage.usedBytes() });
     this.full = new FullPolicy(db, { maxBytes: o.maxBytes, logger, usage: this.usage, holds: this.holds, store: this.store, tally: this.tally, dict, losses: this.losses });
     this.ingest = new Ingest(db, o, {
@@ -118,28 +124,31 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.claims = new Claims(db, { logger, clock, holds: this.holds, store: this.store, tally: this.tally, dict, ingest: this.ingest, setAsideMove, changed });
     this.reader = new SampleReader(db, { store: this.store, tally: this.tally, dict });
     this.ranges = new ImportRanges(db, { clock, holds: this.holds, store: this.store, tally: this.tally, ledger: this.importLedger, reader: this.reader, setAsideMove, changed });
-    this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq });
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
+    this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges() });
+    this.maintenance = new Maintenance([this.seal], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.ingestRateMeter = new RateMeter(() => clock.monotonic(), 30);
     metrics.bufferWritable.set(1);
     this.refreshGauges();
+    this.maintenance.start();
   }
 
   /**
    * After every successful commit, in order: the full policy (drop_oldest right after the commit
    * that crossed max_bytes, B9), the end of a quiet full episode, the seal schedule's clock, the
-   * gauges, the WAL bound, then the listeners (sync sender, backfill).
+   * gauges, the WAL bound, the listeners (sync sender, backfill), and a wake-up for maintenance,
+   * whose slices run in later turns (B7): nothing here seals, compacts or gives disk back.
    */
   private afterCommit(c: { inserted: number; acks: number }): void {
     this.ingestRateMeter.add(c.inserted);
     if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) this.full.dropOldest();
     this.losses.maybeEndEpisode(this.ingest.writable);
     if (c.inserted > 0) this.seal.committed();
-    this.seal.maybeSeal();
     this.refreshGauges();
     this.wal.check();
     if (c.inserted > 0 || c.acks > 0) this.notify();
+    this.maintenance.wake();
   }
 
   // ---------------------------------------------------------------- ingest (SampleSink)
@@ -240,9 +249,14 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     return this.holds.lowestClaimed();
   }
 
-  // ---------------------------------------------------------------- sealing (tests, benchmarks, tools)
+  // ---------------------------------------------------------------- maintenance (tests, benchmarks, tools)
 
-  /** Seals every row not held right now, regardless of age. */
+  /** Resolves once maintenance has nothing left to do (sealing, compaction caught up). */
+  maintenanceIdle(): Promise<void> {
+    return this.maintenance.idle();
+  }
+
+  /** Seals every row not held right now, regardless of age, in this call. */
   sealNow(): void {
     this.seal.sealNow();
     this.refreshGauges();
@@ -360,6 +374,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.maintenance.stop();
+    this.seal.cancel();
     this.ingest.stop();
     this.losses.maybeEndEpisode(this.ingest.writable, true);
     this.discardedAtClose = this.ingest.discardPending();

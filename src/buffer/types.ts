@@ -26,8 +26,12 @@ export interface BufferOptions {
   sealRows?: number;
   /** General compressor over the chunk layout (chunks/codec.ts). */
   compressor?: Compressor;
-  /** Samples per compaction window: small chunks of one variable within it are merged (sealer L5). */
+  /** Samples per compaction window at most: small chunks of one variable within it are merged (chunks/seal-schedule.ts). */
   compactSamples?: number;
+  /** Longest a maintenance slice (sealing, compaction, giving disk back) holds the event loop (maintenance.ts). */
+  sliceMs?: number;
+  /** How often an idle buffer looks for maintenance work. */
+  maintenanceIdleMs?: number;
 }
 
 export interface BufferedRow {

@@ -62,6 +62,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferBytesPerSample: new Gauge({ name: 'gateway_buffer_bytes_per_sample', help: 'Bytes on disk per unsent sample now (pages in use / samples held)', registers: r }),
     bufferCompressionRatio: new Gauge({ name: 'gateway_buffer_compression_ratio', help: 'Raw size (16 bytes per sample: timestamp and value) over the size of the sealed chunks', registers: r }),
     bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached at the current ingest rate and bytes per sample (-1 while nothing is ingested)', registers: r }),
+    bufferMaintenanceSeconds: new Histogram({ name: 'gateway_buffer_maintenance_seconds', help: 'Duration of one slice of buffer maintenance, by task (chunks: sealing and compaction; disk: giving free pages back and truncating the WAL). A slice never runs inside a commit; each aims at 50 ms at most', labelNames: ['task'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
     setAsideSamples: new Gauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
 

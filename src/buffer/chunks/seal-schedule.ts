@@ -5,50 +5,93 @@ import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import { assertNotNested } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
+import type { MaintenanceTask } from '../maintenance.js';
 import type { Tally } from '../tally.js';
-import type { Sealer } from './sealer.js';
+import { ROW_BYTES, type ChunkJob, type ChunkMeta, type Sealer } from './sealer.js';
 import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
 
 /**
- * When to seal and compact: rows committed at least seal_after ago are sealed a seq range at a
- * time, and a variable's small chunks are merged by compaction.
+ * The seal schedule: which rows to seal and which chunks to merge next, as jobs the maintenance
+ * schedule (maintenance.ts) runs a slice at a time, never inside a commit (src/buffer/README.md B7).
  *
- * Keeps B3: a range is sealed or compacted only when nothing holds it (Holds.all: claims,
- * reservations, sync-only and ledger ranges).
+ * Keeps:
+ *  B3  A job's range is chosen outside every hold (Holds.all: claims, reservations, sync-only and
+ *      ledger ranges) and re-checked at its commit (sealer.ts).
+ *  B7  A job's commit is sized to fit a slice: the cost of past commits per byte written is
+ *      measured, and a sealing range or compaction window is cut so that its commit is expected to
+ *      take at most COMMIT_SHARE of a slice. One job at a time; `sealNow` and `compactNow` (tests,
+ *      benchmarks) drop a job in progress and run whole ranges synchronously.
+ *
+ * When: rows committed at least seal_after ago are sealed once a full range of them is there, or
+ * when the oldest have waited twice seal_after (then a partial range: an idle gateway seals its
+ * whole tail). A variable's small chunks are merged (compaction) inside windows of up to
+ * compact_samples samples: a window bounded by its size, a hold or a row when that saves a quarter
+ * of its chunks (and then the cursor moves past it for good in this process), the newest one, which
+ * can still grow, only when that cuts its chunks to a quarter, so it is not redone after every seal.
+ * When sealing is due on every turn (a v1 backlog converted in place, heavy ingest), compaction
+ * takes every other turn, or small chunks would pile up until the backlog is sealed.
  */
-export class SealSchedule {
+
+/** Share of a slice a job's commit is expected to take at most. */
+const COMMIT_SHARE = 0.7;
+/** Starting cost of a commit, in ms per byte written (100 MB/s with the fsync); measured after. */
+const INITIAL_MS_PER_BYTE = 1e-5;
+/** Smallest sealing range, whatever the cost model says (fewer rows make too many tiny chunks). */
+const MIN_SEAL_ROWS = 2_000;
+/** After a failed job (a full disk, a busy file), jobs wait this long. */
+const RETRY_AFTER_MS = 5_000;
+
+export interface SealScheduleOptions {
+  sealAfterMs: number;
+  sealRows: number;
+  compactSamples: number;
+  sliceMs: number;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  sealer: Sealer;
+  store: ChunkStore;
+  holds: Holds;
+  tally: Tally;
+  /** The last committed seq. */
+  lastSeq: () => number;
+  /** After a job changed the file (gauges, listeners). */
+  changed: () => void;
+}
+
+export class SealSchedule implements MaintenanceTask {
+  readonly name = 'chunks';
   private sealedUpto: number;
   /** One mark per second of commits: the last seq committed then (for seal_after). */
   private marks: Array<{ seq: number; at: number }> = [];
-  private lastSealCheck = 0;
-  private sealBusyUntil = 0;
-  /** The last tick sealed: compaction goes first on the next one if it has work (see maybeSeal). */
+  /** The last turn sealed: compaction goes first on the next one if it has work. */
   private compactTurn = false;
-  /** Seqs up to here were looked at by compaction and need none (sealer L5); in memory only. */
+  /** Seqs up to here were looked at by compaction and need none; in memory only. */
   private compactCursor = 0;
+  /** Whether compaction may have work (chunks were written since it last found none). */
+  private compactPending: boolean;
+  private job: ChunkJob | null = null;
+  private jobStarted = 0;
+  private retryAt = 0;
+  /** Measured cost of a commit per byte written (exponentially weighted). */
+  private msPerByte = INITIAL_MS_PER_BYTE;
   private readonly st: { firstRowAfter: Statement };
 
   constructor(
     private readonly db: Database,
-    private readonly o: {
-      sealAfterMs: number;
-      sealRows: number;
-      compactSamples: number;
-      logger: Logger;
-      metrics: Metrics;
-      clock: Clock;
-      sealer: Sealer;
-      store: ChunkStore;
-      holds: Holds;
-      tally: Tally;
-      /** The last committed seq. */
-      lastSeq: () => number;
-    },
+    private readonly o: SealScheduleOptions,
   ) {
     this.st = { firstRowAfter: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT 1').pluck(true) };
     this.sealedUpto = o.sealer.sealedUpto();
+    this.compactPending = o.tally.chunks > 1;
+    // Kill points of the crash harness (scripts/lib/crash-harness.ts): logged right before a job's
+    // commit transaction; and the cost model, from each commit's duration.
+    o.sealer.hooks = {
+      before: (job) => o.logger.debug({ event: `buffer_${job.kind}_committing`, seq_from: job.lo, seq_to: job.hi }, job.kind === 'seal' ? 'committing sealed chunks' : 'committing merged chunks'),
+      after: (job, ms) => this.measured(ms, job.commitWork),
+    };
     // Rows already in the file were committed before this start: old enough to seal (this is also
-    // how a v1 file's backlog is converted in place, a step at a time).
+    // how a v1 file's backlog is converted in place, a range at a time).
     const last = o.lastSeq();
     if (last > this.sealedUpto) this.marks.push({ seq: last, at: o.clock.monotonic() - 2 * o.sealAfterMs - 1 });
   }
@@ -62,69 +105,139 @@ export class SealSchedule {
     else this.marks.push({ seq, at: now });
   }
 
-  /**
-   * Seals the oldest unheld rows into chunks when a full step (`sealRows` seqs) was committed at
-   * least `sealAfterMs` ago, or when the oldest unsealed rows have waited twice that. At most one
-   * step per second, and never more than half of the time.
-   */
-  maybeSeal(force = false): void {
-    const now = this.o.clock.monotonic();
-    if (!force && (now - this.lastSealCheck < 1_000 || now < this.sealBusyUntil)) return;
-    this.lastSealCheck = now;
-    if (force) {
-      this.sealStep(now, true);
-      return;
-    }
-    // Sealing first (rows cost 26 B each), but when a sealing step is due on every tick (a v1
-    // backlog converted in place, ingest faster than seal_rows a second) compaction takes every
-    // other one, or it would wait until the backlog is sealed and the small chunks pile up.
-    if (this.compactTurn && this.compactStep()) {
-      this.compactTurn = false;
-      return;
-    }
-    if (this.sealStep(now, false)) this.compactTurn = true;
-    else this.compactStep();
+  // ---------------------------------------------------------------- MaintenanceTask
+
+  due(): boolean {
+    if (this.job) return true;
+    if (this.o.clock.monotonic() < this.retryAt) return false;
+    return this.eligible(false) > this.sealedUpto || this.compactPending;
   }
 
-  /** One sealing step if one is due; true when it ran (or failed trying). */
-  private sealStep(now: number, force: boolean): boolean {
+  slice(deadline: number): boolean {
+    if (!this.job && !this.startJob()) return false;
+    const job = this.job!;
+    const canCommit = (work: number) => work * this.msPerByte <= deadline - performance.now();
+    let outcome;
+    try {
+      outcome = job.step(deadline, canCommit);
+    } catch (err) {
+      this.failed(job, err);
+      return false;
+    }
+    if (outcome === 'more') return true;
+    this.job = null;
+    if (outcome === 'discarded') this.o.logger.debug({ event: `buffer_${job.kind}_discarded`, seq_from: job.lo, seq_to: job.hi, reason: job.discardedBecause }, 'a maintenance job was discarded: its range changed while it ran');
+    else this.apply(job);
+    return this.due();
+  }
+
+  // ---------------------------------------------------------------- choosing jobs
+
+  /** The newest seq committed at least seal_after ago (or any, with `force`). */
+  private eligible(force: boolean): number {
+    const now = this.o.clock.monotonic();
     while (this.marks.length > 0 && this.marks[0].seq <= this.sealedUpto) this.marks.shift();
     let eligible = 0;
     for (const m of this.marks) if (force || m.at <= now - this.o.sealAfterMs) eligible = m.seq;
-    if (eligible <= this.sealedUpto) return false;
-    const overdue = force || (this.marks.length > 0 && this.marks[0].at <= now - 2 * this.o.sealAfterMs);
-    const range = this.nextSealRange(eligible);
-    if (!range) return false;
-    if (!overdue && !range.cut && range.hi - range.lo + 1 < this.o.sealRows) return false;
-    const started = performance.now();
-    this.o.logger.debug({ event: 'buffer_seal_started', seq_from: range.lo, seq_to: range.hi }, 'sealing rows into chunks');
-    try {
-      assertNotNested(this.db, 'sealing');
-      const r = this.o.sealer.seal(range.lo, range.hi);
-      this.sealedUpto = range.hi;
-      const t = this.o.tally;
-      t.rows -= r.samples;
-      t.sealed += r.samples;
-      t.chunks += r.chunks;
-      t.chunkBytes += r.bytes;
-      t.chunksSealedTotal += r.chunks;
-      this.o.metrics.bufferSealedChunks.inc(r.chunks);
-      const ms = performance.now() - started;
-      this.sealBusyUntil = this.o.clock.monotonic() + ms;
-      this.o.logger.debug({ event: 'buffer_sealed', seq_from: range.lo, seq_to: range.hi, samples: r.samples, chunks: r.chunks, bytes: r.bytes, ms: Math.round(ms) }, 'sealed rows into chunks');
-    } catch (err) {
-      // A full disk or a busy file: the rows stay rows and sealing is tried again later.
-      this.o.logger.warn({ err: describeError(err) }, 'sealing rows into chunks failed; they stay rows and sealing is retried');
-      this.sealBusyUntil = this.o.clock.monotonic() + 5_000;
+    return eligible;
+  }
+
+  /** Rows a sealing range may take so that its commit fits a slice. */
+  private sealBudgetRows(): number {
+    const bytes = (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte;
+    return Math.max(MIN_SEAL_ROWS, Math.min(this.o.sealRows, Math.floor(bytes / (ROW_BYTES + 2))));
+  }
+
+  /** Chunk bytes a compaction window may hold so that its commit (delete + write) fits a slice. */
+  private compactBudgetBytes(): number {
+    return (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte / 2;
+  }
+
+  private startJob(): boolean {
+    if (this.compactTurn && this.startCompaction(this.compactBudgetBytes())) {
+      this.compactTurn = false;
+      return true;
     }
+    if (this.startSeal(false, this.sealBudgetRows())) {
+      this.compactTurn = true;
+      return true;
+    }
+    return this.startCompaction(this.compactBudgetBytes());
+  }
+
+  /** Starts sealing the next range if one is due; false when none is. */
+  private startSeal(force: boolean, maxRows: number): boolean {
+    const eligible = this.eligible(force);
+    if (eligible <= this.sealedUpto) return false;
+    const overdue = force || (this.marks.length > 0 && this.marks[0].at <= this.o.clock.monotonic() - 2 * this.o.sealAfterMs);
+    const range = this.nextSealRange(eligible, maxRows);
+    if (!range) return false;
+    if (!overdue && !range.cut && range.hi - range.lo + 1 < maxRows) return false;
+    this.o.logger.debug({ event: 'buffer_seal_started', seq_from: range.lo, seq_to: range.hi }, 'sealing rows into chunks');
+    this.job = this.o.sealer.sealJob(range.lo, range.hi);
+    this.jobStarted = performance.now();
     return true;
   }
 
   /**
-   * The next compaction window above `compactCursor` (sealer L5): whole chunks only, no rows, no
-   * hold, at most `compactSamples` samples. `full` says it cannot grow any more.
+   * The next range to seal: from just above `sealed_upto`, at most `maxRows` seqs, up to
+   * `eligible`, stopping before anything held (B3). Held rows at its start are skipped for good
+   * (sealer L3: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
    */
-  private nextCompactWindow(): { lo: number; hi: number; before: number; after: number; samples: number; full: boolean } | null {
+  private nextSealRange(eligible: number, maxRows: number): { lo: number; hi: number; cut: boolean } | null {
+    const holds = this.o.holds.all(this.sealedUpto);
+    let lo = this.sealedUpto + 1;
+    for (const h of holds) if (h.from <= lo && h.to >= lo) lo = h.to + 1;
+    if (lo > eligible) return null;
+    if (lo - 1 > this.sealedUpto) {
+      assertNotNested(this.db, 'sealing');
+      this.o.sealer.skipTo(lo - 1);
+      this.sealedUpto = lo - 1;
+    }
+    let hi = Math.min(eligible, lo + maxRows - 1);
+    let cut = false;
+    for (const h of holds) {
+      if (h.from > lo && h.from <= hi) {
+        hi = h.from - 1;
+        cut = true;
+        break;
+      }
+    }
+    return { lo, hi, cut };
+  }
+
+  /** Starts merging the next window worth it; false when there is none. */
+  private startCompaction(maxBytes: number): boolean {
+    if (!this.compactPending || this.o.tally.chunks < 2) return false;
+    for (let i = 0; i < 1_000; i++) {
+      const w = this.nextCompactWindow(maxBytes);
+      if (!w) {
+        this.compactPending = false;
+        return false;
+      }
+      const worth = w.full ? w.after < w.chunks.length * 0.75 : w.after * 4 <= w.chunks.length;
+      if (!worth) {
+        if (!w.full) {
+          this.compactPending = false;
+          return false;
+        }
+        this.compactCursor = w.hi;
+        continue;
+      }
+      this.o.logger.debug({ event: 'buffer_compact_started', seq_from: w.lo, seq_to: w.hi, chunks: w.chunks.length }, 'merging small chunks');
+      this.job = this.o.sealer.compactJob(w.lo, w.hi, w.chunks, w.full);
+      this.jobStarted = performance.now();
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * The next compaction window above `compactCursor`: whole chunks only, no rows, no hold, at
+   * most `compactSamples` samples and `maxBytes` bytes. `full` says it cannot grow any more (its
+   * size, a hold or a row bounds it; only the newest sealed samples can still grow).
+   */
+  private nextCompactWindow(maxBytes: number): { lo: number; hi: number; chunks: ChunkMeta[]; after: number; full: boolean } | null {
     const holds = this.o.holds.all(this.compactCursor);
     let from = this.compactCursor + 1;
     for (let guard = 0; guard < 1_000; guard++) {
@@ -146,24 +259,22 @@ export class SealSchedule {
       const firstRow = this.st.firstRowAfter.get(from - 1, limit + 1) as number | undefined;
       if (firstRow !== undefined && firstRow !== null) limit = firstRow - 1;
       const perVar = new Map<number, number>();
+      const chunks: ChunkMeta[] = [];
       let samples = 0;
-      let before = 0;
-      let lo = -1;
-      let hi = -1;
+      let bytes = 0;
       let full = false;
       for (const m of this.o.sealer.iterateChunkMeta(from, limit)) {
         if (m.seq_from + m.n - 1 > limit) break;
-        if (samples + m.n > this.o.compactSamples && before > 0) {
+        if ((samples + m.n > this.o.compactSamples || bytes + m.bytes > maxBytes) && chunks.length > 0) {
           full = true;
           break;
         }
-        if (lo < 0) lo = m.seq_from;
-        hi = m.seq_from + m.n - 1;
+        chunks.push(m);
         samples += m.n;
-        before++;
+        bytes += m.bytes;
         perVar.set(m.var, (perVar.get(m.var) ?? 0) + m.n);
       }
-      if (before === 0) {
+      if (chunks.length === 0) {
         // Nothing sealed here: go on at the next chunk past the row or hold that ended it.
         if (limit >= this.sealedUpto) return null;
         const next = this.o.store.firstAfter(limit, this.sealedUpto + 1);
@@ -173,87 +284,96 @@ export class SealSchedule {
       }
       let after = 0;
       for (const n of perVar.values()) after += Math.ceil(n / MAX_CHUNK_SAMPLES);
-      return { lo, hi, before, after, samples, full: full || limit < this.sealedUpto };
+      const last = chunks[chunks.length - 1];
+      return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: full || limit < this.sealedUpto };
     }
     return null;
   }
 
-  /**
-   * One compaction step (sealer L5). A window that can still grow (the newest sealed samples) is
-   * rewritten only when that cuts its chunks to a quarter, so it is not redone on every sealing
-   * step; a window bounded by its size (or a hold or row) when it saves a quarter, and then the
-   * cursor moves past it for good in this process.
-   */
-  private compactStep(): boolean {
-    if (this.o.tally.chunks < 2) return false;
-    for (let i = 0; i < 1_000; i++) {
-      const w = this.nextCompactWindow();
-      if (!w) return false;
-      const worth = w.full ? w.after < w.before * 0.75 : w.after * 4 <= w.before;
-      if (!worth) {
-        if (!w.full) return false;
-        this.compactCursor = w.hi;
-        continue;
-      }
-      const started = performance.now();
-      this.o.logger.debug({ event: 'buffer_compact_started', seq_from: w.lo, seq_to: w.hi, chunks: w.before }, 'merging small chunks');
-      try {
-        assertNotNested(this.db, 'compaction');
-        const r = this.o.sealer.compact(w.lo, w.hi);
-        this.o.tally.chunks += r.chunksAfter - r.chunksBefore;
-        this.o.tally.chunkBytes += r.bytesAfter - r.bytesBefore;
-        if (w.full) this.compactCursor = r.newHi;
-        const ms = performance.now() - started;
-        this.sealBusyUntil = this.o.clock.monotonic() + ms;
-        this.o.logger.debug({ event: 'buffer_compacted', seq_from: w.lo, seq_to: r.newHi, samples: r.samples, chunks_before: r.chunksBefore, chunks_after: r.chunksAfter, bytes_before: r.bytesBefore, bytes_after: r.bytesAfter, ms: Math.round(ms) }, 'merged small chunks');
-      } catch (err) {
-        this.o.logger.warn({ err: describeError(err) }, 'merging small chunks failed; they stay as they are and merging is retried');
-        this.sealBusyUntil = this.o.clock.monotonic() + 5_000;
-      }
-      return true;
+  // ---------------------------------------------------------------- results
+
+  private apply(job: ChunkJob): void {
+    const r = job.result!;
+    const t = this.o.tally;
+    const ms = performance.now() - this.jobStarted;
+    if (job.kind === 'seal') {
+      this.sealedUpto = job.hi;
+      t.rows -= r.rows;
+      t.sealed += r.samples;
+      t.chunks += r.chunksAfter;
+      t.chunkBytes += r.bytesAfter;
+      t.chunksSealedTotal += r.chunksAfter;
+      this.o.metrics.bufferSealedChunks.inc(r.chunksAfter);
+      this.compactPending = true;
+      this.o.logger.debug({ event: 'buffer_sealed', seq_from: job.lo, seq_to: job.hi, samples: r.samples, chunks: r.chunksAfter, bytes: r.bytesAfter, ms: Math.round(ms) }, 'sealed rows into chunks');
+    } else {
+      t.chunks += r.chunksAfter - r.chunksBefore;
+      t.chunkBytes += r.bytesAfter - r.bytesBefore;
+      if (job.full) this.compactCursor = r.newHi;
+      this.o.logger.debug({ event: 'buffer_compacted', seq_from: job.lo, seq_to: r.newHi, samples: r.samples, chunks_before: r.chunksBefore, chunks_after: r.chunksAfter, bytes_before: r.bytesBefore, bytes_after: r.bytesAfter, ms: Math.round(ms) }, 'merged small chunks');
     }
-    return false;
+    this.o.changed();
   }
 
-  /** Compacts every window worth it now (tests, benchmarks). */
-  compactNow(): void {
-    this.compactCursor = 0;
-    for (let i = 0; i < 100_000; i++) if (!this.compactStep()) break;
+  private failed(job: ChunkJob, err: unknown): void {
+    this.job = null;
+    this.retryAt = this.o.clock.monotonic() + RETRY_AFTER_MS;
+    // A full disk or a busy file: the rows stay rows, the chunks stay as they are; tried again later.
+    this.o.logger.warn({ err: describeError(err), job: job.kind, seq_from: job.lo, seq_to: job.hi }, job.kind === 'seal' ? 'sealing rows into chunks failed; they stay rows and sealing is retried' : 'merging small chunks failed; they stay as they are and merging is retried');
   }
 
-  /**
-   * The next range to seal: from just above `sealed_upto`, at most `sealRows` seqs, up to
-   * `eligible`, stopping before anything held (B3). Held rows at its start are skipped for good
-   * (sealer L3: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
-   */
-  private nextSealRange(eligible: number): { lo: number; hi: number; cut: boolean } | null {
-    const holds = this.o.holds.all(this.sealedUpto);
-    let lo = this.sealedUpto + 1;
-    for (const h of holds) if (h.from <= lo && h.to >= lo) lo = h.to + 1;
-    if (lo > eligible) return null;
-    if (lo - 1 > this.sealedUpto) {
-      this.o.sealer.skipTo(lo - 1);
-      this.sealedUpto = lo - 1;
-    }
-    let hi = Math.min(eligible, lo + this.o.sealRows - 1);
-    let cut = false;
-    for (const h of holds) {
-      if (h.from > lo && h.from <= hi) {
-        hi = h.from - 1;
-        cut = true;
+  // ---------------------------------------------------------------- synchronous runs (tests, benchmarks, tools)
+
+  /** Runs `job` to its end in this call. */
+  private runToEnd(job: ChunkJob): void {
+    this.job = job;
+    this.jobStarted = performance.now();
+    try {
+      for (;;) {
+        const outcome = job.step(Infinity, () => true);
+        if (outcome === 'more') continue;
+        if (outcome === 'done') this.apply(job);
         break;
       }
+    } catch (err) {
+      this.failed(job, err);
+    } finally {
+      this.job = null;
     }
-    return { lo, hi, cut };
   }
 
-  /** Seals every row not held right now, regardless of age (tests, benchmarks, `seal` after a migration). */
+  /** Seals every row not held right now, regardless of age, in ranges of seal_rows. */
   sealNow(): void {
+    this.job = null;
     this.marks = [{ seq: this.o.lastSeq(), at: this.o.clock.monotonic() }];
-    for (let i = 0; i < 10_000; i++) {
+    for (let i = 0; i < 100_000; i++) {
+      if (!this.startSeal(true, this.o.sealRows)) break;
       const before = this.sealedUpto;
-      this.maybeSeal(true);
+      this.runToEnd(this.job!);
       if (this.sealedUpto === before) break;
     }
+  }
+
+  /** Compacts every window worth it now, in windows of compact_samples. */
+  compactNow(): void {
+    this.job = null;
+    this.compactCursor = 0;
+    this.compactPending = true;
+    for (let i = 0; i < 100_000; i++) {
+      if (!this.startCompaction(Infinity)) break;
+      this.runToEnd(this.job!);
+    }
+  }
+
+  /** Drops a job in progress (it has written nothing yet). */
+  cancel(): void {
+    this.job = null;
+  }
+
+  /** Records the duration of a commit of `workBytes` bytes (the cost model). */
+  measured(ms: number, workBytes: number): void {
+    if (workBytes <= 0) return;
+    const sample = ms / workBytes;
+    this.msPerByte = 0.7 * this.msPerByte + 0.3 * sample;
   }
 }

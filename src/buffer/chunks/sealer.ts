@@ -1,61 +1,77 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { decodeChunkInto, type DecodedChunk } from './codec.js';
-import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './store.js';
-import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder } from './page-packing.js';
+import type { Holds } from '../holds.js';
 import { fromRowValue } from '../row-value.js';
+import { decodeChunkInto, type DecodedChunk } from './codec.js';
+import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder } from './page-packing.js';
+import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './store.js';
 
 /**
- * The sealer: turns the oldest rows into per-variable chunks, a seq range at a time.
+ * The sealer: turns the oldest rows into per-variable chunks (a seal job), and merges a variable's
+ * small chunks (a compaction job), a seq range at a time, in slices.
  *
- * INVARIANTS:
+ * Keeps (src/buffer/README.md):
+ *  B2  A job's only write is one transaction: the new chunks are written and what they replace
+ *      (rows, or the window's old chunks) is deleted together, with the sample count checked
+ *      before the commit, so a power cut leaves either all of the old form or all of the new.
+ *  B3  A job renumbers only a range that nothing holds, and only into the same range: the samples
+ *      of [lo, hi] get the seqs lo, lo+1, … grouped per variable, the chunks in the order that
+ *      fills SQLite's leaf pages (page-packing.ts). Nothing reads meaning into the order of unheld
+ *      seqs (B3 is about held ones), so inside a range one variable's chunks need not follow each
+ *      other; each chunk keeps its variable's samples in their order.
+ *  B7  A job reads and encodes in slices that end by a deadline (the schedule's), holding its
+ *      work in memory between them, and commits in one more slice. Between slices anything may
+ *      happen to the range, so the commit first re-checks, in the same synchronous turn: nothing
+ *      holds the range (Holds.anyWithin, the ledger included), and the range still holds what the
+ *      job read (a seal: the same number of rows, which can only have left; a compaction: the same
+ *      chunks by count, seq sum, sample sum and byte sum, and no row). Otherwise the job is
+ *      discarded, having written nothing.
  *
- *  L1  One transaction: the chunks are written, the rows they replace are deleted and
- *      `meta.sealed_upto` advances together, or nothing happens (a power cut leaves either all
- *      rows or all chunks, never both, never neither).
- *  L2  The caller passes a range [lo, hi] that nothing holds: no sync claim (acked-but-undeleted
- *      rows count as claimed), no import-job range (the durable ledger, not only the in-memory
- *      reservations), no sync-only range. Inside it the samples are renumbered per variable into
- *      the seqs lo, lo+1, … (chunk-store S2), which keeps I3: the range's seqs are used only by the
- *      same samples, and nothing outside it changes.
- *  L3  Rows below `sealed_upto` are never sealed again (a chunk turned back into rows for the
+ * Its own rules:
+ *  L3  Rows below `meta.sealed_upto` are never sealed again (a chunk turned back into rows for the
  *      sync path stays rows), so sealing and unsealing cannot chase each other.
- *  L4  Each chunk is checked to decode bit-exact before it is stored (chunk-codec C3).
- *  L5  Compaction (merging a variable's small chunks from several sealing steps) is the same
- *      transformation applied to chunks: a window [lo, hi] that holds only chunks (no rows) and
- *      that nothing holds (L2) is rewritten in one transaction into the seqs lo, lo+1, …; the
- *      sample count is checked before commit. Each new chunk holds one variable's samples in their
- *      order; the chunks themselves are placed in the order that fills SQLite's leaf pages
- *      (page-packing.ts), so inside a window one variable's chunks need not follow each other or
- *      their time order (nothing reads meaning into the order of unheld seqs: I3 is about held
- *      ones). A sealing step cuts one chunk per variable, so with many variables its chunks are
- *      small (tens to hundreds of samples) and cost more bytes per sample; compaction makes them up
- *      to MAX_CHUNK_SAMPLES long without holding a large step's rows in memory.
+ *  L4  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
  */
 
-export interface SealResult {
+/** What a job changed, for the counts (Tally) and the logs. */
+export interface JobResult {
+  /** Samples of the range (rows sealed, or chunk samples rewritten). */
   samples: number;
-  chunks: number;
-  bytes: number;
-}
-
-export interface CompactResult {
-  samples: number;
+  /** Rows it replaced by chunks (a seal job). */
+  rows: number;
   chunksBefore: number;
   chunksAfter: number;
   bytesBefore: number;
   bytesAfter: number;
-  /** The last seq the window's samples use now (≤ hi: gaps left by deletions close up). */
+  /** The last seq the range's samples use now (≤ hi: gaps left by deletions close up in a compaction). */
   newHi: number;
 }
 
-/** Rows of a sealing step: variable index, timestamp, value, and the row order grouped by variable; one chunk's samples. */
-interface SealScratch {
-  var: Int32Array;
-  ts: Float64Array;
-  values: Float64Array;
-  order: Int32Array;
-  chunkTs: Float64Array;
-  chunkValues: Float64Array;
+export type StepOutcome = 'more' | 'done' | 'discarded';
+
+/** A seal or compaction job: `step` works until `deadline` (performance.now() ms) and says how it stands. */
+export interface ChunkJob {
+  readonly kind: 'seal' | 'compact';
+  readonly lo: number;
+  readonly hi: number;
+  /** Set once the job is done. */
+  readonly result: JobResult | null;
+  /** Why it was discarded, once it was. */
+  readonly discardedBecause: string | null;
+  /**
+   * One slice. `canCommit(estimateMs)` says whether the commit may start now: the schedule lets a
+   * commit that would overrun the slice wait for the start of the next one.
+   */
+  step(deadline: number, canCommit: (workBytes: number) => boolean): StepOutcome;
+  /** Work of its commit in bytes written (for the schedule's cost model). */
+  readonly commitWork: number;
+  /** A compaction window that cannot grow any more (its size, a hold or a row bounds it). */
+  readonly full: boolean;
+}
+
+/** Called around a job's commit transaction: the kill-point log before it, the cost model after. */
+export interface CommitHooks {
+  before(job: ChunkJob): void;
+  after(job: ChunkJob, ms: number): void;
 }
 
 /** Metadata of a chunk, without its data. */
@@ -63,55 +79,55 @@ export interface ChunkMeta {
   seq_from: number;
   var: number;
   n: number;
+  bytes: number;
 }
 
+/** Rows read per statement step of a seal job (the deadline is checked between them). */
+const READ_ROWS = 2_048;
+/** Approximate bytes a row takes in its b-tree page (26 on average: bench/buffer-footprint.ts). */
+export const ROW_BYTES = 26;
+
 export class Sealer {
-  private readonly st: {
-    rows: Statement;
-    deleteRange: Statement;
+  readonly st: {
+    rowsPage: Statement;
+    rowsIn: Statement;
+    deleteRows: Statement;
     setUpto: Statement;
     getUpto: Statement;
     chunkMeta: Statement;
     chunkData: Statement;
-    bytesIn: Statement;
     chunkRow: Statement;
     deleteWindow: Statement;
-    rowsIn: Statement;
+    fingerprint: Statement;
   };
 
-  private readonly pageSize: number;
-  /** A sealing step's rows (see seal): grown to the largest step, then reused. */
-  private sealScratch: SealScratch = {
-    var: new Int32Array(0),
-    ts: new Float64Array(0),
-    values: new Float64Array(0),
-    order: new Int32Array(0),
-    chunkTs: new Float64Array(MAX_CHUNK_SAMPLES),
-    chunkValues: new Float64Array(MAX_CHUNK_SAMPLES),
-  };
-  /**
-   * Compaction decodes chunk after chunk into these (decodeChunkInto) and is done with each before
-   * the next: fresh arrays per chunk are ArrayBuffers only a scavenge frees, and their high-water
-   * mark stays in the malloc heap (bench/memory.ts online peak: 150.6–163.1 MB before, 135.5–142.1 after).
-   */
-  private readonly compactDecoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
+  readonly pageSize: number;
+  /** Decode arrays of compaction: one chunk at a time (decodeChunkInto), so no fresh arrays per chunk (bench/memory.ts). */
+  readonly decoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
+  /** One chunk's samples being built (seal and compaction). */
+  readonly chunkTs = new Float64Array(MAX_CHUNK_SAMPLES);
+  readonly chunkValues = new Float64Array(MAX_CHUNK_SAMPLES);
+  hooks: CommitHooks = { before: () => undefined, after: () => undefined };
+  /** A seal job's rows: grown to the largest range, then reused (20 bytes a row plus 4 for the order). */
+  private rowScratch = { var: new Int32Array(0), ts: new Float64Array(0), values: new Float64Array(0), order: new Int32Array(0) };
 
   constructor(
-    private readonly db: Database,
-    private readonly store: ChunkStore,
+    readonly db: Database,
+    readonly store: ChunkStore,
+    readonly holds: Holds,
   ) {
     this.pageSize = db.pragma('page_size', { simple: true }) as number;
     this.st = {
-      rows: db.prepare('SELECT var, ts, value FROM samples WHERE seq >= ? AND seq <= ? ORDER BY seq').raw(true),
-      deleteRange: db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?'),
+      rowsPage: db.prepare('SELECT seq, var, ts, value FROM samples WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?').raw(true),
+      rowsIn: db.prepare('SELECT count(*) FROM samples WHERE seq >= ? AND seq <= ?').pluck(true),
+      deleteRows: db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?'),
       setUpto: db.prepare("INSERT INTO meta (key, value) VALUES ('sealed_upto', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
       getUpto: db.prepare("SELECT value FROM meta WHERE key = 'sealed_upto'").pluck(true),
-      chunkMeta: db.prepare('SELECT seq_from, var, n FROM chunks WHERE seq_from >= ? AND seq_from <= ? ORDER BY seq_from'),
+      chunkMeta: db.prepare('SELECT seq_from, var, n, length(data) AS bytes FROM chunks WHERE seq_from >= ? AND seq_from <= ? ORDER BY seq_from'),
       chunkData: db.prepare('SELECT data FROM chunks WHERE seq_from = ?').pluck(true),
-      bytesIn: db.prepare('SELECT coalesce(sum(length(data)), 0) FROM chunks WHERE seq_from >= ? AND seq_from <= ?').pluck(true),
       chunkRow: db.prepare('SELECT var, n, ts_min, ts_max, data FROM chunks WHERE seq_from = ?'),
       deleteWindow: db.prepare('DELETE FROM chunks WHERE seq_from >= ? AND seq_from <= ?'),
-      rowsIn: db.prepare('SELECT count(*) FROM samples WHERE seq >= ? AND seq <= ?').pluck(true),
+      fingerprint: db.prepare('SELECT count(*) AS chunks, coalesce(sum(seq_from), 0) AS seqs, coalesce(sum(n), 0) AS samples, coalesce(sum(length(data)), 0) AS bytes FROM chunks WHERE seq_from >= ? AND seq_from <= ?'),
     };
   }
 
@@ -125,171 +141,303 @@ export class Sealer {
     if (seq > this.sealedUpto()) this.st.setUpto.run(String(seq));
   }
 
-  /**
-   * Seals every row with a seq in [lo, hi] (L1, L2: the caller checked that nothing holds them).
-   *
-   * Memory: the step's rows are read into typed arrays kept for the next step (20 bytes a row, plus
-   * 4 for the order by variable), not into per-variable JS arrays. Those lived through the whole
-   * step, so the young generation's scavenges promoted them (and every copy made while they grew)
-   * into the old generation: ~5 MB of garbage per 100,000 rows, which V8 let pile up to several
-   * times the live heap before a full GC (bench/memory.ts: tens of MB of RSS).
-   */
-  seal(lo: number, hi: number): SealResult {
-    return this.db.transaction((): SealResult => {
-      const s = this.scratch(hi - lo + 1);
-      // Dense indexes of the variables, in the order of their first row (the order chunks get seqs in).
-      const index = new Map<number, number>();
-      const varIds: number[] = [];
-      const counts: number[] = [];
-      let samples = 0;
-      for (const [v, t, value] of this.st.rows.iterate(lo, hi) as Iterable<[number, number, number | Buffer]>) {
-        let k = index.get(v);
-        if (k === undefined) {
-          index.set(v, (k = varIds.length));
-          varIds.push(v);
-          counts.push(0);
-        }
-        counts[k]++;
-        s.var[samples] = k;
-        s.ts[samples] = t;
-        s.values[samples] = fromRowValue(value);
-        samples++;
-      }
-      // Rows grouped by variable, each variable's in seq order (a stable counting sort).
-      const next = new Array<number>(varIds.length);
-      for (let k = 0, at = 0; k < varIds.length; k++) {
-        next[k] = at;
-        at += counts[k];
-      }
-      for (let i = 0; i < samples; i++) s.order[next[s.var[i]]++] = i;
-      let seq = lo;
-      let chunks = 0;
-      let bytes = 0;
-      let from = 0;
-      for (let k = 0; k < varIds.length; k++) {
-        const n = counts[k];
-        for (let i = 0; i < n; i += MAX_CHUNK_SAMPLES) {
-          const m = Math.min(n - i, MAX_CHUNK_SAMPLES);
-          for (let j = 0; j < m; j++) {
-            const r = s.order[from + i + j];
-            s.chunkTs[j] = s.ts[r];
-            s.chunkValues[j] = s.values[r];
-          }
-          bytes += this.store.write(seq, varIds[k], s.chunkTs.subarray(0, m), s.chunkValues.subarray(0, m)).length;
-          seq += m;
-          chunks++;
-        }
-        from += n;
-      }
-      // Every row deleted was encoded above (a typed array drops writes past its end silently).
-      const deleted = this.st.deleteRange.run(lo, hi).changes;
-      if (deleted !== samples) throw new Error(`sealing ${lo}..${hi} encoded ${samples} rows but would delete ${deleted}`);
-      this.st.setUpto.run(String(hi));
-      return { samples, chunks, bytes };
-    }).immediate();
-  }
-
-  /** The sealing scratch, grown to hold `rows` rows (a step has at most its seq count of rows). */
-  private scratch(rows: number): SealScratch {
-    if (this.sealScratch.ts.length < rows) {
-      this.sealScratch = {
-        ...this.sealScratch,
-        var: new Int32Array(rows),
-        ts: new Float64Array(rows),
-        values: new Float64Array(rows),
-        order: new Int32Array(rows),
-      };
-    }
-    return this.sealScratch;
-  }
-
-  /** Chunk metadata (no data) with seq_from in [from, to], in seq order: for choosing a compaction window. */
-  chunkMeta(from: number, to: number): ChunkMeta[] {
-    return this.st.chunkMeta.all(from, to) as ChunkMeta[];
-  }
-
-  /** The same, streamed: a caller that stops early reads no further (a backlog can hold millions of chunks). */
+  /** Chunk metadata (no data) with seq_from in [from, to], streamed in seq order (a backlog can hold millions). */
   iterateChunkMeta(from: number, to: number): IterableIterator<ChunkMeta> {
     return this.st.chunkMeta.iterate(from, to) as IterableIterator<ChunkMeta>;
   }
 
+  /** A job sealing every row with a seq in [lo, hi] (the caller chose a range nothing holds). */
+  sealJob(lo: number, hi: number): ChunkJob {
+    return new SealJob(this, lo, hi);
+  }
+
+  /** A job merging the chunks `chunks` of the window [lo, hi] (whole chunks, no rows, nothing held). */
+  compactJob(lo: number, hi: number, chunks: readonly ChunkMeta[], full: boolean): ChunkJob {
+    return new CompactJob(this, lo, hi, chunks, full);
+  }
+
+  /** Runs `write` as the job's commit transaction, between the hooks. */
+  commitTransaction<T>(job: ChunkJob, write: () => T): T {
+    this.hooks.before(job);
+    const started = performance.now();
+    const r = this.db.transaction(write).immediate();
+    this.hooks.after(job, performance.now() - started);
+    return r;
+  }
+
+  /** The seal job's row arrays, grown to hold `rows` rows. */
+  rows(rows: number): { var: Int32Array; ts: Float64Array; values: Float64Array; order: Int32Array } {
+    if (this.rowScratch.ts.length < rows) this.rowScratch = { var: new Int32Array(rows), ts: new Float64Array(rows), values: new Float64Array(rows), order: new Int32Array(rows) };
+    return this.rowScratch;
+  }
+
   /**
-   * Rewrites the chunks of [lo, hi] into per-variable chunks of up to MAX_CHUNK_SAMPLES (L5; the
-   * caller checked that nothing holds the window), in one transaction. The new chunks are built in
-   * memory (the window's encoded bytes: a few MB for DEFAULT_COMPACT_SAMPLES, plus one variable's
-   * decoded samples), the old ones deleted, and the new ones written into the freed pages in the
-   * order that packs leaf pages full (page-packing.ts): seqs lo, lo+1, … follow that order, so
-   * chunks of all variables interleave inside the window (L5).
-   * A chunk at least half full is carried over as it is (no decoding) when nothing of its variable
-   * is pending, so compacted windows cost little to pass through again.
+   * Writes `chunks` at lo, lo+1, … in the order that packs SQLite's leaf pages (page-packing.ts);
+   * inside the caller's transaction. Returns the bytes written and the last seq used.
    */
-  compact(lo: number, hi: number): CompactResult {
-    return this.db.transaction((): CompactResult => {
-      if ((this.st.rowsIn.get(lo, hi) as number) > 0) throw new Error(`compaction window ${lo}..${hi} holds rows`);
-      const byVar = new Map<number, number[]>();
-      let samples = 0;
-      let chunksBefore = 0;
-      for (const m of this.chunkMeta(lo, hi)) {
-        if (m.seq_from + m.n - 1 > hi) throw new Error(`chunk ${m.seq_from} reaches past the compaction window ${lo}..${hi}`);
-        let list = byVar.get(m.var);
-        if (!list) byVar.set(m.var, (list = []));
-        list.push(m.seq_from, m.n);
-        samples += m.n;
-        chunksBefore++;
+  writePacked(lo: number, chunks: readonly EncodedChunk[]): { bytes: number; newHi: number } {
+    const sizes = chunks.map((c, i) => leafCellBytes(chunkRecordBytes({ ...c, dataBytes: c.data.length }), lo + i, this.pageSize));
+    let seq = lo;
+    let bytes = 0;
+    for (const i of packingOrder(sizes, leafCapacity(this.pageSize))) {
+      this.store.insert(seq, chunks[i]);
+      seq += chunks[i].n;
+      bytes += chunks[i].data.length;
+    }
+    return { bytes, newHi: seq - 1 };
+  }
+}
+
+/**
+ * Seals the rows of [lo, hi]: reads them (slices), encodes one variable's rows at a time into
+ * chunks of up to MAX_CHUNK_SAMPLES (slices), then replaces the rows by the chunks in one
+ * transaction (B2, B7).
+ *
+ * Memory: the rows are read into typed arrays kept for the next job (20 bytes a row, plus 4 for the
+ * order by variable), not into per-variable JS arrays, which the young generation promoted into the
+ * old one: ~5 MB of garbage per 100,000 rows (bench/memory.ts).
+ */
+class SealJob implements ChunkJob {
+  readonly kind = 'seal' as const;
+  readonly full = false;
+  result: JobResult | null = null;
+  discardedBecause: string | null = null;
+  private phase: 'read' | 'encode' | 'commit' = 'read';
+  private readUpto: number;
+  private count = 0;
+  private readonly index = new Map<number, number>();
+  private readonly varIds: number[] = [];
+  private readonly counts: number[] = [];
+  private starts: number[] = [];
+  private encodeVar = 0;
+  private readonly out: EncodedChunk[] = [];
+  private outBytes = 0;
+  private readonly scratch: ReturnType<Sealer['rows']>;
+
+  constructor(
+    private readonly s: Sealer,
+    readonly lo: number,
+    readonly hi: number,
+  ) {
+    this.readUpto = lo - 1;
+    this.scratch = s.rows(hi - lo + 1);
+  }
+
+  get commitWork(): number {
+    return this.count * ROW_BYTES + this.outBytes;
+  }
+
+  step(deadline: number, canCommit: (workBytes: number) => boolean): StepOutcome {
+    for (let first = true; performance.now() < deadline; first = false) {
+      if (this.phase === 'read') this.read();
+      else if (this.phase === 'encode') this.encodeOne();
+      else {
+        // A commit that would overrun this slice waits for the start of the next one.
+        if (!first && !canCommit(this.commitWork)) return 'more';
+        return this.commit();
       }
-      const bytesBefore = this.st.bytesIn.get(lo, hi) as number;
-      const out: EncodedChunk[] = [];
-      // Sealing and compaction never overlap (each is one synchronous transaction): share its arrays.
-      const accTs = this.sealScratch.chunkTs;
-      const accV = this.sealScratch.chunkValues;
-      for (const [varId, list] of byVar) {
-        // Equal cuts: k chunks of ~left/k samples rather than full ones and a short remainder, so
-        // a variable's chunks are alike in size and keep packing well in the order of their samples.
-        let left = 0;
-        for (let k = 1; k < list.length; k += 2) left += list[k];
-        let acc = 0;
-        let target = 0;
-        const emit = (): void => {
-          out.push(this.store.encode(varId, accTs.subarray(0, acc), accV.subarray(0, acc)));
-          left -= acc;
-          acc = 0;
-        };
-        for (let k = 0; k < list.length; k += 2) {
-          const seqFrom = list[k];
-          const n = list[k + 1];
-          if (acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
-            out.push(this.st.chunkRow.get(seqFrom) as EncodedChunk);
-            left -= n;
-            continue;
-          }
-          const d = decodeChunkInto(this.st.chunkData.get(seqFrom) as Buffer, this.compactDecoded);
-          if (d.ts.length !== n) throw new Error(`chunk ${seqFrom} decodes to ${d.ts.length} samples, not ${n}`);
-          let i = 0;
-          while (i < n) {
-            if (acc === 0) target = Math.ceil(left / Math.ceil(left / MAX_CHUNK_SAMPLES));
-            const take = Math.min(n - i, target - acc);
-            accTs.set(d.ts.subarray(i, i + take), acc);
-            accV.set(d.values.subarray(i, i + take), acc);
-            acc += take;
-            i += take;
-            if (acc === target) emit();
-          }
-        }
-        if (acc > 0) emit();
+    }
+    return 'more';
+  }
+
+  private read(): void {
+    const rows = this.s.st.rowsPage.all(this.readUpto, this.hi, READ_ROWS) as Array<[number, number, number, number | Buffer]>;
+    const sc = this.scratch;
+    for (const [seq, v, t, value] of rows) {
+      let k = this.index.get(v);
+      if (k === undefined) {
+        this.index.set(v, (k = this.varIds.length));
+        this.varIds.push(v);
+        this.counts.push(0);
       }
-      let written = 0;
-      for (const c of out) written += c.n;
-      if (written !== samples) throw new Error(`compaction of ${lo}..${hi} built ${written} samples, read ${samples}`);
-      this.st.deleteWindow.run(lo, hi);
-      const sizes = out.map((c, i) => leafCellBytes(chunkRecordBytes({ ...c, dataBytes: c.data.length }), lo + i, this.pageSize));
-      let seq = lo;
-      let bytesAfter = 0;
-      for (const i of packingOrder(sizes, leafCapacity(this.pageSize))) {
-        this.store.insert(seq, out[i]);
-        seq += out[i].n;
-        bytesAfter += out[i].data.length;
+      this.counts[k]++;
+      sc.var[this.count] = k;
+      sc.ts[this.count] = t;
+      sc.values[this.count] = fromRowValue(value);
+      this.count++;
+      this.readUpto = seq;
+    }
+    if (rows.length < READ_ROWS) {
+      // Rows grouped by variable, each variable's in seq order (a stable counting sort).
+      const next = new Array<number>(this.varIds.length);
+      this.starts = new Array<number>(this.varIds.length);
+      for (let k = 0, at = 0; k < this.varIds.length; k++) {
+        next[k] = this.starts[k] = at;
+        at += this.counts[k];
       }
-      return { samples, chunksBefore, chunksAfter: out.length, bytesBefore, bytesAfter, newHi: seq - 1 };
-    }).immediate();
+      for (let i = 0; i < this.count; i++) sc.order[next[sc.var[i]]++] = i;
+      this.phase = this.count === 0 ? 'commit' : 'encode';
+    }
+  }
+
+  /** Encodes the next variable's rows: full chunks, then the rest, in their order. */
+  private encodeOne(): void {
+    const k = this.encodeVar++;
+    const n = this.counts[k];
+    const from = this.starts[k];
+    const sc = this.scratch;
+    for (let i = 0; i < n; i += MAX_CHUNK_SAMPLES) {
+      const m = Math.min(n - i, MAX_CHUNK_SAMPLES);
+      for (let j = 0; j < m; j++) {
+        const r = sc.order[from + i + j];
+        this.s.chunkTs[j] = sc.ts[r];
+        this.s.chunkValues[j] = sc.values[r];
+      }
+      const c = this.s.store.encode(this.varIds[k], this.s.chunkTs.subarray(0, m), this.s.chunkValues.subarray(0, m));
+      this.out.push(c);
+      this.outBytes += c.data.length;
+    }
+    if (this.encodeVar >= this.varIds.length) this.phase = 'commit';
+  }
+
+  private commit(): StepOutcome {
+    const s = this.s;
+    if (s.holds.anyWithin(this.lo, this.hi)) return this.discard('a sender took part of the range while it was being sealed');
+    const { lo, hi } = this;
+    const result = s.commitTransaction(this, (): JobResult | string => {
+        // Rows can only leave the range (acknowledged, dropped, set aside), never come back: the
+        // same number means the same rows.
+        const rowsNow = s.st.rowsIn.get(lo, hi) as number;
+        if (rowsNow !== this.count) return `the range holds ${rowsNow} rows, ${this.count} were read`;
+        const written = s.writePacked(lo, this.out);
+        const deleted = s.st.deleteRows.run(lo, hi).changes;
+        if (deleted !== this.count) throw new Error(`sealing ${lo}..${hi} encoded ${this.count} rows but would delete ${deleted}`);
+        s.st.setUpto.run(String(hi));
+        return { samples: this.count, rows: this.count, chunksBefore: 0, chunksAfter: this.out.length, bytesBefore: 0, bytesAfter: written.bytes, newHi: hi };
+    });
+    if (typeof result === 'string') return this.discard(result);
+    this.result = result;
+    return 'done';
+  }
+
+  private discard(why: string): StepOutcome {
+    this.discardedBecause = why;
+    return 'discarded';
+  }
+}
+
+/**
+ * Merges the chunks of a window into per-variable chunks of up to MAX_CHUNK_SAMPLES: decodes and
+ * re-encodes one variable at a time (slices), then replaces the window's chunks in one transaction
+ * (B2, B7). Equal cuts: k chunks of ~left/k samples rather than full ones and a short remainder, so
+ * a variable's chunks are alike in size and keep packing well in the order of their samples. A
+ * chunk at least half full is carried over as it is (no decoding) when nothing of its variable is
+ * pending, so compacted windows cost little to pass through again.
+ */
+class CompactJob implements ChunkJob {
+  readonly kind = 'compact' as const;
+  result: JobResult | null = null;
+  discardedBecause: string | null = null;
+  private readonly byVar: Array<[number, Array<{ seq_from: number; n: number }>]>;
+  private readonly expect: { chunks: number; seqs: number; samples: number; bytes: number };
+  private nextVar = 0;
+  private readonly out: EncodedChunk[] = [];
+  private outBytes = 0;
+
+  constructor(
+    private readonly s: Sealer,
+    readonly lo: number,
+    readonly hi: number,
+    chunks: readonly ChunkMeta[],
+    readonly full: boolean,
+  ) {
+    const byVar = new Map<number, Array<{ seq_from: number; n: number }>>();
+    const expect = { chunks: 0, seqs: 0, samples: 0, bytes: 0 };
+    for (const m of chunks) {
+      let list = byVar.get(m.var);
+      if (!list) byVar.set(m.var, (list = []));
+      list.push({ seq_from: m.seq_from, n: m.n });
+      expect.chunks++;
+      expect.seqs += m.seq_from;
+      expect.samples += m.n;
+      expect.bytes += m.bytes;
+    }
+    this.byVar = [...byVar.entries()];
+    this.expect = expect;
+  }
+
+  get commitWork(): number {
+    return this.expect.bytes + this.outBytes;
+  }
+
+  step(deadline: number, canCommit: (workBytes: number) => boolean): StepOutcome {
+    for (let first = true; performance.now() < deadline; first = false) {
+      if (this.nextVar < this.byVar.length) {
+        if (!this.encodeOne()) return this.discard('a chunk of the window changed while it was being merged');
+        continue;
+      }
+      // A commit that would overrun this slice waits for the start of the next one.
+      if (!first && !canCommit(this.commitWork)) return 'more';
+      return this.commit();
+    }
+    return 'more';
+  }
+
+  private encodeOne(): boolean {
+    const s = this.s;
+    const [varId, list] = this.byVar[this.nextVar++];
+    let left = 0;
+    for (const c of list) left += c.n;
+    let acc = 0;
+    let target = 0;
+    const emit = (): void => {
+      const c = s.store.encode(varId, s.chunkTs.subarray(0, acc), s.chunkValues.subarray(0, acc));
+      this.out.push(c);
+      this.outBytes += c.data.length;
+      left -= acc;
+      acc = 0;
+    };
+    for (const { seq_from, n } of list) {
+      if (acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
+        const row = s.st.chunkRow.get(seq_from) as EncodedChunk | undefined;
+        if (!row || row.n !== n || row.var !== varId) return false;
+        this.out.push(row);
+        this.outBytes += row.data.length;
+        left -= n;
+        continue;
+      }
+      const data = s.st.chunkData.get(seq_from) as Buffer | undefined;
+      if (!data) return false;
+      const d = decodeChunkInto(data, s.decoded);
+      if (d.ts.length !== n) return false;
+      let i = 0;
+      while (i < n) {
+        if (acc === 0) target = Math.ceil(left / Math.ceil(left / MAX_CHUNK_SAMPLES));
+        const take = Math.min(n - i, target - acc);
+        s.chunkTs.set(d.ts.subarray(i, i + take), acc);
+        s.chunkValues.set(d.values.subarray(i, i + take), acc);
+        acc += take;
+        i += take;
+        if (acc === target) emit();
+      }
+    }
+    if (acc > 0) emit();
+    return true;
+  }
+
+  private commit(): StepOutcome {
+    const s = this.s;
+    const { lo, hi } = this;
+    if (s.holds.anyWithin(lo, hi)) return this.discard('a sender took part of the window while it was being merged');
+    const result = s.commitTransaction(this, (): JobResult | string => {
+        const now = s.st.fingerprint.get(lo, hi) as { chunks: number; seqs: number; samples: number; bytes: number };
+        const e = this.expect;
+        if (now.chunks !== e.chunks || now.seqs !== e.seqs || now.samples !== e.samples || now.bytes !== e.bytes) return 'the window\'s chunks changed while they were being merged';
+        if ((s.st.rowsIn.get(lo, hi) as number) > 0) return 'the window holds rows';
+        let written = 0;
+        for (const c of this.out) written += c.n;
+        if (written !== e.samples) throw new Error(`compaction of ${lo}..${hi} built ${written} samples, read ${e.samples}`);
+        s.st.deleteWindow.run(lo, hi);
+        const w = s.writePacked(lo, this.out);
+        return { samples: e.samples, rows: 0, chunksBefore: e.chunks, chunksAfter: this.out.length, bytesBefore: e.bytes, bytesAfter: w.bytes, newHi: w.newHi };
+    });
+    if (typeof result === 'string') return this.discard(result);
+    this.result = result;
+    return 'done';
+  }
+
+  private discard(why: string): StepOutcome {
+    this.discardedBecause = why;
+    return 'discarded';
   }
 }

@@ -20,7 +20,7 @@ export const MAX_CHUNK_SAMPLES = 4_096;
 
 /**
  * Chunks looked at for "the oldest sample": compaction orders a window's chunks to pack pages
- * (sealer L5), so the lowest seq is not always the earliest sample; most variables have one chunk
+ * (chunks/sealer.ts), so the lowest seq is not always the earliest sample; most variables have one chunk
  * per window starting near its beginning, so a few dozen chunks find it to within seconds.
  */
 const OLDEST_LOOKAHEAD = 64;
