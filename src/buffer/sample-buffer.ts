@@ -10,7 +10,7 @@
 import type { Database } from 'better-sqlite3';
 import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
 import { RateMeter } from '../core/rate-meter.js';
-import { DiskUsage } from './capacity/disk.js';
+import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
 import { Losses } from './capacity/losses.js';
 import { WalBound } from './capacity/wal.js';
@@ -48,6 +48,8 @@ export const DEFAULT_SEAL_ROWS = 100_000;
 export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
 /** Longest a maintenance slice holds the event loop (B7): commits wait at most this long for one. */
 export const DEFAULT_SLICE_MS = 50;
+/** Free space the file keeps for new samples before it gives pages back (buffer.keep_free). */
+export const DEFAULT_KEEP_FREE_BYTES = 1024 * 1024;
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
@@ -57,6 +59,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly ingestRateMeter: RateMeter;
   private readonly tally = new Tally();
   private readonly usage: DiskUsage;
+  private readonly diskReturn: DiskReturn;
   private readonly wal: WalBound;
   private readonly losses: Losses;
   private readonly full: FullPolicy;
@@ -94,6 +97,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       compressor: 'deflate',
       sliceMs: DEFAULT_SLICE_MS,
       maintenanceIdleMs: 1_000,
+      keepFreeBytes: DEFAULT_KEEP_FREE_BYTES,
+      returnFreeAfterMs: DEFAULT_RETURN_AFTER_MS,
       ...options,
     };
     const o = this.opts;
@@ -127,7 +132,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges() });
-    this.maintenance = new Maintenance([this.seal], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
+    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, clock, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
+    this.maintenance = new Maintenance([this.seal, this.diskReturn], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.ingestRateMeter = new RateMeter(() => clock.monotonic(), 30);
     metrics.bufferWritable.set(1);
     this.refreshGauges();
@@ -319,7 +325,9 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       available: this.available,
       pendingSamples: this.ingest.pendingSamples,
       usedBytes: used,
-      fileBytes: this.usage.pageBytes(),
+      fileBytes: this.usage.fileBytes() + this.wal.bytes(),
+      freeBytes: this.usage.freeBytes(),
+      walBytes: this.wal.bytes(),
       maxBytes: this.opts.maxBytes,
       oldestTs: this.oldestTs(),
       committedTotal: t.committedTotal,
@@ -359,7 +367,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     const total = t.samples;
     m.bufferRows.set(total);
     m.bufferBytes.set(used);
-    m.bufferFileBytes.set(this.usage.pageBytes());
+    m.bufferFileBytes.set(this.usage.fileBytes() + this.wal.bytes());
+    m.bufferFreeBytes.set(this.usage.freeBytes());
     m.bufferSealedSamples.set(t.sealed);
     m.bufferBytesPerSample.set(total > 0 ? used / total : 0);
     m.bufferCompressionRatio.set(t.chunkBytes > 0 ? (t.sealed * RAW_SAMPLE_BYTES) / t.chunkBytes : 0);

@@ -32,6 +32,10 @@ export interface BufferOptions {
   sliceMs?: number;
   /** How often an idle buffer looks for maintenance work. */
   maintenanceIdleMs?: number;
+  /** Free space the file keeps for new samples; free pages beyond it unused for a minute go back to the disk (buffer.keep_free). */
+  keepFreeBytes?: number;
+  /** How long free pages must stay unused before they are returned (buffer.return_free_after). */
+  returnFreeAfterMs?: number;
 }
 
 export interface BufferedRow {
@@ -91,6 +95,10 @@ export interface BufferStats {
   usedBytes: number;
   /** Bytes the database file and its WAL take on disk. */
   fileBytes: number;
+  /** Of which free pages inside the file (reused by the next writes, or returned to the disk). */
+  freeBytes: number;
+  /** Of which the WAL. */
+  walBytes: number;
   maxBytes: number;
   oldestTs: number | null;
   committedTotal: number;

@@ -48,7 +48,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
     bufferBytes: new Gauge({ name: 'gateway_buffer_bytes', help: 'Bytes used by the buffer database (pages in use, excluding free pages)', registers: r }),
-    bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL', registers: r }),
+    bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL (free pages beyond buffer.keep_free that stayed unused for a minute are returned to the file system)', registers: r }),
+    bufferFreeBytes: new Gauge({ name: 'gateway_buffer_free_bytes', help: 'Free pages inside the buffer file, reused by the next writes or returned to the file system', registers: r }),
+    bufferDiskReturnedBytes: new Counter({ name: 'gateway_buffer_disk_returned_bytes_total', help: 'Bytes of free pages the buffer file returned to the file system (incremental vacuum)', registers: r }),
     bufferOldestAge: new Gauge({ name: 'gateway_buffer_oldest_sample_age_seconds', help: 'Age of the oldest unsent sample (by sample timestamp)', registers: r }),
     bufferCommits: new Counter({ name: 'gateway_buffer_commits_total', help: 'Group-commit transactions written', registers: r }),
     bufferCommittedSamples: new Counter({ name: 'gateway_buffer_committed_samples_total', help: 'Samples durably committed to the buffer', registers: r }),

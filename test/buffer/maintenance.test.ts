@@ -1,8 +1,14 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readAllSamples } from '../../src/buffer/chunks/store.js';
-import type { Clock } from '../../src/core/clock.js';
-import { createLogger } from '../../src/core/logger.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
+import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
+import { systemClock, type Clock } from '../../src/core/clock.js';
+import { createLogger, silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { waitFor } from '../helpers/wait.js';
@@ -129,3 +135,94 @@ describe('maintenance on its own schedule (B7)', () => {
     expect(b.buffer.stats().rows).toBe(50_000);
   });
 });
+
+describe('giving disk back (B9)', () => {
+  const onDisk = (path: string) => [path, `${path}-wal`].reduce((n, p) => n + (existsSync(p) ? statSync(p).size : 0), 0);
+
+  it('free pages that stayed unused go back to the file system in steps, and an idle WAL is truncated', async () => {
+    const { clock, advance } = manualClock();
+    const b = track(openTestBuffer({ clock, keepFreeBytes: 64 * 1024, maintenanceIdleMs: 10, sealAfterMs: 3_600_000 }));
+    expect(b.db.pragma('auto_vacuum', { simple: true })).toBe(2); // a new file: incremental
+    const data = plant(150_000);
+    for (let i = 0; i < data.length; i += 25_000) await b.buffer.append(data.slice(i, i + 25_000));
+    // The backlog drains: the sync path sends and acknowledges all but the newest 1,000.
+    for (;;) {
+      const rows = b.buffer.claimOldest(10_000);
+      if (rows.length === 0) break;
+      b.buffer.ack(rows.length > 1_000 ? rows : []);
+      if (rows.length <= 1_000) b.buffer.release(rows);
+      await b.buffer.flush();
+      if (b.buffer.stats().rows <= 1_000) break;
+    }
+    const peak = onDisk(b.path);
+    const s0 = b.buffer.stats();
+    expect(s0.freeBytes).toBeGreaterThan(2_000_000);
+    // A minute on the schedule's clock, a second at a time: the free pages stay unused.
+    for (let t = 0; t < 70; t++) {
+      advance(1_000);
+      await new Promise((r) => setTimeout(r, 15));
+    }
+    await waitFor(() => b.buffer.stats().freeBytes <= 64 * 1024 + 4 * 4096, { timeoutMs: 30_000, what: 'free pages returned' });
+    await waitFor(() => b.buffer.stats().walBytes === 0, { timeoutMs: 30_000, what: 'the idle WAL truncated' });
+    const s1 = b.buffer.stats();
+    expect(onDisk(b.path)).toBe(s1.fileBytes);
+    expect(s1.fileBytes).toBeLessThanOrEqual(s1.usedBytes + 64 * 1024 + 4 * 4096);
+    expect(s1.fileBytes).toBeLessThan(peak / 4);
+    expect(b.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(s1.rows).toBe(readAllSamples(b.db).length);
+  });
+
+  it('a file of an earlier version (auto_vacuum off) is converted once at open when small, losing nothing; a big one is left as it is', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-convert-'));
+    const path = join(dir, 'buffer.db');
+    try {
+      // An earlier version's file: no auto_vacuum, then the buffer's schema and samples.
+      const raw = new BetterSqlite3(path);
+      raw.pragma('auto_vacuum = NONE');
+      raw.exec('CREATE TABLE earlier (x)');
+      raw.close();
+      const log = capture();
+      const first = openBufferDatabase(path, { synchronous: 'full', logger: log.logger, convertMaxBytes: 0 });
+      expect(first.db.pragma('auto_vacuum', { simple: true })).toBe(0);
+      expect(log.lines.some((l) => /converted once/.test(String(l.msg)) || /at a start when it holds at most 0 bytes/.test(String(l.msg)))).toBe(true);
+      const b = track({ ...openTestBufferOn(first.db, path, dir) });
+      const data = plant(20_000);
+      await b.buffer.append(data);
+      b.buffer.sealNow();
+      await b.close();
+      // A conversion cut short by a power cut left its copy: the next open removes it.
+      writeFileSync(`${path}.convert`, 'half a copy');
+      const second = openBufferDatabase(path, { synchronous: 'full', logger: log.logger });
+      expect(second.db.pragma('auto_vacuum', { simple: true })).toBe(2);
+      expect(second.db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(existsSync(`${path}.convert`)).toBe(false);
+      expect(readAllSamples(second.db).map(key).sort()).toEqual(data.map(key).sort());
+      expect(log.lines.some((l) => /converted once/.test(String(l.msg)))).toBe(true);
+      second.db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A TestBuffer over a connection the test opened itself. */
+function openTestBufferOn(db: BetterSqlite3.Database, path: string, dir: string): TestBuffer {
+  const buffer = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
+  let closed = false;
+  return {
+    buffer,
+    db,
+    metrics: createMetrics(),
+    path,
+    dir,
+    rows: () => [],
+    close: async () => {
+      if (!closed) await buffer.close();
+      closed = true;
+    },
+    destroy: async () => {
+      if (!closed) await buffer.close();
+      closed = true;
+    },
+  };
+}
