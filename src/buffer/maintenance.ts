@@ -30,6 +30,8 @@ export interface MaintenanceTask {
   due(): boolean;
   /** Works until `deadline` (performance.now() ms): at most one transaction. Returns whether it has more now. */
   slice(deadline: number): boolean;
+  /** What it is doing, for the log of a slice that ran long. */
+  describe?(): string;
 }
 
 export interface MaintenanceOptions {
@@ -130,6 +132,7 @@ export class Maintenance {
       return;
     }
     this.running = true;
+    const doing = task.describe?.();
     let more = false;
     try {
       more = task.slice(Math.min(started + this.o.sliceMs, commitDue));
@@ -140,6 +143,7 @@ export class Maintenance {
     }
     const took = performance.now() - started;
     this.o.metrics.bufferMaintenanceSeconds.observe({ task: task.name }, took / 1000);
+    if (took > 2 * this.o.sliceMs) this.o.logger.debug({ event: 'buffer_maintenance_long_slice', task: task.name, before: doing, after: task.describe?.(), ms: Math.round(took), slice_ms: this.o.sliceMs }, 'a maintenance slice took longer than planned');
     this.notBefore = performance.now() + took;
     if (more || this.tasks.some((t) => t.due())) this.later(took);
     else {

@@ -48,8 +48,11 @@ export const DEFAULT_SEAL_ROWS = 100_000;
 export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
 /** Longest a maintenance slice holds the event loop (B7): commits wait at most this long for one. */
 export const DEFAULT_SLICE_MS = 50;
-/** Free space the file keeps for new samples before it gives pages back (buffer.keep_free). */
-export const DEFAULT_KEEP_FREE_BYTES = 1024 * 1024;
+/**
+ * Free space the file keeps for new samples before it gives pages back (buffer.keep_free). None by
+ * default: pages the next samples take are reused within the minute anyway (capacity/disk.ts).
+ */
+export const DEFAULT_KEEP_FREE_BYTES = 0;
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
 
@@ -129,9 +132,12 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.claims = new Claims(db, { logger, clock, holds: this.holds, store: this.store, tally: this.tally, dict, ingest: this.ingest, setAsideMove, changed });
     this.reader = new SampleReader(db, { store: this.store, tally: this.tally, dict });
     this.ranges = new ImportRanges(db, { clock, holds: this.holds, store: this.store, tally: this.tally, ledger: this.importLedger, reader: this.reader, setAsideMove, changed });
+    // Checkpoints run on the maintenance schedule (capacity/disk.ts), not inside whichever commit
+    // crosses SQLite's automatic threshold (B7).
+    db.pragma('wal_autocheckpoint = 0');
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
-    this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges() });
+    this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
     this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, clock, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
     this.maintenance = new Maintenance([this.seal, this.diskReturn], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.ingestRateMeter = new RateMeter(() => clock.monotonic(), 30);
@@ -150,6 +156,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.ingestRateMeter.add(c.inserted);
     if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) this.full.dropOldest();
     this.losses.maybeEndEpisode(this.ingest.writable);
+    this.diskReturn.wrote();
     if (c.inserted > 0) this.seal.committed();
     this.refreshGauges();
     this.wal.check();

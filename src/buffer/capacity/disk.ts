@@ -18,8 +18,16 @@ import type { WalBound } from './wal.js';
  *    take (drop_oldest's headroom at max_bytes, a sealing step's churn) stay: they are reused
  *    within the minute, so the file does not shrink and regrow on every cycle.
  *  - The WAL is truncated (a TRUNCATE checkpoint, never waiting for a reader) once no commit came
- *    for WAL_IDLE_MS; while samples arrive it stays at most the checkpoint interval (~4 MB) plus one
- *    transaction, and journal_size_limit cuts it back to 4 MB after each checkpoint.
+ *    for WAL_IDLE_MS, and every WAL_TRUNCATE_EVERY_MS while it is over WAL_SOFT_BYTES: a trickle
+ *    of samples keeps it small. While samples pour in it stays at most the automatic checkpoint's
+ *    interval (1,000 pages, ~4 MB) plus one transaction; journal_size_limit cuts it back to 4 MB
+ *    after each checkpoint.
+ *  - Checkpoints run here too, not inside commits: SQLite's automatic checkpoint (which copies the
+ *    WAL back into the file and syncs it, tens to hundreds of ms) ran inside whichever commit
+ *    crossed 1,000 pages, so now and then a group commit and its acknowledgements waited for it.
+ *    The buffer turns it off (sample-buffer.ts) and this task runs a PASSIVE checkpoint every
+ *    CHECKPOINT_EVERY_MS after writes; WalBound stays the backstop (a TRUNCATE checkpoint after a
+ *    commit once the WAL is over 64 MB, e.g. when a reader held it back).
  *  - A vacuum step is one transaction: a power cut leaves the file before or after it. Its kill
  *    point for the crash harness is the `buffer_vacuum_step` log line right before it.
  * So once the free pages have been unused for a minute (and the steps have run: a few MB a second),
@@ -30,8 +38,13 @@ import type { WalBound } from './wal.js';
 export const DEFAULT_RETURN_AFTER_MS = 60_000;
 /** With no commit for this long, the WAL is truncated. */
 export const WAL_IDLE_MS = 2_000;
+/** A WAL over this size is truncated every WAL_TRUNCATE_EVERY_MS even while commits go on. */
+export const WAL_SOFT_BYTES = 256 * 1024;
+export const WAL_TRUNCATE_EVERY_MS = 10_000;
 /** Pages of the first vacuum step; later ones are sized to the slice from measured steps. */
 const FIRST_STEP_PAGES = 256;
+/** After writes, a checkpoint runs at most this often. */
+export const CHECKPOINT_EVERY_MS = 1_000;
 /** A WAL truncation blocked by a reader is tried again after this long. */
 const WAL_RETRY_MS = 30_000;
 
@@ -94,6 +107,9 @@ export class DiskReturn implements MaintenanceTask {
   private lastLook = -Infinity;
   private msPerPage = 0;
   private walRetryAt = 0;
+  private walTruncatedAt = -Infinity;
+  private wroteAt = -Infinity;
+  private checkpointedAt = -Infinity;
 
   constructor(
     private readonly db: Database,
@@ -120,21 +136,47 @@ export class DiskReturn implements MaintenanceTask {
 
   private walWanted(): boolean {
     const now = this.o.clock.monotonic();
-    return now >= this.walRetryAt && now - this.o.lastCommitAt() >= WAL_IDLE_MS && this.o.wal.bytes() > 0;
+    if (now < this.walRetryAt) return false;
+    const bytes = this.o.wal.bytes();
+    if (bytes === 0) return false;
+    return now - this.o.lastCommitAt() >= WAL_IDLE_MS || (bytes > WAL_SOFT_BYTES && now - this.walTruncatedAt >= WAL_TRUNCATE_EVERY_MS);
+  }
+
+  describe(): string {
+    return this.walWanted() ? 'WAL truncation' : this.checkpointWanted() ? 'checkpoint' : `vacuum (${this.returnable()} pages returnable)`;
+  }
+
+  /** After any commit (group commit, a maintenance job): a checkpoint is due within CHECKPOINT_EVERY_MS. */
+  wrote(): void {
+    this.wroteAt = this.o.clock.monotonic();
+  }
+
+  private checkpointWanted(): boolean {
+    return this.wroteAt > this.checkpointedAt && this.o.clock.monotonic() - this.checkpointedAt >= CHECKPOINT_EVERY_MS;
   }
 
   due(): boolean {
-    return this.returnable() > 0 || this.walWanted();
+    return this.checkpointWanted() || this.returnable() > 0 || this.walWanted();
   }
 
   slice(deadline: number): boolean {
-    const pages = this.returnable();
-    if (pages > 0) {
-      this.vacuumStep(pages, deadline);
-      return true;
-    }
     if (this.walWanted()) this.truncateWal();
+    else if (this.checkpointWanted()) this.checkpoint();
+    else {
+      const pages = this.returnable();
+      if (pages > 0) this.vacuumStep(pages, deadline);
+    }
     return this.due();
+  }
+
+  /** A PASSIVE checkpoint: copies what it can back into the file, never waits for a reader. */
+  private checkpoint(): void {
+    this.checkpointedAt = this.o.clock.monotonic();
+    try {
+      this.db.pragma('wal_checkpoint(PASSIVE)');
+    } catch (err) {
+      this.o.logger.warn({ err: describeError(err) }, 'WAL checkpoint failed');
+    }
   }
 
   /** One `incremental_vacuum` step, sized to the time left in the slice. */
@@ -144,6 +186,7 @@ export class DiskReturn implements MaintenanceTask {
     const before = this.o.usage.freePages();
     this.o.logger.debug({ event: 'buffer_vacuum_step', pages: n, free_pages: before }, 'returning free pages to the file system');
     const started = performance.now();
+    this.wrote();
     try {
       // A pragma takes no bound parameter; n is an integer computed here.
       this.db.pragma(`incremental_vacuum(${Math.floor(n)})`);
@@ -166,6 +209,8 @@ export class DiskReturn implements MaintenanceTask {
   private truncateWal(): void {
     try {
       const r = this.o.wal.truncate();
+      this.walTruncatedAt = this.o.clock.monotonic();
+      if (r.busy === 0) this.checkpointedAt = this.walTruncatedAt;
       if (r.busy !== 0) this.walRetryAt = this.o.clock.monotonic() + WAL_RETRY_MS;
       this.o.changed();
     } catch (err) {

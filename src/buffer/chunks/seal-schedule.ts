@@ -23,8 +23,8 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
  *      benchmarks) drop a job in progress and run whole ranges synchronously.
  *
  * When: rows committed at least seal_after ago are sealed once a full range of them is there, or
- * when the oldest have waited twice seal_after (then a partial range: an idle gateway seals its
- * whole tail). A variable's small chunks are merged (compaction) inside windows of up to
+ * as a partial range when the oldest have waited twice seal_after or nothing was committed for
+ * seal_after (an idle gateway seals its whole tail seal_after after its last sample). A variable's small chunks are merged (compaction) inside windows of up to
  * compact_samples samples: a window bounded by its size, a hold or a row when that saves a quarter
  * of its chunks (and then the cursor moves past it for good in this process), the newest one, which
  * can still grow, only when that cuts its chunks to a quarter, so it is not redone after every seal.
@@ -34,8 +34,8 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
 
 /** Share of a slice a job's commit is expected to take at most. */
 const COMMIT_SHARE = 0.7;
-/** Starting cost of a commit, in ms per byte written (100 MB/s with the fsync); measured after. */
-const INITIAL_MS_PER_BYTE = 1e-5;
+/** Starting cost of a commit, in ms per byte written (25 MB/s with the fsync: a busy disk); measured after. */
+const INITIAL_MS_PER_BYTE = 4e-5;
 /** Smallest sealing range, whatever the cost model says (fewer rows make too many tiny chunks). */
 const MIN_SEAL_ROWS = 2_000;
 /** After a failed job (a full disk, a busy file), jobs wait this long. */
@@ -57,6 +57,8 @@ export interface SealScheduleOptions {
   lastSeq: () => number;
   /** After a job changed the file (gauges, listeners). */
   changed: () => void;
+  /** After a job's commit (a checkpoint becomes due). */
+  wrote: () => void;
 }
 
 export class SealSchedule implements MaintenanceTask {
@@ -88,7 +90,10 @@ export class SealSchedule implements MaintenanceTask {
     // commit transaction; and the cost model, from each commit's duration.
     o.sealer.hooks = {
       before: (job) => o.logger.debug({ event: `buffer_${job.kind}_committing`, seq_from: job.lo, seq_to: job.hi }, job.kind === 'seal' ? 'committing sealed chunks' : 'committing merged chunks'),
-      after: (job, ms) => this.measured(ms, job.commitWork),
+      after: (job, ms) => {
+        this.measured(ms, job.commitWork);
+        o.wrote();
+      },
     };
     // Rows already in the file were committed before this start: old enough to seal (this is also
     // how a v1 file's backlog is converted in place, a range at a time).
@@ -107,6 +112,10 @@ export class SealSchedule implements MaintenanceTask {
 
   // ---------------------------------------------------------------- MaintenanceTask
 
+  describe(): string {
+    return this.job ? `${this.job.kind} ${this.job.lo}..${this.job.hi}: ${this.job.stage}` : 'no job';
+  }
+
   due(): boolean {
     if (this.job) return true;
     if (this.o.clock.monotonic() < this.retryAt) return false;
@@ -114,7 +123,7 @@ export class SealSchedule implements MaintenanceTask {
   }
 
   slice(deadline: number): boolean {
-    if (!this.job && !this.startJob()) return false;
+    if (!this.job && !this.startJob(deadline)) return this.due();
     const job = this.job!;
     const canCommit = (work: number) => work * this.msPerByte <= deadline - performance.now();
     let outcome;
@@ -153,8 +162,8 @@ export class SealSchedule implements MaintenanceTask {
     return (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte / 2;
   }
 
-  private startJob(): boolean {
-    if (this.compactTurn && this.startCompaction(this.compactBudgetBytes())) {
+  private startJob(deadline: number): boolean {
+    if (this.compactTurn && this.startCompaction(this.compactBudgetBytes(), deadline)) {
       this.compactTurn = false;
       return true;
     }
@@ -162,14 +171,18 @@ export class SealSchedule implements MaintenanceTask {
       this.compactTurn = true;
       return true;
     }
-    return this.startCompaction(this.compactBudgetBytes());
+    return this.startCompaction(this.compactBudgetBytes(), deadline);
   }
 
   /** Starts sealing the next range if one is due; false when none is. */
   private startSeal(force: boolean, maxRows: number): boolean {
     const eligible = this.eligible(force);
     if (eligible <= this.sealedUpto) return false;
-    const overdue = force || (this.marks.length > 0 && this.marks[0].at <= this.o.clock.monotonic() - 2 * this.o.sealAfterMs);
+    const now = this.o.clock.monotonic();
+    // A partial range is sealed once its oldest rows waited twice seal_after, or once nothing was
+    // committed for seal_after (all committed rows are eligible: waiting cannot grow the range).
+    const newest = this.marks[this.marks.length - 1];
+    const overdue = force || (this.marks.length > 0 && this.marks[0].at <= now - 2 * this.o.sealAfterMs) || (newest !== undefined && newest.at <= now - this.o.sealAfterMs);
     const range = this.nextSealRange(eligible, maxRows);
     if (!range) return false;
     if (!overdue && !range.cut && range.hi - range.lo + 1 < maxRows) return false;
@@ -206,10 +219,13 @@ export class SealSchedule implements MaintenanceTask {
     return { lo, hi, cut };
   }
 
-  /** Starts merging the next window worth it; false when there is none. */
-  private startCompaction(maxBytes: number): boolean {
+  /**
+   * Starts merging the next window worth it; false when there is none, or when looking for one
+   * used up the slice (the cursor has moved past the windows not worth it: the next slice goes on).
+   */
+  private startCompaction(maxBytes: number, deadline = Infinity): boolean {
     if (!this.compactPending || this.o.tally.chunks < 2) return false;
-    for (let i = 0; i < 1_000; i++) {
+    for (let i = 0; i < 1_000 && performance.now() < deadline; i++) {
       const w = this.nextCompactWindow(maxBytes);
       if (!w) {
         this.compactPending = false;

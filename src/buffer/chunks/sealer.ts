@@ -66,6 +66,8 @@ export interface ChunkJob {
   readonly commitWork: number;
   /** A compaction window that cannot grow any more (its size, a hold or a row bounds it). */
   readonly full: boolean;
+  /** Where it stands (logs). */
+  readonly stage: string;
 }
 
 /** Called around a job's commit transaction: the kill-point log before it, the cost model after. */
@@ -210,6 +212,7 @@ class SealJob implements ChunkJob {
   private readonly counts: number[] = [];
   private starts: number[] = [];
   private encodeVar = 0;
+  private encodeAt = 0;
   private readonly out: EncodedChunk[] = [];
   private outBytes = 0;
   private readonly scratch: ReturnType<Sealer['rows']>;
@@ -225,6 +228,10 @@ class SealJob implements ChunkJob {
 
   get commitWork(): number {
     return this.count * ROW_BYTES + this.outBytes;
+  }
+
+  get stage(): string {
+    return this.phase === 'read' ? `read ${this.count} rows` : this.phase === 'encode' ? `encode variable ${this.encodeVar}/${this.varIds.length}` : `commit ${this.count} rows, ${this.out.length} chunks`;
   }
 
   step(deadline: number, canCommit: (workBytes: number) => boolean): StepOutcome {
@@ -270,22 +277,26 @@ class SealJob implements ChunkJob {
     }
   }
 
-  /** Encodes the next variable's rows: full chunks, then the rest, in their order. */
+  /** Encodes the next chunk of rows: a variable's rows in full chunks, then the rest, in their order. */
   private encodeOne(): void {
-    const k = this.encodeVar++;
+    const k = this.encodeVar;
     const n = this.counts[k];
     const from = this.starts[k];
     const sc = this.scratch;
-    for (let i = 0; i < n; i += MAX_CHUNK_SAMPLES) {
-      const m = Math.min(n - i, MAX_CHUNK_SAMPLES);
-      for (let j = 0; j < m; j++) {
-        const r = sc.order[from + i + j];
-        this.s.chunkTs[j] = sc.ts[r];
-        this.s.chunkValues[j] = sc.values[r];
-      }
-      const c = this.s.store.encode(this.varIds[k], this.s.chunkTs.subarray(0, m), this.s.chunkValues.subarray(0, m));
-      this.out.push(c);
-      this.outBytes += c.data.length;
+    const i = this.encodeAt;
+    const m = Math.min(n - i, MAX_CHUNK_SAMPLES);
+    for (let j = 0; j < m; j++) {
+      const r = sc.order[from + i + j];
+      this.s.chunkTs[j] = sc.ts[r];
+      this.s.chunkValues[j] = sc.values[r];
+    }
+    const c = this.s.store.encode(this.varIds[k], this.s.chunkTs.subarray(0, m), this.s.chunkValues.subarray(0, m));
+    this.out.push(c);
+    this.outBytes += c.data.length;
+    this.encodeAt += m;
+    if (this.encodeAt >= n) {
+      this.encodeVar++;
+      this.encodeAt = 0;
     }
     if (this.encodeVar >= this.varIds.length) this.phase = 'commit';
   }
@@ -330,7 +341,12 @@ class CompactJob implements ChunkJob {
   discardedBecause: string | null = null;
   private readonly byVar: Array<[number, Array<{ seq_from: number; n: number }>]>;
   private readonly expect: { chunks: number; seqs: number; samples: number; bytes: number };
+  /** Where the merge stands: the variable, its next chunk, the samples of its chunk being built. */
   private nextVar = 0;
+  private nextChunk = 0;
+  private left = 0;
+  private acc = 0;
+  private target = 0;
   private readonly out: EncodedChunk[] = [];
   private outBytes = 0;
 
@@ -360,10 +376,14 @@ class CompactJob implements ChunkJob {
     return this.expect.bytes + this.outBytes;
   }
 
+  get stage(): string {
+    return this.nextVar < this.byVar.length ? `merge variable ${this.nextVar}/${this.byVar.length}` : `commit ${this.expect.chunks} -> ${this.out.length} chunks, ${this.expect.bytes} bytes`;
+  }
+
   step(deadline: number, canCommit: (workBytes: number) => boolean): StepOutcome {
     for (let first = true; performance.now() < deadline; first = false) {
       if (this.nextVar < this.byVar.length) {
-        if (!this.encodeOne()) return this.discard('a chunk of the window changed while it was being merged');
+        if (!this.mergeOne()) return this.discard('a chunk of the window changed while it was being merged');
         continue;
       }
       // A commit that would overrun this slice waits for the start of the next one.
@@ -373,46 +393,56 @@ class CompactJob implements ChunkJob {
     return 'more';
   }
 
-  private encodeOne(): boolean {
+  /**
+   * Takes the next chunk of the current variable into the chunk being built (one chunk of at most
+   * MAX_CHUNK_SAMPLES samples per call, so a slice can end between any two).
+   */
+  private mergeOne(): boolean {
     const s = this.s;
-    const [varId, list] = this.byVar[this.nextVar++];
-    let left = 0;
-    for (const c of list) left += c.n;
-    let acc = 0;
-    let target = 0;
-    const emit = (): void => {
-      const c = s.store.encode(varId, s.chunkTs.subarray(0, acc), s.chunkValues.subarray(0, acc));
-      this.out.push(c);
-      this.outBytes += c.data.length;
-      left -= acc;
-      acc = 0;
-    };
-    for (const { seq_from, n } of list) {
-      if (acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
-        const row = s.st.chunkRow.get(seq_from) as EncodedChunk | undefined;
-        if (!row || row.n !== n || row.var !== varId) return false;
-        this.out.push(row);
-        this.outBytes += row.data.length;
-        left -= n;
-        continue;
-      }
+    const [varId, list] = this.byVar[this.nextVar];
+    if (this.nextChunk === 0) {
+      this.left = 0;
+      for (const c of list) this.left += c.n;
+      this.acc = 0;
+    }
+    const { seq_from, n } = list[this.nextChunk++];
+    if (this.acc === 0 && n >= MAX_CHUNK_SAMPLES / 2) {
+      const row = s.st.chunkRow.get(seq_from) as EncodedChunk | undefined;
+      if (!row || row.n !== n || row.var !== varId) return false;
+      this.out.push(row);
+      this.outBytes += row.data.length;
+      this.left -= n;
+    } else {
       const data = s.st.chunkData.get(seq_from) as Buffer | undefined;
       if (!data) return false;
       const d = decodeChunkInto(data, s.decoded);
       if (d.ts.length !== n) return false;
       let i = 0;
       while (i < n) {
-        if (acc === 0) target = Math.ceil(left / Math.ceil(left / MAX_CHUNK_SAMPLES));
-        const take = Math.min(n - i, target - acc);
-        s.chunkTs.set(d.ts.subarray(i, i + take), acc);
-        s.chunkValues.set(d.values.subarray(i, i + take), acc);
-        acc += take;
+        if (this.acc === 0) this.target = Math.ceil(this.left / Math.ceil(this.left / MAX_CHUNK_SAMPLES));
+        const take = Math.min(n - i, this.target - this.acc);
+        s.chunkTs.set(d.ts.subarray(i, i + take), this.acc);
+        s.chunkValues.set(d.values.subarray(i, i + take), this.acc);
+        this.acc += take;
         i += take;
-        if (acc === target) emit();
+        if (this.acc === this.target) this.emit(varId);
       }
     }
-    if (acc > 0) emit();
+    if (this.nextChunk >= list.length) {
+      if (this.acc > 0) this.emit(varId);
+      this.nextVar++;
+      this.nextChunk = 0;
+    }
     return true;
+  }
+
+  private emit(varId: number): void {
+    const s = this.s;
+    const c = s.store.encode(varId, s.chunkTs.subarray(0, this.acc), s.chunkValues.subarray(0, this.acc));
+    this.out.push(c);
+    this.outBytes += c.data.length;
+    this.left -= this.acc;
+    this.acc = 0;
   }
 
   private commit(): StepOutcome {
