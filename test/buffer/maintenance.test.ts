@@ -58,7 +58,7 @@ function capture() {
 describe('maintenance on its own schedule (B7)', () => {
   it('an idle buffer seals its aged rows without any new commit', async () => {
     const { clock, advance } = manualClock();
-    const b = track(openTestBuffer({ clock, sealAfterMs: 60_000, maintenanceIdleMs: 20 }));
+    const b = track(openTestBuffer({ clock, sealAfterMs: 60_000, sealRows: 10_000, maintenanceIdleMs: 20 }));
     const data = plant(30_000);
     for (let i = 0; i < data.length; i += 10_000) await b.buffer.append(data.slice(i, i + 10_000));
     expect(b.buffer.stats().liveRows).toBe(30_000);
@@ -67,6 +67,10 @@ describe('maintenance on its own schedule (B7)', () => {
     advance(121_000);
     await waitFor(() => b.buffer.stats().liveRows === 0, { timeoutMs: 30_000, what: 'the idle tail sealed' });
     expect(b.buffer.stats().sealedSamples).toBe(30_000);
+    // With nothing left to seal the newest window no longer grows: it is merged too, down to one
+    // chunk per variable (20 variables of 1,500 samples).
+    await b.buffer.maintenanceIdle();
+    expect(b.buffer.stats().chunks).toBe(20);
     expect(readAllSamples(b.db).map(key).sort()).toEqual(data.map(key).sort());
   });
 

@@ -26,8 +26,9 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
  * as a partial range when the oldest have waited twice seal_after or nothing was committed for
  * seal_after (an idle gateway seals its whole tail seal_after after its last sample). A variable's small chunks are merged (compaction) inside windows of up to
  * compact_samples samples: a window bounded by its size, a hold or a row when that saves a quarter
- * of its chunks (and then the cursor moves past it for good in this process), the newest one, which
- * can still grow, only when that cuts its chunks to a quarter, so it is not redone after every seal.
+ * of its chunks (and then the cursor moves past it for good in this process), the newest one, while
+ * it can still grow (rows waiting to be sealed are more than a quarter of it), only when that cuts
+ * its chunks to a quarter, so it is not redone after every seal.
  * When sealing is due on every turn (a v1 backlog converted in place, heavy ingest), compaction
  * takes every other turn, or small chunks would pile up until the backlog is sealed.
  */
@@ -301,7 +302,10 @@ export class SealSchedule implements MaintenanceTask {
       let after = 0;
       for (const n of perVar.values()) after += Math.ceil(n / MAX_CHUNK_SAMPLES);
       const last = chunks[chunks.length - 1];
-      return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: full || limit < this.sealedUpto };
+      // The newest window can still grow while rows wait to be sealed; with few left (an idle
+      // gateway, a trickle) it will not grow much, and counts as full.
+      const growing = !full && limit >= this.sealedUpto && this.o.tally.rows * 4 > samples;
+      return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: !growing };
     }
     return null;
   }
