@@ -9,7 +9,6 @@
  */
 import type { Database } from 'better-sqlite3';
 import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
-import { RateMeter } from '../core/rate-meter.js';
 import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
 import { Losses } from './capacity/losses.js';
@@ -25,6 +24,7 @@ import { ImportRanges } from './imports/ranges.js';
 import { SampleReader } from './imports/reader.js';
 import { Ingest } from './ingest.js';
 import { Maintenance } from './maintenance.js';
+import { Readout } from './readout.js';
 import { LastCommitted } from './last-committed.js';
 import { SetAsideMove, SetAsideStore, type SetAsideInfo } from './set-aside.js';
 import { Tally } from './tally.js';
@@ -53,13 +53,11 @@ export const DEFAULT_SLICE_MS = 50;
  * default: pages the next samples take are reused within the minute anyway (capacity/disk.ts).
  */
 export const DEFAULT_KEEP_FREE_BYTES = 0;
-/** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
-const RAW_SAMPLE_BYTES = 16;
 
 export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, BufferReadout {
   private readonly opts: Required<BufferOptions>;
   private readonly listeners = new Set<() => void>();
-  private readonly ingestRateMeter: RateMeter;
+  private readonly readout: Readout;
   private readonly tally = new Tally();
   private readonly usage: DiskUsage;
   private readonly diskReturn: DiskReturn;
@@ -140,20 +138,21 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
     this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, clock, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
     this.maintenance = new Maintenance([this.seal, this.diskReturn], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
-    this.ingestRateMeter = new RateMeter(() => clock.monotonic(), 30);
+    this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);
     this.refreshGauges();
     this.maintenance.start();
   }
 
   /**
-   * After every successful commit, in order: the full policy (drop_oldest right after the commit
-   * that crossed max_bytes, B9), the end of a quiet full episode, the seal schedule's clock, the
-   * gauges, the WAL bound, the listeners (sync sender, backfill), and a wake-up for maintenance,
-   * whose slices run in later turns (B7): nothing here seals, compacts or gives disk back.
+   * After every successful commit, in order: the ingest rate, the full policy (drop_oldest right
+   * after the commit that crossed max_bytes, B9), the end of a quiet full episode, a checkpoint
+   * made due and the seal schedule's clock (both run later), the gauges, the WAL backstop, the
+   * listeners (sync sender, backfill), and a wake-up for maintenance, whose slices run in later
+   * turns (B7): nothing here seals, compacts, checkpoints or gives disk back.
    */
   private afterCommit(c: { inserted: number; acks: number }): void {
-    this.ingestRateMeter.add(c.inserted);
+    this.readout.ingestRate.add(c.inserted);
     if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) this.full.dropOldest();
     this.losses.maybeEndEpisode(this.ingest.writable);
     this.diskReturn.wrote();
@@ -295,12 +294,12 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
 
   /** Samples per second committed, over the last 30 s. */
   ingestRate(): number {
-    return this.ingestRateMeter.perSecond();
+    return this.readout.ingestRate.perSecond();
   }
 
   /** Samples a sender may claim now. Acked rows stay claimed and counted until deleted. */
   get available(): number {
-    return Math.max(0, this.tally.samples - this.holds.claimedCount - this.holds.reservedSamples);
+    return this.readout.available();
   }
 
   /** Bytes in use by the database (pages less free pages): what buffer.max_bytes limits. */
@@ -314,74 +313,11 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   }
 
   stats(): BufferStats {
-    const used = this.usage.usedBytes();
-    const t = this.tally;
-    const total = t.samples;
-    return {
-      rows: total,
-      liveRows: t.rows,
-      sealedSamples: t.sealed,
-      chunks: t.chunks,
-      chunkBytes: t.chunkBytes,
-      chunksSealedTotal: t.chunksSealedTotal,
-      bytesPerSample: total > 0 ? used / total : null,
-      compressionRatio: t.chunkBytes > 0 ? (t.sealed * RAW_SAMPLE_BYTES) / t.chunkBytes : null,
-      capacitySeconds: this.capacitySeconds(used),
-      inflight: this.holds.claimedCount,
-      reserved: this.holds.reservedSamples,
-      available: this.available,
-      pendingSamples: this.ingest.pendingSamples,
-      usedBytes: used,
-      fileBytes: this.usage.fileBytes() + this.wal.bytes(),
-      freeBytes: this.usage.freeBytes(),
-      walBytes: this.wal.bytes(),
-      maxBytes: this.opts.maxBytes,
-      oldestTs: this.oldestTs(),
-      committedTotal: t.committedTotal,
-      droppedTotal: this.losses.droppedTotal,
-      writable: this.ingest.writable,
-      lastWriteError: this.ingest.lastWriteError,
-      fullEpisode: this.losses.episode,
-    };
-  }
-
-  /** Timestamp of the oldest unsent sample by seq (rows and sealed), or null. */
-  private oldestTs(): number | null {
-    const row = (this.db.prepare('SELECT ts FROM samples ORDER BY seq ASC LIMIT 1').pluck(true).get() as number | undefined) ?? null;
-    const sealed = this.tally.sealed > 0 ? this.store.oldestTs() : null;
-    if (row === null) return sealed;
-    if (sealed === null) return row;
-    return Math.min(row, sealed);
-  }
-
-  /**
-   * Seconds until `max_bytes` at the current ingest rate. New samples end up sealed, so once
-   * chunks exist their measured cost per sample (plus the table's per-chunk overhead) is the
-   * marginal cost; before that, the current bytes per sample.
-   */
-  private capacitySeconds(used: number): number | null {
-    const rate = this.ingestRateMeter.perSecond();
-    if (rate <= 0) return null;
-    const t = this.tally;
-    const perSample = t.sealed >= 1_000 ? (t.chunkBytes + t.chunks * 40) / t.sealed : t.samples > 0 ? used / t.samples : 25;
-    return Math.max(0, this.opts.maxBytes - used) / (perSample * rate);
+    return this.readout.stats();
   }
 
   refreshGauges(): void {
-    const m = this.opts.metrics;
-    const used = this.usage.usedBytes();
-    const t = this.tally;
-    const total = t.samples;
-    m.bufferRows.set(total);
-    m.bufferBytes.set(used);
-    m.bufferFileBytes.set(this.usage.fileBytes() + this.wal.bytes());
-    m.bufferFreeBytes.set(this.usage.freeBytes());
-    m.bufferSealedSamples.set(t.sealed);
-    m.bufferBytesPerSample.set(total > 0 ? used / total : 0);
-    m.bufferCompressionRatio.set(t.chunkBytes > 0 ? (t.sealed * RAW_SAMPLE_BYTES) / t.chunkBytes : 0);
-    m.bufferCapacitySeconds.set(this.capacitySeconds(used) ?? -1);
-    const oldest = this.oldestTs();
-    m.bufferOldestAge.set(oldest === null ? 0 : Math.max(0, (this.opts.clock.now() - oldest) / 1000));
+    this.readout.refreshGauges();
   }
 
   // ---------------------------------------------------------------- shutdown
