@@ -127,6 +127,14 @@ async function run(mod: BufferModule, path: string): Promise<Result> {
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-latency-'));
 const baseline = await loadBaseline();
 const current = await loadCurrent();
+// Interrupted (Ctrl-C, a timeout): the temporary files go too.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    baseline.dispose();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
 try {
   const master = join(dir, 'backlog.db');
   const t = performance.now();

@@ -136,7 +136,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
-    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, clock, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
+    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
     this.maintenance = new Maintenance([this.seal, this.diskReturn], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);

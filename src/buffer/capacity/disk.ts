@@ -1,7 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { MaintenanceTask } from '../maintenance.js';
@@ -88,10 +87,9 @@ export interface DiskReturnOptions {
   returnAfterMs: number;
   logger: Logger;
   metrics: Metrics;
-  clock: Clock;
   usage: DiskUsage;
   wal: WalBound;
-  /** Monotonic time of the last commit (the WAL is truncated once it is idle). */
+  /** performance.now() of the last commit (the WAL is truncated once it is idle). */
   lastCommitAt: () => number;
   /** After a step changed what the file takes (gauges). */
   changed: () => void;
@@ -121,7 +119,7 @@ export class DiskReturn implements MaintenanceTask {
   /** Pages that stayed free for returnAfterMs, beyond keep_free. */
   returnable(): number {
     if (!this.incremental) return 0;
-    const now = this.o.clock.monotonic();
+    const now = performance.now();
     if (now - this.lastLook >= Math.min(1_000, this.o.returnAfterMs / 10)) {
       this.lastLook = now;
       this.seen.push({ at: now, free: this.o.usage.freePages() });
@@ -134,8 +132,9 @@ export class DiskReturn implements MaintenanceTask {
     return Math.max(0, Math.min(low, this.o.usage.freePages()) - keep);
   }
 
+  /** Everything here runs on real time (performance.now()): it paces I/O, and "unused for a minute" is a minute of the machine's. */
   private walWanted(): boolean {
-    const now = this.o.clock.monotonic();
+    const now = performance.now();
     if (now < this.walRetryAt) return false;
     const bytes = this.o.wal.bytes();
     if (bytes === 0) return false;
@@ -148,11 +147,11 @@ export class DiskReturn implements MaintenanceTask {
 
   /** After any commit (group commit, a maintenance job): a checkpoint is due within CHECKPOINT_EVERY_MS. */
   wrote(): void {
-    this.wroteAt = this.o.clock.monotonic();
+    this.wroteAt = performance.now();
   }
 
   private checkpointWanted(): boolean {
-    return this.wroteAt > this.checkpointedAt && this.o.clock.monotonic() - this.checkpointedAt >= CHECKPOINT_EVERY_MS;
+    return this.wroteAt > this.checkpointedAt && performance.now() - this.checkpointedAt >= CHECKPOINT_EVERY_MS;
   }
 
   due(): boolean {
@@ -171,7 +170,7 @@ export class DiskReturn implements MaintenanceTask {
 
   /** A PASSIVE checkpoint: copies what it can back into the file, never waits for a reader. */
   private checkpoint(): void {
-    this.checkpointedAt = this.o.clock.monotonic();
+    this.checkpointedAt = performance.now();
     try {
       this.db.pragma('wal_checkpoint(PASSIVE)');
     } catch (err) {
@@ -209,12 +208,12 @@ export class DiskReturn implements MaintenanceTask {
   private truncateWal(): void {
     try {
       const r = this.o.wal.truncate();
-      this.walTruncatedAt = this.o.clock.monotonic();
+      this.walTruncatedAt = performance.now();
       if (r.busy === 0) this.checkpointedAt = this.walTruncatedAt;
-      if (r.busy !== 0) this.walRetryAt = this.o.clock.monotonic() + WAL_RETRY_MS;
+      if (r.busy !== 0) this.walRetryAt = performance.now() + WAL_RETRY_MS;
       this.o.changed();
     } catch (err) {
-      this.walRetryAt = this.o.clock.monotonic() + WAL_RETRY_MS;
+      this.walRetryAt = performance.now() + WAL_RETRY_MS;
       this.o.logger.warn({ err: describeError(err) }, 'WAL checkpoint failed');
     }
   }

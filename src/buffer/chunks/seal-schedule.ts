@@ -39,6 +39,8 @@ const COMMIT_SHARE = 0.7;
 const INITIAL_MS_PER_BYTE = 4e-5;
 /** Smallest sealing range, whatever the cost model says (fewer rows make too many tiny chunks). */
 const MIN_SEAL_ROWS = 2_000;
+/** After a look that found no job to start, the next look waits this long. */
+const REST_MS = 1_000;
 /** After a failed job (a full disk, a busy file), jobs wait this long. */
 const RETRY_AFTER_MS = 5_000;
 
@@ -76,6 +78,8 @@ export class SealSchedule implements MaintenanceTask {
   private job: ChunkJob | null = null;
   private jobStarted = 0;
   private retryAt = 0;
+  /** Until then (performance.now() ms) no job is looked for: the last look found none to start. */
+  private restUntil = 0;
   /** Measured cost of a commit per byte written (exponentially weighted). */
   private msPerByte = INITIAL_MS_PER_BYTE;
   private readonly st: { firstRowAfter: Statement };
@@ -119,12 +123,17 @@ export class SealSchedule implements MaintenanceTask {
 
   due(): boolean {
     if (this.job) return true;
-    if (this.o.clock.monotonic() < this.retryAt) return false;
+    if (this.o.clock.monotonic() < this.retryAt || performance.now() < this.restUntil) return false;
     return this.eligible(false) > this.sealedUpto || this.compactPending;
   }
 
   slice(deadline: number): boolean {
-    if (!this.job && !this.startJob(deadline)) return this.due();
+    if (!this.job && !this.startJob(deadline)) {
+      // Rows are eligible but not yet worth a range (a partial one waits), or the window search
+      // ran out of time: look again in a second rather than on every turn.
+      if (performance.now() < deadline) this.restUntil = performance.now() + REST_MS;
+      return this.due();
+    }
     const job = this.job!;
     const canCommit = (work: number) => work * this.msPerByte <= deadline - performance.now();
     let outcome;
@@ -325,6 +334,7 @@ export class SealSchedule implements MaintenanceTask {
       t.chunksSealedTotal += r.chunksAfter;
       this.o.metrics.bufferSealedChunks.inc(r.chunksAfter);
       this.compactPending = true;
+      this.restUntil = 0;
       this.o.logger.debug({ event: 'buffer_sealed', seq_from: job.lo, seq_to: job.hi, samples: r.samples, chunks: r.chunksAfter, bytes: r.bytesAfter, ms: Math.round(ms) }, 'sealed rows into chunks');
     } else {
       t.chunks += r.chunksAfter - r.chunksBefore;

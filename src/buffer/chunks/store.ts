@@ -193,9 +193,16 @@ export function* chunkSamples(c: ChunkRow, from = -Infinity, to = Infinity): Gen
   }
 }
 
+/** Unsent samples in a buffer file, rows and sealed (files before buffer v2 have no chunks table). For tools that read the file directly. */
+export function countUnsent(db: Database): number {
+  let n = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined) n += db.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck(true).get() as number;
+  return n;
+}
+
 /**
  * Every unsent sample in a buffer file, rows and sealed, with variable names, in seq order. For
- * tools that read the file directly (the crash harness, tests, `backup`).
+ * tools that read the file directly (the crash harness, tests).
  */
 export function readAllSamples(db: Database): Array<{ seq: number; variable: string; ts: number; value: number }> {
   const names = new Map<number, string>((db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>).map(([id, name]) => [id, name]));
