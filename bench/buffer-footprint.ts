@@ -24,6 +24,7 @@
  *   BENCH_SAMPLES=0 npx tsx bench/buffer-footprint.ts                # the small scenarios only
  *   BENCH_SAMPLES=2000000 BENCH_SMALL=400000 npx tsx bench/buffer-footprint.ts
  *   BENCH_CSV=recording.csv npx tsx bench/buffer-footprint.ts        # a real recording (variable,timestamp,value)
+ *   BENCH_VARIABLES=5000 npx tsx bench/buffer-footprint.ts           # 5,000 plant variables (same class mix)
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -42,6 +43,8 @@ import { smallCorpus } from './sensor-corpus.js';
 
 const SMALL = Number(process.env.BENCH_SMALL ?? 400_000);
 const BIG = Number(process.env.BENCH_SAMPLES ?? 20_000_000);
+/** Variables of the plant corpus, in thousands of the same class mix (BENCH_VARIABLES=5000: the README's plant). */
+const VARIABLES = Math.max(1000, Math.round(Number(process.env.BENCH_VARIABLES ?? 1000) / 1000) * 1000);
 const SPEED = 10;
 const IDLE_S = 300;
 const T0 = Date.parse('2026-11-01T00:00:00Z');
@@ -161,7 +164,7 @@ async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean
 /** The plant corpus at plant pace (the clock follows plant time); the live tail of seal_after stays rows. */
 async function plant(mod: BufferModule, n: number, dir: string, gzipBytes: { value: number } | null): Promise<Outcome> {
   const path = join(dir, `${mod.label.replace(/\W+/g, '-')}-plant.db`);
-  const corpus = new PlantCorpus(T0);
+  const corpus = new PlantCorpus(T0, VARIABLES / 1000);
   let plantMs = 0;
   const clock: Clock = { now: () => T0 + plantMs, monotonic: () => plantMs };
   const logger = silentLogger();
@@ -283,7 +286,7 @@ try {
       const o = await plant(mod, BIG, dir, gz);
       if (gz) gzip = gz.value;
       results.push({ scenario: 'plant', mod, o });
-      rows.push(row(`plant ${(BIG / 1e6).toFixed(0)} M`, mod, o));
+      rows.push(row(`plant ${(BIG / 1e6).toFixed(0)} M, ${VARIABLES} variables`, mod, o));
       process.stdout.write(`  plant, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
     }
   }

@@ -37,7 +37,7 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
 const COMMIT_SHARE = 0.7;
 /** Starting cost of a commit, in ms per byte written (25 MB/s with the fsync: a busy disk); measured after. */
 const INITIAL_MS_PER_BYTE = 4e-5;
-/** Smallest sealing range, whatever the cost model says (fewer rows make too many tiny chunks). */
+/** Smallest sealing range the cost model may ask for (fewer rows make too many tiny chunks); seal_rows caps it. */
 const MIN_SEAL_ROWS = 2_000;
 /** After a look that found no job to start, the next look waits this long. */
 const REST_MS = 1_000;
@@ -164,7 +164,7 @@ export class SealSchedule implements MaintenanceTask {
   /** Rows a sealing range may take so that its commit fits a slice. */
   private sealBudgetRows(): number {
     const bytes = (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte;
-    return Math.max(MIN_SEAL_ROWS, Math.min(this.o.sealRows, Math.floor(bytes / (ROW_BYTES + 2))));
+    return Math.min(this.o.sealRows, Math.max(MIN_SEAL_ROWS, Math.floor(bytes / (ROW_BYTES + 2))));
   }
 
   /** Chunk bytes a compaction window may hold so that its commit (delete + write) fits a slice. */
