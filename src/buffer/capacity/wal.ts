@@ -5,8 +5,9 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 
 /**
- * Keeps the WAL bounded. SQLite's automatic checkpoint copies pages back but cannot reset the WAL
- * while a reader (an operator's sqlite3 shell, `set-aside list`) holds an old snapshot, so the
+ * The WAL's backstop (B9 in src/buffer/README.md; the regular checkpoints and truncations run on
+ * the maintenance schedule, capacity/disk.ts). A checkpoint copies pages back but cannot reset the
+ * WAL while a reader (an operator's sqlite3 shell, `set-aside list`) holds an old snapshot, so the
  * file keeps growing. Once it is over the limit, a TRUNCATE checkpoint is tried at most every
  * second; when a reader blocks it the operator is told once, and the WAL shrinks as soon as the
  * reader lets go.

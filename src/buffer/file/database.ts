@@ -36,7 +36,9 @@ export interface OpenedDatabase {
 }
 
 /**
- * Opens (creating if needed) the buffer database with the pragmas the invariants rely on, checks
+ * Opens (creating if needed) the buffer database with the pragmas the invariants rely on (B1:
+ * WAL and synchronous; B9: auto_vacuum=INCREMENTAL, converting a small file of an earlier version
+ * once, and a WAL cut back to 4 MB after checkpoints), checks
  * its integrity, and migrates it. A file that cannot be opened or fails `PRAGMA integrity_check` is
  * moved aside with its WAL and SHM (never deleted: the operator may still recover rows from it with
  * the sqlite3 shell) and a fresh database is created so ingest resumes.

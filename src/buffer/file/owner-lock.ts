@@ -6,7 +6,8 @@ import { errorCode, GatewayError } from '../../core/errors.js';
 
 /**
  * One gateway per buffer file. Two gateways on one file would both claim and send the same rows
- * (the in-memory claims of invariant I4 are per process) and both manage the same import jobs.
+ * (the in-memory claims of B4 are per process) and both manage the same import jobs. Keeps B6
+ * (src/buffer/README.md).
  *
  * The lock is a small SQLite file beside the buffer (`<buffer.path>.lock`) held with
  * `locking_mode = EXCLUSIVE` after a first write: SQLite then keeps its exclusive POSIX lock on the
