@@ -15,7 +15,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/database.js';
+import { openBufferDatabase } from '../src/buffer/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';

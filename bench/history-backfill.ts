@@ -111,7 +111,7 @@ async function runBare(p: Payload): Promise<Result> {
 
 async function runGateway(p: Payload): Promise<Result> {
   const [{ openBufferDatabase }, { SampleBuffer }, { GapLedger }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/database.js'),
+    import('../src/buffer/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/buffer/gaps.js'),
     import('../src/core/clock.js'),

@@ -17,7 +17,7 @@ import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { openBufferDatabase } from '../src/buffer/database.js';
+import { openBufferDatabase } from '../src/buffer/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';

@@ -45,7 +45,7 @@ import { cpus, loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
-import { openBufferDatabase } from '../src/buffer/database.js';
+import { openBufferDatabase } from '../src/buffer/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';

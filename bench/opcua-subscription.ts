@@ -88,7 +88,7 @@ async function runBare(endpointUrl: string, nodeIds: string[]): Promise<PhaseRes
 
 async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<PhaseResult> {
   const [{ openBufferDatabase }, { SampleBuffer }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/database.js'),
+    import('../src/buffer/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/core/clock.js'),
     import('../src/core/logger.js'),

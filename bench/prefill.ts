@@ -1,5 +1,5 @@
 /** Writes `n` old samples into a buffer file, as a gateway offline for days would have. */
-import { openBufferDatabase } from '../src/buffer/database.js';
+import { openBufferDatabase } from '../src/buffer/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';

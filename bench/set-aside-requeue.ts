@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { openBufferDatabase } from '../src/buffer/database.js';
+import { openBufferDatabase } from '../src/buffer/file/database.js';
 import { fromRowValue } from '../src/buffer/row-value.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { REQUEUE_STEP_ROWS, SetAsideStore } from '../src/buffer/set-aside.js';

@@ -18,10 +18,26 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import BetterSqlite3 from 'better-sqlite3';
 import { stringify } from 'yaml';
-import { readAllSamples } from '../../src/buffer/chunk-store.js';
+import { readAllSamples } from '../../src/buffer/chunks/store.js';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 
-export type KillPhase = 'random' | 'import_build_started' | 'import_upload_started' | 'import_job_submitted' | 'import_job_polled' | 'buffer_seal_started' | 'buffer_sealed' | 'buffer_compact_started' | 'chunk_unsealed' | 'buffer_chunks_dropping';
+export type KillPhase =
+  | 'random'
+  | 'import_build_started'
+  | 'import_upload_started'
+  | 'import_job_submitted'
+  | 'import_job_polled'
+  | 'buffer_seal_started'
+  | 'buffer_sealed'
+  | 'buffer_compact_started'
+  | 'chunk_unsealed'
+  | 'buffer_chunks_dropping'
+  // Inside the maintenance schedule (src/buffer/maintenance.ts): right before a staged job's
+  // commit transaction, which a kill a few ms later lands in.
+  | 'buffer_seal_committing'
+  | 'buffer_compact_committing'
+  // Inside a vacuum step (src/buffer/capacity/disk.ts): returning free pages to the file system.
+  | 'buffer_vacuum_step';
 
 export interface CrashHarnessOptions {
   cycles: number;
@@ -114,7 +130,9 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
     // Buffer v2: seal after a second in small steps, so every cycle seals, claims sealed samples and
     // builds import files from chunks.
     // Small compaction windows, so that compaction (and kills inside it) happen in most cycles too.
-    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000, compact_samples: 3_000, ...(o.dropChunks ? { max_bytes: '1MB' } : {}) },
+    // Free pages go back to the disk after a second (keep_free 0), so that vacuum steps (and kills
+    // inside them) happen in most cycles too.
+    buffer: { path: dbPath, commit_interval: 50, seal_after: '1s', seal_rows: 1_000, compact_samples: 3_000, keep_free: 0, return_free_after: '1s', ...(o.dropChunks ? { max_bytes: '1MB' } : {}) },
     http: { enabled: true, host: '127.0.0.1', port: httpPort },
     generator: [{ name: 'ticks', variables, interval: o.tickMs ?? 20, shape: 'counter' }],
   };
@@ -129,7 +147,7 @@ export async function runCrashHarness(o: CrashHarnessOptions): Promise<CrashRepo
   process.once('exit', killAll);
   const killsByPhase: Record<string, number> = {};
   const integrity = { ok: 0, failed: [] as string[] };
-  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'buffer_compact_started', 'chunk_unsealed'];
+  const phases: KillPhase[] = ['random', 'random', 'import_build_started', 'import_upload_started', 'import_job_submitted', 'import_job_polled', 'buffer_seal_started', 'buffer_sealed', 'buffer_compact_started', 'chunk_unsealed', 'buffer_seal_committing', 'buffer_compact_committing', 'buffer_vacuum_step'];
   if (o.dropChunks) phases.push('buffer_chunks_dropping', 'buffer_chunks_dropping', 'buffer_chunks_dropping');
   /** Per variable: samples the gateway announced it drops (buffer_chunks_dropping / buffer_rows_dropping). */
   const announced = new Map<string, number>();

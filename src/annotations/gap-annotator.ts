@@ -100,12 +100,9 @@ export class GapAnnotator {
       externalId: gapExternalId(this.o.gatewayName, gap, i),
       origin: 'gap',
     }));
-    const db = this.o.ledger.database;
-    const done = db.transaction(() => {
-      if (!this.o.ledger.setAnnotations(gap.id, annotations.map((a) => a.externalId), now)) return false;
+    const done = this.o.ledger.annotate(gap.id, annotations.map((a) => a.externalId), now, () => {
       for (const a of annotations) this.o.store.insert(a, now);
-      return true;
-    })();
+    });
     if (!done) return 0;
     this.createdTotal += annotations.length;
     this.o.metrics.annotationsCreated.inc({ origin: 'gap' }, annotations.length);

@@ -3,7 +3,7 @@ import type { DeliveryState, NewAnnotation, Origin, OutboxEntry, SiteRef } from 
 
 /**
  * The annotation outbox and the open downtimes, in the buffer's SQLite file (tables created by
- * migration 2 in src/buffer/migrations.ts).
+ * migration 2 in src/buffer/file/migrations.ts).
  *
  * INVARIANTS
  *  A1  An annotation and its external_id are written in one transaction; the id never changes, so

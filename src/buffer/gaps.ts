@@ -244,8 +244,17 @@ export class GapLedger {
     return this.st.setAnnotations.run(JSON.stringify([...externalIds]), now, id).changes === 1;
   }
 
-  get database(): Database {
-    return this.db;
+  /**
+   * Records the annotations made from a gap and, in the same transaction, writes their outbox rows
+   * (`writeOutbox`: the annotation store's inserts, on this same file), so a gap is annotated at
+   * most once (G3). False, with nothing written, when it was annotated already.
+   */
+  annotate(id: number, externalIds: readonly string[], now: number, writeOutbox: () => void): boolean {
+    return this.db.transaction(() => {
+      if (!this.setAnnotations(id, externalIds, now)) return false;
+      writeOutbox();
+      return true;
+    })();
   }
 
   // ------------------------------------------------------------ the gateway's own life

@@ -2,7 +2,7 @@
  * How a sample value is stored in a row. SQLite writes a REAL that has no fractional part as an
  * integer on disk (sqlite.org/datatype3.html, "REAL affinity"), which turns −0 into 0. Rows keep
  * −0 as a small BLOB instead (rare: the hot path pays one Object.is), so the live tail is as
- * lossless as the sealed chunks (chunk-codec C1).
+ * lossless as the sealed chunks (chunks/codec.ts C1).
  */
 export const NEG_ZERO_BLOB = Buffer.from('-0');
 

@@ -1,7 +1,9 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
-import { fromRowValue } from './row-value.js';
+import type { ChunkStore } from './chunks/store.js';
+import { fromRowValue, toRowValue } from './row-value.js';
+import type { BufferedRow } from './types.js';
 
 /**
  * Samples the service refused, kept for the operator (CONTRACT.md error table, "invalid payload").
@@ -52,6 +54,49 @@ export interface RequeueTarget {
   flush(): Promise<void>;
 }
 
+/** Why samples are set aside: the path that sent them and the service's answer. */
+export interface SetAsideInfo {
+  path: 'sync' | 'import';
+  reason: string;
+  detail?: unknown;
+  jobId?: string;
+  requestId?: string;
+}
+
+/**
+ * The buffer's side of setting samples aside (README.md B2c): inside the caller's transaction,
+ * each sample is recorded in set_aside and removed from the queue, as a row or from its chunk
+ * (chunks/store.ts re-encodes the rest of a chunk over its remaining seqs).
+ */
+export class SetAsideMove {
+  private readonly st: { insert: Statement; deleteSeq: Statement };
+
+  constructor(
+    db: Database,
+    private readonly store: ChunkStore,
+  ) {
+    this.st = {
+      insert: db.prepare('INSERT INTO set_aside (variable, ts, value, path, reason, detail, job_id, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+      deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
+    };
+  }
+
+  /** Call inside a transaction; returns how many left the rows and how many left chunks. */
+  moveInTransaction(rows: readonly BufferedRow[], info: SetAsideInfo, now: number): { fromRows: number; fromChunks: number } {
+    const detail = info.detail === undefined ? null : JSON.stringify(info.detail);
+    let fromRows = 0;
+    const sealed: number[] = [];
+    for (const r of rows) {
+      this.st.insert.run(r.variable, r.ts, toRowValue(r.value), info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
+      if (this.st.deleteSeq.run(r.seq).changes > 0) fromRows++;
+      else sealed.push(r.seq);
+    }
+    // Items of an import job may be sealed: they leave their chunk in this transaction.
+    const fromChunks = sealed.length > 0 ? this.store.removeSeqs(sealed) : 0;
+    return { fromRows, fromChunks };
+  }
+}
+
 export interface SetAsideSummary {
   total: number;
   by_variable: Array<{ variable: string | null; count: number; reason: string }>;
@@ -66,6 +111,16 @@ export class SetAsideStore {
       .prepare('SELECT variable, count(*) AS count, max(reason) AS reason FROM set_aside GROUP BY variable ORDER BY count DESC LIMIT 50')
       .all() as Array<{ variable: string | null; count: number; reason: string }>;
     return { total, by_variable: by };
+  }
+
+  /** Samples set aside in all. */
+  total(): number {
+    return this.db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number;
+  }
+
+  /** Set-aside samples per variable (the console's variables page), at most `limit` variables. */
+  countsByVariable(limit = 50_000): Array<{ variable: string | null; n: number }> {
+    return this.db.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT ?').all(limit) as Array<{ variable: string | null; n: number }>;
   }
 
   list(options: { limit?: number; variable?: string } = {}): SetAsideRow[] {
@@ -138,8 +193,8 @@ export class SetAsideStore {
 
   /**
    * Requeue straight into the file, for when no gateway runs: samples go back into `samples` with
-   * new seqs from meta.next_seq and leave set_aside, a step of `stepRows` per transaction (I2, I3
-   * of sample-buffer.ts), so memory stays bounded however many are set aside.
+   * new seqs from meta.next_seq and leave set_aside, a step of `stepRows` per transaction (B2, B3
+   * of src/buffer/README.md), so memory stays bounded however many are set aside.
    */
   requeueInFile(filter: SetAsideFilter, options: { stepRows?: number } = {}): number {
     const stepRows = Math.max(1, options.stepRows ?? REQUEUE_STEP_ROWS);
@@ -159,7 +214,7 @@ export class SetAsideStore {
     const moveStep = this.db.transaction((): number => {
       const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer]>;
       if (rows.length === 0) return 0;
-      // A seq is never reused (I3), also not one of a sealed chunk.
+      // A seq is never reused (B3), also not one of a sealed chunk.
       let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1, ((maxChunkSeq.get() as number | null) ?? 0) + 1);
       for (const [rowId, variable, ts, value] of rows) {
         const id = (varId.get(variable) as number | undefined) ?? Number(insVar.run(variable).lastInsertRowid);

@@ -1,6 +1,8 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { countUnsent } from '../buffer/chunks/store.js';
+import { SetAsideStore } from '../buffer/set-aside.js';
 import { loadConfigFile } from '../config/load.js';
 import { parseFlags, UsageError } from './flags.js';
 
@@ -50,10 +52,8 @@ export async function backupCommand(argv: string[]): Promise<number> {
   let setAside = 0;
   try {
     check = copy.pragma('integrity_check', { simple: true });
-    samples = copy.prepare('SELECT count(*) FROM samples').pluck().get() as number;
-    // Buffer v2: sealed samples count too (chunk-store.ts).
-    if (copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined) samples += copy.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck().get() as number;
-    setAside = copy.prepare('SELECT count(*) FROM set_aside').pluck().get() as number;
+    samples = countUnsent(copy);
+    setAside = new SetAsideStore(copy).total();
   } finally {
     copy.close();
   }

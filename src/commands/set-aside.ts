@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { request } from 'undici';
 import { loadConfigFile } from '../config/load.js';
-import { bufferOwnedByRunningGateway } from '../buffer/owner-lock.js';
+import { bufferOwnedByRunningGateway } from '../buffer/file/owner-lock.js';
 import { SetAsideStore, type SetAsideFilter, type SetAsideRow, type SetAsideSummary } from '../buffer/set-aside.js';
 import { GatewayError } from '../core/errors.js';
 import { parseFlags, UsageError } from './flags.js';

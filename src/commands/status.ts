@@ -257,7 +257,7 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   out.push('');
   out.push('BUFFER');
   const b = s.buffer;
-  out.push(`  unsent ${n(b.samples)} samples, oldest ${b.oldest_unsent_age_s === null ? '-' : `${ago(b.oldest_unsent_age_s)} old`}; ${bytes(b.used_bytes)} of ${bytes(b.max_bytes)}${b.writable ? '' : `; NOT WRITABLE (${b.last_write_error?.code ?? 'unknown'})`}`);
+  out.push(`  unsent ${n(b.samples)} samples, oldest ${b.oldest_unsent_age_s === null ? '-' : `${ago(b.oldest_unsent_age_s)} old`}; ${bytes(b.used_bytes)} in use of ${bytes(b.max_bytes)}${b.disk_bytes === undefined ? '' : `, ${bytes(b.disk_bytes)} on disk`}${b.writable ? '' : `; NOT WRITABLE (${b.last_write_error?.code ?? 'unknown'})`}`);
   out.push(`  committed ${n(b.committed_total)}, dropped ${n(b.dropped_total)}${b.full_episode ? ` (full now: ${b.full_episode.policy}, ${n(b.full_episode.samplesLost)} lost)` : ''}, set aside ${n(s.set_aside.samples)}${s.set_aside.samples > 0 ? ' (edge-gateway set-aside list)' : ''}`);
   if (b.recovered_from) out.push(`  a damaged buffer was moved aside at start: ${b.recovered_from}`);
   if (b.live_rows !== undefined) {

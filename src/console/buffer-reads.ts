@@ -22,10 +22,6 @@ export function consoleBufferReads(buffer: SampleBuffer): ConsoleBufferReads {
   };
 }
 
-// buffer-v3: narrow interface
-// The one place the console runs SQL on the buffer's database: issue 22 gives the buffer a narrow
-// read method for this and removes `database`; swap this function for it.
 function setAsideCountsByVariable(buffer: SampleBuffer): () => Map<string, number> {
-  const counts = buffer.database.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT 50000');
-  return () => new Map((counts.all() as Array<{ variable: string; n: number }>).map((r) => [r.variable, r.n]));
+  return () => new Map(buffer.setAsideStore.countsByVariable().flatMap((r) => (r.variable === null ? [] : [[r.variable, r.n] as const])));
 }

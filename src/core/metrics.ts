@@ -80,7 +80,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
     bufferBytes: new Gauge({ name: 'gateway_buffer_bytes', help: 'Bytes used by the buffer database (pages in use, excluding free pages)', registers: r }),
-    bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL', registers: r }),
+    bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL (free pages beyond buffer.keep_free that stayed unused for a minute are returned to the file system)', registers: r }),
+    bufferFreeBytes: new Gauge({ name: 'gateway_buffer_free_bytes', help: 'Free pages inside the buffer file, reused by the next writes or returned to the file system', registers: r }),
+    bufferDiskReturnedBytes: new Counter({ name: 'gateway_buffer_disk_returned_bytes_total', help: 'Bytes of free pages the buffer file returned to the file system (incremental vacuum)', registers: r }),
     bufferOldestAge: new Gauge({ name: 'gateway_buffer_oldest_sample_age_seconds', help: 'Age of the oldest unsent sample (by sample timestamp)', registers: r }),
     bufferCommits: new Counter({ name: 'gateway_buffer_commits_total', help: 'Group-commit transactions written', registers: r }),
     bufferCommittedSamples: new Counter({ name: 'gateway_buffer_committed_samples_total', help: 'Samples durably committed to the buffer', registers: r }),
@@ -94,6 +96,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferBytesPerSample: new Gauge({ name: 'gateway_buffer_bytes_per_sample', help: 'Bytes on disk per unsent sample now (pages in use / samples held)', registers: r }),
     bufferCompressionRatio: new Gauge({ name: 'gateway_buffer_compression_ratio', help: 'Raw size (16 bytes per sample: timestamp and value) over the size of the sealed chunks', registers: r }),
     bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached at the current ingest rate and bytes per sample (-1 while nothing is ingested)', registers: r }),
+    bufferMaintenanceSeconds: new Histogram({ name: 'gateway_buffer_maintenance_seconds', help: 'Duration of one slice of buffer maintenance, by task (chunks: sealing and compaction; disk: giving free pages back and truncating the WAL). A slice never runs inside a commit; each aims at 50 ms at most', labelNames: ['task'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
     setAsideSamples: readGauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
-import { SetAsideStore, type SetAsideFilter } from '../buffer/set-aside.js';
+import type { SetAsideFilter } from '../buffer/set-aside.js';
 import { formatIssues } from '../config/issues.js';
 import { HttpError, type LocalHttpServer } from './server.js';
 
@@ -32,7 +32,7 @@ function parseFilter(body: unknown): SetAsideFilter {
  * (refuse_new on a full buffer): what was requeued before stays requeued, the rest stays set aside.
  */
 export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuffer): void {
-  const store = new SetAsideStore(buffer.database);
+  const store = buffer.setAsideStore;
   // Requeue works in steps and yields between them; one write at a time keeps a second request
   // from taking the same rows (or dropping rows a requeue step has just committed).
   let writes: Promise<unknown> = Promise.resolve();

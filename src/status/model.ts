@@ -24,7 +24,12 @@ export interface GatewayStatus {
     inflight: number;
     in_import_jobs: number;
     pending_commit: number;
+    /** Bytes in use: the database's pages less its free pages (what buffer.max_bytes limits). */
     used_bytes: number;
+    /** Bytes the buffer file and its WAL take on disk (B9: at most used + buffer.keep_free + the WAL, a minute after use shrank). */
+    disk_bytes: number;
+    /** Free pages inside the file: reused by the next writes, or returned to the file system. */
+    free_bytes: number;
     max_bytes: number;
     oldest_unsent_age_s: number | null;
     /** uplink.max_unsent_age: beyond it the sync path alternates oldest-first batches (issue 12 §5). */
@@ -156,6 +161,8 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       in_import_jobs: b.reserved,
       pending_commit: b.pendingSamples,
       used_bytes: b.usedBytes,
+      disk_bytes: b.fileBytes,
+      free_bytes: b.freeBytes,
       max_bytes: b.maxBytes,
       oldest_unsent_age_s: b.oldestTs === null ? null : Math.max(0, (now - b.oldestTs) / 1000),
       max_unsent_age_s: r.maxUnsentAgeMs / 1000,

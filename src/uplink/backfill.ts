@@ -1,8 +1,9 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ImportLedger, LedgerEntry } from '../buffer/import-ledger.js';
-import type { BufferedRow, SampleBuffer, SeqRange } from '../buffer/sample-buffer.js';
+import type { ImportLedger, LedgerEntry } from '../buffer/imports/ledger.js';
+import type { SeqRange } from '../buffer/types.js';
+import type { BackfillBuffer } from '../buffer/views.js';
 import { backoffDelay } from '../core/backoff.js';
 import { sleep, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -17,7 +18,7 @@ import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
 
 export interface BackfillOptions {
-  buffer: SampleBuffer;
+  buffer: BackfillBuffer;
   ledger: ImportLedger;
   client: TrackingClient;
   health: UplinkHealth;
@@ -363,27 +364,9 @@ export class BackfillManager {
       this.endReservation(entry);
       return;
     }
-    // One transaction: the refused rows move to set-aside and the ledger says so, so a crash can
-    // never map the job's item indices onto a range that already lost rows.
-    let refusedCount = 0;
-    this.o.buffer.database.transaction(() => {
-      if (byIndex.size > 0) {
-        const refused: Array<{ row: BufferedRow; error: unknown }> = [];
-        let i = 0;
-        for (const chunk of this.o.buffer.readRange(entry.range)) {
-          for (const row of chunk) {
-            const e = byIndex.get(i++);
-            if (e !== undefined) refused.push({ row, error: e });
-          }
-        }
-        for (const { row, error } of refused) {
-          const message = (error as { message?: unknown }).message;
-          this.o.buffer.setAside([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined });
-        }
-        refusedCount = refused.length;
-      }
-      this.o.ledger.update(entry.id, { state: 'finishing' });
-    })();
+    // One transaction, inside the buffer: the refused samples move to set-aside and the ledger
+    // says so, so a crash can never map the job's item indices onto a range that already lost rows.
+    const refusedCount = this.o.buffer.finishImportJob(entry, byIndex);
     if (refusedCount > 0) {
       this.setAsideTotal += refusedCount;
       this.o.metrics.uplinkSetAsideSamples.inc({ path: 'import' }, refusedCount);

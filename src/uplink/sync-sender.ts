@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { BufferedRow, SampleBuffer } from '../buffer/sample-buffer.js';
+import type { BufferedRow } from '../buffer/types.js';
+import type { SyncBuffer } from '../buffer/views.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -13,7 +14,7 @@ import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
 
 export interface SyncSenderOptions {
-  buffer: SampleBuffer;
+  buffer: SyncBuffer;
   client: TrackingClient;
   health: UplinkHealth;
   batchSize: number;

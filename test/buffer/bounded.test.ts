@@ -40,8 +40,8 @@ describe('bounded buffer', () => {
     open.push(b);
     await b.buffer.append(batch(1_000, 0));
     // The file may not grow beyond its current pages plus a little: a full disk, as SQLite sees it.
-    const pages = b.buffer.database.pragma('page_count', { simple: true }) as number;
-    b.buffer.database.pragma(`max_page_count = ${pages + 20}`);
+    const pages = b.db.pragma('page_count', { simple: true }) as number;
+    b.db.pragma(`max_page_count = ${pages + 20}`);
     let next = 1_000;
     for (let i = 0; i < 40; i++) {
       await b.buffer.append(batch(2_000, next)); // resolves: written after dropping old rows
@@ -57,7 +57,7 @@ describe('bounded buffer', () => {
     expect(fullErrors?.value).toBeGreaterThan(0);
     expect(lines.some((l) => l.msg === 'buffer write failed; samples are held in memory and the write is retried' && l.code === 'SQLITE_FULL')).toBe(true);
     // Space returns: no restart needed, nothing dropped any more.
-    b.buffer.database.pragma('max_page_count = 1000000000');
+    b.db.pragma('max_page_count = 1000000000');
     const droppedBefore = b.buffer.stats().droppedTotal;
     await b.buffer.append(batch(20_000, next));
     expect(b.buffer.stats().droppedTotal).toBe(droppedBefore);
@@ -68,8 +68,8 @@ describe('bounded buffer', () => {
     const b = openTestBuffer({ whenFull: 'refuse_new', episodeQuietMs: 300 });
     open.push(b);
     await b.buffer.append(batch(1_000, 0));
-    const pages = b.buffer.database.pragma('page_count', { simple: true }) as number;
-    b.buffer.database.pragma(`max_page_count = ${pages}`);
+    const pages = b.db.pragma('page_count', { simple: true }) as number;
+    b.db.pragma(`max_page_count = ${pages}`);
     // Issue 21 §1: not kept, so not reported as committed: the caller hears why.
     const refused = await b.buffer.append(batch(5_000, 1_000)).then(() => null, (e: unknown) => e);
     expect(refused).toMatchObject({ code: 'BUFFER_FULL', samples: 5_000 });
@@ -81,7 +81,7 @@ describe('bounded buffer', () => {
     expect(b.rows().length).toBe(1_000); // nothing already accepted was lost
     const dropped = (await b.metrics.bufferDroppedSamples.get()).values.find((v) => v.labels.policy === 'refuse_new');
     expect(dropped?.value).toBe(5_000);
-    b.buffer.database.pragma('max_page_count = 1000000000');
+    b.db.pragma('max_page_count = 1000000000');
     await waitFor(async () => {
       await b.buffer.append(batch(10, 100_000 + Math.floor(Math.random() * 1e6))).catch(() => undefined);
       return b.buffer.stats().writable && b.rows().length > 1_000;
@@ -135,14 +135,14 @@ describe('bounded buffer', () => {
   it('while the disk refuses writes, appends beyond the memory limit are refused with the write error named', async () => {
     const b = openTestBuffer({ maxPendingSamples: 1_000 });
     open.push(b);
-    b.buffer.database.pragma('query_only = ON');
+    b.db.pragma('query_only = ON');
     const held = b.buffer.append(batch(800, 0));
     held.catch(() => undefined);
     await waitFor(() => !b.buffer.stats().writable, { what: 'buffer unwritable' });
     const err = await b.buffer.append(batch(300, 800)).then(() => null, (e: unknown) => e);
     expect(err).toMatchObject({ code: 'BUFFER_PENDING_LIMIT', samples: 300 });
     expect((err as Error).message).toMatch(/cannot write \(SQLITE_READONLY\).*800 samples already wait in memory; at most 1000/);
-    b.buffer.database.pragma('query_only = OFF');
+    b.db.pragma('query_only = OFF');
     await held; // the first append is committed once the disk takes writes again
     expect(b.rows()).toHaveLength(800);
   });

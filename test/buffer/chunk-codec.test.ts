@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChunkFormatError, chunkCount, decimalScale, decodeChunk, encodeChunk } from '../../src/buffer/chunk-codec.js';
+import { ChunkFormatError, chunkCount, decimalScale, decodeChunk, encodeChunk } from '../../src/buffer/chunks/codec.js';
 
 /** Deterministic PRNG (mulberry32) so a failing case can be replayed from its seed. */
 function rng(seed: number): () => number {

@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_CHUNK_SAMPLES, readAllSamples } from '../../src/buffer/chunk-store.js';
-import { openBufferDatabase } from '../../src/buffer/database.js';
-import { SCHEMA_VERSION } from '../../src/buffer/migrations.js';
+import { MAX_CHUNK_SAMPLES, readAllSamples } from '../../src/buffer/chunks/store.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
+import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
@@ -56,7 +56,7 @@ describe('sealed chunks (buffer v2)', () => {
     expect(s.compressionRatio!).toBeGreaterThan(1.5); // small chunks of awkward values; bench/buffer-footprint.ts measures real ratios
     await b.close();
     const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
-    const db = again.buffer.database;
+    const db = again.db;
     const all = readAllSamples(db);
     expect(all.map(key).sort()).toEqual(data.map(key).sort());
     // Sealing renumbered inside the same seq range (L2): every seq was a seq before.
@@ -90,7 +90,7 @@ describe('sealed chunks (buffer v2)', () => {
     expect(claimed).toBe(3_001);
     await b.buffer.flush();
     expect(b.buffer.stats().rows).toBe(0);
-    expect(readAllSamples(b.buffer.database)).toEqual([]);
+    expect(readAllSamples(b.db)).toEqual([]);
     expect(data.length).toBe(3_000);
   });
 
@@ -113,7 +113,7 @@ describe('sealed chunks (buffer v2)', () => {
     b.buffer.sealNow();
     const live = plant(500).map((s) => ({ ...s, variable: `live_${s.variable}` }));
     await b.buffer.append(live);
-    const all = readAllSamples(b.buffer.database);
+    const all = readAllSamples(b.db);
     // A range that starts and ends inside chunks, spanning sealed samples and rows.
     const from = all[1_234].seq;
     const to = all[all.length - 100].seq;
@@ -138,7 +138,7 @@ describe('sealed chunks (buffer v2)', () => {
       });
       const deleted = b.buffer.deleteRange(range);
       expect(deleted).toBe(inRange.length);
-      const left = readAllSamples(b.buffer.database);
+      const left = readAllSamples(b.db);
       expect(left.map(key).sort()).toEqual(all.filter((r) => r.seq < from || r.seq > to).map(key).sort());
       expect(b.buffer.stats().rows).toBe(left.length);
       expect(b.buffer.stats().reserved).toBe(0);
@@ -162,11 +162,11 @@ describe('sealed chunks (buffer v2)', () => {
     await b.buffer.append(more);
     b.buffer.sealNow();
     expect(b.buffer.stats().liveRows).toBe(0);
-    const sizes = b.buffer.database.prepare('SELECT var, n FROM chunks ORDER BY seq_from').all() as Array<{ var: number; n: number }>;
+    const sizes = b.db.prepare('SELECT var, n FROM chunks ORDER BY seq_from').all() as Array<{ var: number; n: number }>;
     expect(Math.max(...sizes.map((c) => c.n))).toBe(MAX_CHUNK_SAMPLES);
     expect(sizes.reduce((a, c) => a + c.n, 0)).toBe(12_700);
     // Each variable's samples come back bit-exact and in the order they were appended.
-    const all = readAllSamples(b.buffer.database);
+    const all = readAllSamples(b.db);
     for (const name of ['mvr_a', 'mvr_b', 'mvr_big', ...new Set(more.map((m) => m.variable))]) {
       const want = [...data, ...more].filter((d) => d.variable === name).map(key);
       expect(all.filter((r) => r.variable === name).map(key)).toEqual(want);
@@ -176,7 +176,7 @@ describe('sealed chunks (buffer v2)', () => {
   it('serves a chunk longer than a block in several blocks, for a range that starts and ends inside chunks and a limit that falls inside one', async () => {
     const { b } = await filled(4_000); // chunks of 200 samples (steps of 1,000 seqs, 5 variables)
     b.buffer.sealNow();
-    const all = readAllSamples(b.buffer.database);
+    const all = readAllSamples(b.db);
     const range = { from: all[150].seq, to: all[3_950].seq };
     b.buffer.reserveRange(range);
     const dir = mkdtempSync(join(tmpdir(), 'gw-chunk-import-'));
@@ -218,7 +218,7 @@ describe('sealed chunks (buffer v2)', () => {
   it('an import file cut by its size limit ends inside a chunk, and the rest stays claimable', async () => {
     const { b } = await filled(4_000);
     b.buffer.sealNow();
-    const all = readAllSamples(b.buffer.database);
+    const all = readAllSamples(b.db);
     const range = { from: all[0].seq, to: all.at(-1)!.seq };
     b.buffer.reserveRange(range);
     const dir = mkdtempSync(join(tmpdir(), 'gw-chunk-import-'));
@@ -230,7 +230,7 @@ describe('sealed chunks (buffer v2)', () => {
       expect(b.buffer.stats().reserved).toBe(built.itemCount);
       expect(b.buffer.available).toBe(4_000 - built.itemCount);
       expect(b.buffer.deleteRange({ from: range.from, to: built.lastSeq! })).toBe(built.itemCount);
-      expect(readAllSamples(b.buffer.database)).toHaveLength(4_000 - built.itemCount);
+      expect(readAllSamples(b.db)).toHaveLength(4_000 - built.itemCount);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -239,13 +239,13 @@ describe('sealed chunks (buffer v2)', () => {
   it('sets aside sealed items exactly (import path), in one transaction with their removal', async () => {
     const { b } = await filled(3_000);
     b.buffer.sealNow();
-    const all = readAllSamples(b.buffer.database);
+    const all = readAllSamples(b.db);
     const victims = [all[10], all[1_500], all[2_999]].map((r) => ({ ...r }));
     b.buffer.setAside(victims, { path: 'import', reason: 'unknown machine variable', jobId: 'job_x' });
-    const left = readAllSamples(b.buffer.database);
+    const left = readAllSamples(b.db);
     expect(left).toHaveLength(2_997);
     expect(b.buffer.stats().rows).toBe(2_997);
-    const aside = b.buffer.database.prepare('SELECT variable, ts, value FROM set_aside ORDER BY id').all();
+    const aside = b.db.prepare('SELECT variable, ts, value FROM set_aside ORDER BY id').all();
     expect(aside).toEqual(victims.map((v) => ({ variable: v.variable, ts: v.ts, value: v.value })));
     expect(left.map(key)).not.toContain(key(victims[1]));
   });
@@ -276,7 +276,7 @@ describe('sealed chunks (buffer v2)', () => {
     expect(chunksBefore).toBeGreaterThanOrEqual(100); // 20 steps × 5 variables
     // Holds: a sync claim (unseals the newest chunk into rows) and an import-job range over chunks.
     const claimed = b.buffer.claimNewest(50);
-    const all0 = readAllSamples(b.buffer.database);
+    const all0 = readAllSamples(b.db);
     const range = { from: all0[4_000].seq, to: all0[6_500].seq };
     b.buffer.reserveRange(range);
     const inRange = (r: { seq: number }) => r.seq >= range.from && r.seq <= range.to;
@@ -288,7 +288,7 @@ describe('sealed chunks (buffer v2)', () => {
       return m;
     };
     b.buffer.compactNow();
-    const all1 = readAllSamples(b.buffer.database);
+    const all1 = readAllSamples(b.db);
     const s = b.buffer.stats();
     expect(s.chunks).toBeLessThan(chunksBefore / 2);
     expect(s.rows).toBe(20_000);
@@ -307,23 +307,25 @@ describe('sealed chunks (buffer v2)', () => {
     await b.buffer.flush();
     await b.close();
     const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
-    const left = readAllSamples(again.buffer.database);
+    const left = readAllSamples(again.db);
     expect(left.length).toBe(20_000 - held0.length - claimed.length);
     expect(again.buffer.stats().rows).toBe(left.length);
   });
 
   it('drop_oldest drops whole sealed chunks first and counts exactly the samples dropped', async () => {
     const metrics = createMetrics();
-    const { b } = await filled(40_000, { metrics, maxBytes: 1_000_000_000 });
-    b.buffer.sealNow();
-    const sealedBefore = readAllSamples(b.buffer.database);
-    // Shrink the limit below what the file uses: the next commit applies the policy.
-    (b.buffer as unknown as { opts: { maxBytes: number } }).opts.maxBytes = Math.floor(b.buffer.usedBytes() * 0.5);
+    const { b: first } = await filled(40_000, { maxBytes: 1_000_000_000 });
+    first.buffer.sealNow();
+    const sealedBefore = readAllSamples(first.db);
+    // Reopened with a limit below what the file uses: the next commit applies the policy.
+    const limit = Math.floor(first.buffer.usedBytes() * 0.5);
+    await first.close();
+    const b = track(openTestBuffer({ path: first.path, dir: first.dir, metrics, maxBytes: limit }));
     const more = Array.from({ length: 20_000 }, (_, i) => ({ variable: 'mvr_more', ts: T0 + 1e9 + i, value: i }));
     await b.buffer.append(more);
     const dropped = b.buffer.stats().droppedTotal;
     expect(dropped).toBeGreaterThan(0);
-    const left = readAllSamples(b.buffer.database);
+    const left = readAllSamples(b.db);
     expect(left.length).toBe(40_000 + 20_000 - dropped);
     expect(b.buffer.stats().rows).toBe(left.length);
     const counted = (await metrics.registry.getSingleMetric('gateway_buffer_dropped_samples_total')!.get()).values.reduce((n, v) => n + v.value, 0);

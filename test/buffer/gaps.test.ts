@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import BetterSqlite3 from 'better-sqlite3';
-import { openBufferDatabase } from '../../src/buffer/database.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { GapLedger } from '../../src/buffer/gaps.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
@@ -52,12 +52,12 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     const b = testBuffer();
     await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }]);
     // Make the next commit fail inside its transaction, after the samples were inserted.
-    b.buffer.database.exec("CREATE TRIGGER fail_next AFTER INSERT ON last_committed WHEN NEW.variable = 'mvr_fail' BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+    b.db.exec("CREATE TRIGGER fail_next AFTER INSERT ON last_committed WHEN NEW.variable = 'mvr_fail' BEGIN SELECT RAISE(ABORT, 'injected'); END;");
     const p = b.buffer.append([{ variable: 'mvr_fail', ts: 9_000, value: 1 }]);
     await waitFor(() => !b.buffer.stats().writable, { what: 'the injected commit failure' });
     expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(false);
     expect(b.buffer.lastCommitted.get('mvr_fail')).toBeNull();
-    b.buffer.database.exec('DROP TRIGGER fail_next');
+    b.db.exec('DROP TRIGGER fail_next');
     await p; // the retry commits it
     expect(b.buffer.lastCommitted.get('mvr_fail')).toBe(9_000);
     expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(true);
@@ -68,7 +68,7 @@ describe('gap ledger (gaps.ts)', () => {
   it('keeps one open gap per source and scope, closes it, counts its seconds, and serves the API shape', async () => {
     const b = testBuffer();
     const metrics = createMetrics();
-    const ledger = new GapLedger(b.buffer.database, metrics);
+    const ledger = new GapLedger(b.db, metrics);
     const g = ledger.open({ source: 'press1', variables: null, from: 10_000, reason: 'source_disconnected', filled: 'pending' }, 10_000);
     const again = ledger.open({ source: 'press1', variables: null, from: 12_000, reason: 'gateway_stopped', filled: 'no' }, 12_000);
     expect(again.id).toBe(g.id); // G1
@@ -90,7 +90,7 @@ describe('gap ledger (gaps.ts)', () => {
 
   it('offers a closed unfilled gap for annotation once (G3), long enough ones only', () => {
     const b = testBuffer();
-    const ledger = new GapLedger(b.buffer.database);
+    const ledger = new GapLedger(b.db);
     const short = ledger.open({ source: 's', variables: null, from: 0, to: 500, reason: 'gateway_stopped', filled: 'no' }, 1);
     const long = ledger.open({ source: 't', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'no' }, 1);
     const filled = ledger.open({ source: 'u', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'pending' }, 1);

@@ -41,7 +41,7 @@ describe('buffer durability under SIGKILL', () => {
       for (let v = 0; v <= lastCommitted; v++) {
         if (!values.has(v)) throw new Error(`value ${v} was reported committed but is missing after SIGKILL`);
       }
-      const check = reopened.buffer.database.pragma('integrity_check', { simple: true });
+      const check = reopened.db.pragma('integrity_check', { simple: true });
       expect(check).toBe('ok');
     } finally {
       await reopened.close();

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openBufferDatabase } from '../../src/buffer/database.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { silentLogger } from '../../src/core/logger.js';
 
 const dirs: string[] = [];

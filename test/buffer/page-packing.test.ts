@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { readAllSamples } from '../../src/buffer/chunk-store.js';
-import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder, payloadLayout } from '../../src/buffer/page-packing.js';
+import { readAllSamples } from '../../src/buffer/chunks/store.js';
+import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder, payloadLayout } from '../../src/buffer/chunks/page-packing.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 
 /**
- * Page packing of the chunks table (page-packing.ts, sealer L5): the cell-size model agrees with
+ * Page packing of the chunks table (chunks/page-packing.ts, sealer L5): the cell-size model agrees with
  * SQLite's own page accounting (dbstat), first-fit-decreasing bins are valid and near the bound,
  * and a compaction of chunks of one to three kilobytes leaves the leaf pages nearly full.
  */
@@ -33,7 +33,7 @@ interface PageStats {
 }
 
 function chunkPages(b: TestBuffer): PageStats {
-  const rows = b.buffer.database
+  const rows = b.db
     .prepare("SELECT pagetype, count(*) AS pages, sum(pgsize) AS bytes, sum(unused) AS unused FROM dbstat WHERE name = 'chunks' GROUP BY pagetype")
     .all() as Array<{ pagetype: string; pages: number; bytes: number; unused: number }>;
   const of = (t: string) => rows.find((r) => r.pagetype === t);
@@ -58,7 +58,7 @@ describe('page packing of the chunks table', () => {
   it('predicts the leaf and overflow pages SQLite uses for chunk rows of any size', () => {
     const b = openTestBuffer({});
     open.push(b);
-    const db = b.buffer.database;
+    const db = b.db;
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     const r = rng(7);
     const ins = db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (?, ?, ?, ?, ?, ?)');
@@ -116,7 +116,7 @@ describe('page packing of the chunks table', () => {
     b.buffer.compactNow();
     expect(b.buffer.stats().chunks).toBeLessThan(before / 4);
 
-    const db = b.buffer.database;
+    const db = b.db;
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     const cells = db.prepare('SELECT seq_from, var, n, ts_min, ts_max, length(data) AS dataBytes FROM chunks ORDER BY seq_from').all() as Array<{ seq_from: number; var: number; n: number; ts_min: number; ts_max: number; dataBytes: number }>;
     const sizes = cells.map((c) => leafCellBytes(chunkRecordBytes(c), c.seq_from, pageSize));

@@ -68,7 +68,7 @@ describe('SampleBuffer', () => {
     const rows = b.buffer.claimNewest(1);
     b.buffer.setAside(rows, { path: 'sync', reason: 'items[0].machine_variable_id: unknown', requestId: 'req_1' });
     expect(b.rows()).toHaveLength(2);
-    const aside = b.buffer.database.prepare('SELECT variable, ts, value, reason, request_id FROM set_aside').all();
+    const aside = b.db.prepare('SELECT variable, ts, value, reason, request_id FROM set_aside').all();
     expect(aside).toEqual([{ variable: 'mvr_a', ts: rows[0].ts, value: 2, reason: 'items[0].machine_variable_id: unknown', request_id: 'req_1' }]);
   });
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { SetAsideStore } from '../../src/buffer/set-aside.js';
 import { openTestBuffer } from '../helpers/buffer.js';
-import { startTestGateway, testConfigInput, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, testConfigInput, type TestGateway, withBufferFile } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
 import { runCli } from '../helpers/cli.js';
 
@@ -125,12 +125,12 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
     const sections = { http: { enabled: true, port: 0 }, buffer: { when_full: 'refuse_new', max_bytes: '1MB' } };
     const gw = await startTestGateway(emu, sections, { dir });
     cleanup.push(() => gw.destroy());
-    gw.handle.buffer.database
-      .prepare(
+    withBufferFile(gw, (db) =>
+      db.prepare(
         `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
          INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_new_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
       )
-      .run(T0, T0);
+      .run(T0, T0));
     const port = Number(new URL(gw.handle.httpUrl!).port);
     const cfg = join(dir, 'gw.yaml');
     writeFileSync(cfg, stringify(testConfigInput(emu, dir, { ...sections, http: { enabled: true, port } })));
@@ -144,7 +144,7 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
   it('stops at the first step the buffer refuses: earlier steps are committed and gone from set-aside, the rest stays, nothing counted as lost', async () => {
     const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 5_000_000 });
     cleanup.push(() => b.destroy());
-    const db = b.buffer.database;
+    const db = b.db;
     db.prepare(
       `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 39999)
        INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
@@ -172,7 +172,7 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
   it('requeue in the file (no gateway) moves every sample in steps, each step one transaction', async () => {
     const b = openTestBuffer();
     cleanup.push(() => b.destroy());
-    const db = b.buffer.database;
+    const db = b.db;
     await b.buffer.append([{ variable: 'mvr_live_1', ts: T0, value: -1 }]);
     db.prepare(
       `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 2499)

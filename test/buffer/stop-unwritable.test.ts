@@ -22,7 +22,7 @@ describe('stopping while the disk refuses writes (issue 12 §1)', () => {
     open.push(b);
     await b.buffer.append([{ variable: 'mvr_a', ts: 1_700_000_000_000, value: 1 }]);
     // Every write now fails (as on a read-only or broken file system); samples stay in memory.
-    b.buffer.database.pragma('query_only = ON');
+    b.db.pragma('query_only = ON');
     const held = b.buffer.append(Array.from({ length: 500 }, (_, i) => ({ variable: 'mvr_a', ts: 1_700_000_000_001 + i, value: i })));
     held.catch(() => undefined);
     await waitFor(() => !b.buffer.stats().writable, { what: 'buffer unwritable' });

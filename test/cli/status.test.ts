@@ -30,7 +30,7 @@ function catchingUp(): GatewayStatus {
       { name: 'gen', kind: 'generator', state: 'stopped', since: NOW - 5_000, samplesRead: 0, samplesRefused: {}, lastSampleAt: null, lastError: null, detail: { variables: 20, interval_ms: 1000 } },
     ],
     buffer: {
-      samples: 700_000, available: 100_000, inflight: 400, in_import_jobs: 599_600, pending_commit: 12, used_bytes: 84_000_000, max_bytes: 2_000_000_000,
+      samples: 700_000, available: 100_000, inflight: 400, in_import_jobs: 599_600, pending_commit: 12, used_bytes: 84_000_000, disk_bytes: 85_500_000, free_bytes: 1_000_000, max_bytes: 2_000_000_000,
       oldest_unsent_age_s: 2.5 * 86_400, committed_total: 1_639_567, dropped_total: 0, writable: true, last_write_error: null, full_episode: null, recovered_from: null,
     },
     uplink: { condition: 'ok', reason: '', since: '2025-03-04T09:00:00.000Z', resume_in_ms: 0, budget_per_minute: 1_400, requests_last_minute: 1_310, freshest_delivered_age_s: 1.2, sync: { rate_per_s: 180.4, delivered_total: 600_000, inflight_batches: 4, set_aside_total: 3 } },
@@ -67,7 +67,7 @@ describe('status rendering', () => {
     expect(text).toContain('1/2 devices up (mixer2 disconnected)');
     expect(text).toContain('last error 30.0s ago: MODBUS_TIMEOUT: mixer2 (tcp://10.0.0.7:502 unit 1) did not answer within 1000 ms');
     expect(text).toContain('refused: not_numeric 3');
-    expect(text).toContain('unsent 700,000 samples, oldest 2d12h old');
+    expect(text).toContain('unsent 700,000 samples, oldest 2d12h old; 84 MB in use of 2.0 GB, 86 MB on disk');
     expect(text).toContain('set aside 3 (edge-gateway set-aside list)');
     expect(text).toContain('sync    180/s, delivered 600,000, 4 batches in flight, freshest value 1.2s old');
     expect(text).toContain('import  753/s, delivered 300,000, 2 jobs in flight, failed 1');

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { startTestGateway } from '../helpers/gateway.js';
+import { startTestGateway, withBufferFile } from '../helpers/gateway.js';
 
 /**
  * Issue 21 §1 in the console: "Requeue all" against a buffer that refuses (refuse_new, full) shows
@@ -24,12 +24,12 @@ describe.skipIf(!available)('console: set-aside requeue refused by the buffer', 
     cleanup.push(() => emu.close());
     const gw = await startTestGateway(emu, { http: { enabled: true, port: 0 }, buffer: { when_full: 'refuse_new', max_bytes: '1MB' } });
     cleanup.push(() => gw.destroy());
-    gw.handle.buffer.database
-      .prepare(
+    withBufferFile(gw, (db) =>
+      db.prepare(
         `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
          INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
       )
-      .run(Date.UTC(2026, 10, 22, 6), Date.UTC(2026, 10, 22, 6));
+      .run(Date.UTC(2026, 10, 22, 6), Date.UTC(2026, 10, 22, 6)));
     const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
     cleanup.push(() => browser.close());
     const page = await browser.newPage();

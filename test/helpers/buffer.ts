@@ -1,7 +1,8 @@
+import type { Database } from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../../src/buffer/database.js';
+import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { fromRowValue } from '../../src/buffer/row-value.js';
 import { SampleBuffer, type BufferOptions } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';
@@ -10,6 +11,12 @@ import { createMetrics, type Metrics } from '../../src/core/metrics.js';
 
 export interface TestBuffer {
   buffer: SampleBuffer;
+  /**
+   * The connection the buffer runs on: the test opened the file and handed it to the buffer, as
+   * the gateway does. Tests use it to inspect the file or to damage it (page limits, query_only);
+   * the buffer itself offers no database handle (src/buffer/README.md).
+   */
+  db: Database;
   metrics: Metrics;
   path: string;
   dir: string;
@@ -39,6 +46,7 @@ export function openTestBuffer(overrides: Partial<BufferOptions> & { path?: stri
   let closed = false;
   return {
     buffer,
+    db,
     metrics,
     path,
     dir,

@@ -1,3 +1,4 @@
+import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,4 +82,19 @@ export async function startTestGateway(emulator: EmulatorAddress, sections: Sect
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Runs `fn` on a connection of its own to a running gateway's buffer file (WAL: readers and a
+ * short writer beside the gateway's connection), closed afterwards. The gateway offers no
+ * database handle (src/buffer/README.md); tests that seed or inspect the file go through this.
+ */
+export function withBufferFile<T>(gw: TestGateway | GatewayHandle, fn: (db: BetterSqlite3.Database) => T): T {
+  const handle = 'handle' in gw ? gw.handle : gw;
+  const db = new BetterSqlite3(handle.config.buffer.path, { timeout: 10_000 });
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
 }

@@ -2,7 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, type TestGateway, withBufferFile } from '../helpers/gateway.js';
 
 /**
  * Issue 21 §1: requeueing set-aside samples through a running gateway's local API. A sample leaves
@@ -27,12 +27,12 @@ async function gateway(sections: Record<string, unknown> = {}): Promise<TestGate
 
 /** `n` set-aside samples of one variable, written the way the sync path records a refusal. */
 function setAside(gw: TestGateway, n: number): void {
-  gw.handle.buffer.database
-    .prepare(
+  withBufferFile(gw, (db) =>
+    db.prepare(
       `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
        INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_1', ? + i, i, 'sync', 'machine variable mvr_late_1 does not exist', ? FROM c`,
     )
-    .run(n - 1, T0, T0);
+    .run(n - 1, T0, T0));
 }
 
 async function post(gw: TestGateway, path: string, body: unknown) {
@@ -41,10 +41,10 @@ async function post(gw: TestGateway, path: string, body: unknown) {
 }
 
 function queued(gw: TestGateway): { n: number; min: number | null; max: number | null; distinct: number } {
-  return gw.handle.buffer.database.prepare('SELECT count(*) AS n, min(ts) AS min, max(ts) AS max, count(DISTINCT ts) AS "distinct" FROM samples').get() as { n: number; min: number | null; max: number | null; distinct: number };
+  return withBufferFile(gw, (db) => db.prepare('SELECT count(*) AS n, min(ts) AS min, max(ts) AS max, count(DISTINCT ts) AS "distinct" FROM samples').get() as { n: number; min: number | null; max: number | null; distinct: number });
 }
 
-const setAsideCount = (gw: TestGateway) => gw.handle.buffer.database.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number;
+const setAsideCount = (gw: TestGateway) => withBufferFile(gw, (db) => db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number);
 const metricSum = async (gw: TestGateway, name: string) => ((await gw.handle.metrics.registry.getSingleMetric(name)!.get()).values as Array<{ value: number }>).reduce((n, v) => n + v.value, 0);
 
 describe('set-aside requeue through the local API', () => {
@@ -84,8 +84,10 @@ describe('set-aside requeue through the local API', () => {
     expect(await metricSum(gw, 'gateway_buffer_dropped_samples_total')).toBe(0);
     expect(await metricSum(gw, 'gateway_buffer_refused_samples_total')).toBeGreaterThan(0);
     // Once there is room again (the operator dropped most of them) the same request goes through.
-    const ids = gw.handle.buffer.database.prepare('SELECT id FROM set_aside ORDER BY id LIMIT 100').pluck(true).all() as number[];
-    gw.handle.buffer.database.prepare('DELETE FROM set_aside WHERE id > ?').run(ids[ids.length - 1]);
+    withBufferFile(gw, (db) => {
+      const ids = db.prepare('SELECT id FROM set_aside ORDER BY id LIMIT 100').pluck(true).all() as number[];
+      db.prepare('DELETE FROM set_aside WHERE id > ?').run(ids[ids.length - 1]);
+    });
     const again = await post(gw, '/api/set-aside/requeue', { variable: 'mvr_late_1' });
     expect(again).toEqual({ status: 200, body: { requeued: 100, remaining: 0 } });
     expect(queued(gw).n).toBe(100);

@@ -1,11 +1,14 @@
+import BetterSqlite3 from 'better-sqlite3';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/core/logger.js';
 import { startEmulator, type EmulatorHandle, type EmulatorOptions } from '../../src/emulator/index.js';
 import { openTestBuffer } from '../helpers/buffer.js';
-import { merge, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { merge, startTestGateway, type TestGateway, withBufferFile } from '../helpers/gateway.js';
 import { delay, waitFor } from '../helpers/wait.js';
 
 const cleanup: Array<() => Promise<void>> = [];
@@ -129,7 +132,7 @@ describe('import-job backfill beside live data', () => {
     const gw = await gateway(emu, dir);
     await waitFor(() => gw.handle.buffer.stats().rows === 0, { timeoutMs: 60_000, what: 'drained' });
     expect(storedTotal(emu)).toBe(n - 2);
-    const aside = gw.handle.buffer.database.prepare("SELECT variable, path, reason, detail, job_id FROM set_aside ORDER BY variable").all() as Array<{ variable: string; path: string; reason: string; detail: string; job_id: string }>;
+    const aside = withBufferFile(gw, (db) => db.prepare("SELECT variable, path, reason, detail, job_id FROM set_aside ORDER BY variable").all()) as Array<{ variable: string; path: string; reason: string; detail: string; job_id: string }>;
     expect(aside.map((a) => a.variable)).toEqual(['mvr_unknown_a', 'mvr_unknown_b']);
     expect(aside[0].path).toBe('import');
     expect(aside[0].job_id).toMatch(/^job_/);
@@ -137,6 +140,39 @@ describe('import-job backfill beside live data', () => {
     const job = emu.importJob(aside[0].job_id)!;
     expect(job.errors).toContainEqual(detail); // stored exactly as the service sent it
     expect(job.items_rejected).toBe(2);
+  }, 90_000);
+
+  it('a finish whose transaction fails leaves the buffer as it was: the rejected items stay queued and the counts match the file (B8)', async () => {
+    const emu = await emulator();
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
+    const n = await prefill(dir, 20_000, [{ variable: 'mvr_unknown_d', ts: T0 + 5, value: 1 }]);
+    // The ledger refuses `finishing` once a job's rejected item is set aside in the same
+    // transaction: the finish of exactly that job fails and rolls back.
+    const file = new BetterSqlite3(join(dir, 'buffer.db'));
+    file.exec("CREATE TRIGGER refuse_finishing BEFORE UPDATE OF state ON import_jobs WHEN NEW.state = 'finishing' AND EXISTS (SELECT 1 FROM set_aside) BEGIN SELECT RAISE(ABORT, 'injected: the ledger refuses'); END;");
+    file.close();
+    const lines: Array<Record<string, unknown>> = [];
+    const stream = new Writable({
+      write(chunk, _e, cb) {
+        for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+        cb();
+      },
+    });
+    const gw = await startTestGateway(
+      emu,
+      { uplink: { requests_per_minute: 120, flush_interval: 200, backfill: { threshold: '10s', max_file_bytes: 400_000, poll_interval: 100, poll_interval_max: 400, max_jobs_in_flight: 2 } } },
+      { dir, logger: createLogger({ level: 'warn', format: 'json', destination: stream }) },
+    );
+    cleanup.push(() => gw.close());
+    await waitFor(() => lines.some((l) => /import job task failed/.test(String(l.msg)) && /injected/.test(JSON.stringify(l))), { timeoutMs: 60_000, what: 'the finish refused' });
+    // Nothing was set aside, and the buffer counts exactly what the file holds.
+    const inFile = withBufferFile(gw, (db) => ({
+      samples: (db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number) + (db.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck(true).get() as number),
+      setAside: db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number,
+    }));
+    expect(inFile.setAside).toBe(0);
+    expect(gw.handle.buffer.stats().rows).toBe(inFile.samples);
+    expect(n).toBe(20_001);
   }, 90_000);
 
   it('a job that fails is sent once more, and a range that fails twice goes through the sync path', async () => {
@@ -165,7 +201,7 @@ describe('import-job backfill beside live data', () => {
     expect(emu.importJobs().some((j) => j.items_rejected === 1 && (j.errors ?? []).length === 0)).toBe(true);
     await waitFor(() => gw.handle.buffer.stats().rows === 0, { timeoutMs: 60_000, what: 'drained' });
     expect(storedTotal(emu)).toBe(n - 1);
-    const aside = gw.handle.buffer.database.prepare('SELECT variable, path FROM set_aside').all();
+    const aside = withBufferFile(gw, (db) => db.prepare('SELECT variable, path FROM set_aside').all());
     expect(aside).toEqual([{ variable: 'mvr_unknown_c', path: 'sync' }]);
   }, 90_000);
 

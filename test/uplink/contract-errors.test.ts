@@ -5,7 +5,7 @@ import { startEmulator, type EmulatorHandle, type EmulatorOptions } from '../../
 import { DEMO_FIXTURE } from '../../src/emulator/index.js';
 import { decide } from '../../src/uplink/retry-policy.js';
 import { outcomeOf } from '../../src/uplink/client.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, type TestGateway, withBufferFile } from '../helpers/gateway.js';
 import { delay, holdsFor, waitFor } from '../helpers/wait.js';
 
 /**
@@ -225,7 +225,7 @@ describe('CONTRACT.md error table, client against the emulator', () => {
     await gw.handle.buffer.append([...good.slice(0, 100), ...bad, ...good.slice(100)]);
     await waitFor(() => gw.handle.buffer.stats().rows === 0, { what: 'drained' });
     expect(emu.valueCounts()['mvr_gen_11']).toBe(197);
-    const aside = gw.handle.buffer.database.prepare('SELECT variable, reason, request_id FROM set_aside ORDER BY ts').all() as Array<{ variable: string; reason: string; request_id: string }>;
+    const aside = withBufferFile(gw, (db) => db.prepare('SELECT variable, reason, request_id FROM set_aside ORDER BY ts').all()) as Array<{ variable: string; reason: string; request_id: string }>;
     expect(aside.map((a) => a.variable)).toEqual(['mvr_does_not_exist', 'mvr_other1_speed', 'mvr_does_not_exist']);
     expect(aside[0].reason).toMatch(/machine_variable_id/);
     expect(aside[0].request_id).toMatch(/^req_/);

@@ -85,7 +85,7 @@ export class FeaturesStage implements Stage {
     const annotations = await startAnnotations({
       annotations: section,
       gatewayName: this.settings.gatewayName,
-      db: store.db, // buffer-v3: narrow interface
+      db: store.db, // the annotations outbox lives in the buffer file, in its own tables
       client: uplink.client,
       health: uplink.health,
       http: surfaces.http,

@@ -2,11 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Database } from 'better-sqlite3';
 import type { BufferConfig } from '../../buffer/config.js';
-import { openBufferDatabase } from '../../buffer/database.js';
+import { openBufferDatabase } from '../../buffer/file/database.js';
 import { GapLedger } from '../../buffer/gaps.js';
 import type { GapsConfig } from '../../buffer/gaps-config.js';
-import { ImportLedger } from '../../buffer/import-ledger.js';
-import { acquireBufferOwner, recordBufferOwner } from '../../buffer/owner-lock.js';
+import type { ImportLedger } from '../../buffer/imports/ledger.js';
+import { acquireBufferOwner, recordBufferOwner } from '../../buffer/file/owner-lock.js';
 import { SampleBuffer } from '../../buffer/sample-buffer.js';
 import { errorCode, GatewayError } from '../../core/errors.js';
 import type { StatusReadings } from '../../status/model.js';
@@ -66,27 +66,31 @@ export function startStore(settings: StoreSettings, { logger, metrics, clock }: 
     sealAfterMs: settings.buffer.seal_after,
     sealRows: settings.buffer.seal_rows,
     compactSamples: settings.buffer.compact_samples,
+    keepFreeBytes: settings.buffer.keep_free,
+    returnFreeAfterMs: settings.buffer.return_free_after,
     logger: logger.child({ component: 'buffer' }),
     metrics,
     clock,
   });
-  const gaps = new GapLedger(opened.db, metrics); // buffer-v3: narrow interface
-  const importLedger = new ImportLedger(opened.db, clock); // buffer-v3: narrow interface
-  const setAsideCount = opened.db.prepare('SELECT count(*) FROM set_aside').pluck(true); // buffer-v3: narrow interface
-  const unbind = [metrics.setAsideSamples.readFrom(() => setAsideCount.get() as number), metrics.gapsOpen.readFrom(() => gaps.openCount())];
+  // The gap ledger shares the buffer file but not its invariants (it holds no samples): it gets the
+  // connection, like the annotations outbox below.
+  const gaps = new GapLedger(opened.db, metrics);
+  const importLedger = buffer.importLedger;
+  const setAsideCount = () => buffer.setAsideStore.total();
+  const unbind = [metrics.setAsideSamples.readFrom(setAsideCount), metrics.gapsOpen.readFrom(() => gaps.openCount())];
 
   return {
     dataDir,
     buffer,
     gaps,
     importLedger,
-    db: opened.db, // buffer-v3: narrow interface
+    db: opened.db,
     path: opened.path,
     status: () => ({
       buffer: buffer.stats(),
       ingestRate: buffer.ingestRate(),
       recoveredFrom: opened.recovered?.movedTo ?? null,
-      setAside: setAsideCount.get() as number,
+      setAside: setAsideCount(),
       gaps: { open: gaps.list({ state: 'open', limit: 50 }).length, recent: gaps.list({ state: 'all', limit: 10 }).map((g) => gaps.view(g)), annotate: settings.gaps.annotate },
     }),
     async stop() {

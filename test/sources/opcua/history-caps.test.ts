@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPCUAClient, type ClientSession } from 'node-opcua';
-import { openBufferDatabase } from '../../../src/buffer/database.js';
+import { openBufferDatabase } from '../../../src/buffer/file/database.js';
 import { GapLedger } from '../../../src/buffer/gaps.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { createMetrics } from '../../../src/core/metrics.js';

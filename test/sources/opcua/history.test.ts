@@ -7,7 +7,7 @@ import { HistoryReadRequest, OPCUAClient, ReadRawModifiedDetails, TimestampsToRe
 import { HistoryData } from 'node-opcua-service-history';
 import { startEmulator, type EmulatorHandle } from '../../../src/emulator/index.js';
 import { OPCUA_DEMO_MAPPING, startOpcuaSimulator, type OpcuaSimulator } from '../../../src/sim/opcua-server.js';
-import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { startTestGateway, type TestGateway, withBufferFile } from '../../helpers/gateway.js';
 import { delay, waitFor } from '../../helpers/wait.js';
 import { apiGaps } from '../../helpers/gaps.js';
 import { captureLogger, tmpPki } from './helpers.js';
@@ -166,12 +166,12 @@ describe('OPC UA historical backfill (issue 14)', () => {
     const to = from + 3_000;
     first.handle.gaps.open({ source: 'press1', variables: null, from, to, reason: 'source_disconnected', filled: 'pending' }, Date.now());
     // The operator has not dealt with a large set-aside yet: the file is over buffer.max_bytes.
-    first.handle.buffer.database
-      .prepare(
+    withBufferFile(first, (db) =>
+      db.prepare(
         `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
          INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_gone_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
       )
-      .run(from - 600_000, from);
+      .run(from - 600_000, from));
     await first.close();
     await emu.reset();
 

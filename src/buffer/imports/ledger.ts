@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
-import type { Clock } from '../core/clock.js';
-import type { SeqRange } from './sample-buffer.js';
+import type { Clock } from '../../core/clock.js';
+import type { SeqRange } from '../types.js';
 
 /**
  * The durable record of import jobs (interface §4.7, §2.9): which seq range of the buffer each
@@ -63,7 +63,7 @@ const toEntry = (r: Row): LedgerEntry => ({
 });
 
 export class ImportLedger {
-  private readonly st: { insert: Statement; get: Statement; all: Statement; remove: Statement };
+  private readonly st: { insert: Statement; get: Statement; all: Statement; remove: Statement; ranges: Statement };
 
   constructor(
     private readonly db: Database,
@@ -74,6 +74,7 @@ export class ImportLedger {
       get: db.prepare('SELECT * FROM import_jobs WHERE id = ?'),
       all: db.prepare('SELECT * FROM import_jobs ORDER BY id'),
       remove: db.prepare('DELETE FROM import_jobs WHERE id = ?'),
+      ranges: db.prepare('SELECT seq_from AS "from", seq_to AS "to" FROM import_jobs'),
     };
   }
 
@@ -108,5 +109,10 @@ export class ImportLedger {
 
   remove(id: number): void {
     this.st.remove.run(id);
+  }
+
+  /** The seq range of every job in the ledger (holds.ts: what sealing and compaction leave alone). */
+  ranges(): SeqRange[] {
+    return this.st.ranges.all() as SeqRange[];
   }
 }

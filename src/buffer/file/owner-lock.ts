@@ -2,11 +2,12 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { errorCode, GatewayError } from '../core/errors.js';
+import { errorCode, GatewayError } from '../../core/errors.js';
 
 /**
  * One gateway per buffer file. Two gateways on one file would both claim and send the same rows
- * (the in-memory claims of invariant I4 are per process) and both manage the same import jobs.
+ * (the in-memory claims of B4 are per process) and both manage the same import jobs. Keeps B6
+ * (src/buffer/README.md).
  *
  * The lock is a small SQLite file beside the buffer (`<buffer.path>.lock`) held with
  * `locking_mode = EXCLUSIVE` after a first write: SQLite then keeps its exclusive POSIX lock on the

@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
-import { GatewayError } from '../core/errors.js';
-import { GAPS_MIGRATION } from './gaps.js';
+import { GatewayError } from '../../core/errors.js';
+import { GAPS_MIGRATION } from '../gaps.js';
 
 /**
  * Schema of the buffer file, as ordered migrations keyed by `PRAGMA user_version`. A migration is

@@ -1,21 +1,17 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './chunk-codec.js';
-import { fromRowValue, toRowValue } from './row-value.js';
+import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './codec.js';
+import { fromRowValue, toRowValue } from '../row-value.js';
 
 /**
  * Sealed samples: per-variable compressed chunks in the `chunks` table, beside the `samples` rows.
  *
- * INVARIANTS (kept here; SampleBuffer relies on them for I2–I5):
+ * Keeps B3 (src/buffer/README.md) for chunks: a chunk holds the samples with seqs
+ * `seq_from .. seq_from + n − 1`, in that order, so every sealed sample keeps a seq of its own and
+ * a seq range means the same samples whether they are rows or sealed; no seq is both a row and in
+ * a chunk, and no two chunks overlap. `unseal` keeps the seqs; removing part of a chunk (a partial
+ * import range, set-aside items) re-encodes the rest over its remaining seqs in the caller's
+ * transaction (B2). Its own rule:
  *
- *  S1  A chunk holds the samples with seqs `seq_from .. seq_from + n − 1`, in that order: every
- *      sealed sample still has its own seq, so seq ranges (import jobs, sync-only ranges) mean the
- *      same samples whether they are rows or chunks. No seq is ever both a row and in a chunk, and
- *      no two chunks overlap (they are written and changed only inside SampleBuffer transactions).
- *  S2  Rows ↔ chunks conversions never change a sample's seq, except sealing, which renumbers a
- *      seq range that nothing holds (no claim, no import job, no sync-only range) into the same
- *      range (sealer.ts). Hence a held seq always means the same sample.
- *  S3  Removing part of a chunk (a partial import range, set-aside items) re-encodes the rest as
- *      chunks over the remaining seqs in the same transaction; nothing else is touched.
  *  S4  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
  *      key range scan starting MAX_CHUNK_SAMPLES below it.
  */
@@ -24,7 +20,7 @@ export const MAX_CHUNK_SAMPLES = 4_096;
 
 /**
  * Chunks looked at for "the oldest sample": compaction orders a window's chunks to pack pages
- * (sealer L5), so the lowest seq is not always the earliest sample; most variables have one chunk
+ * (chunks/sealer.ts), so the lowest seq is not always the earliest sample; most variables have one chunk
  * per window starting near its beginning, so a few dozen chunks find it to within seconds.
  */
 const OLDEST_LOOKAHEAD = 64;
@@ -83,7 +79,7 @@ export class ChunkStore {
     return this.st.totals.get() as ChunkTotals;
   }
 
-  /** Encodes and stores one chunk; the caller guarantees S1 (seqs free, inside a transaction). */
+  /** Encodes and stores one chunk; the caller guarantees B3 (its seqs free, inside a transaction). */
   write(seqFrom: number, varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): Buffer {
     const c = this.encode(varId, ts, values);
     this.insert(seqFrom, c);
@@ -102,7 +98,7 @@ export class ChunkStore {
     return { var: varId, n: ts.length, ts_min: min, ts_max: max, data };
   }
 
-  /** Stores an encoded chunk at `seqFrom` (S1: the caller guarantees its seqs are free). */
+  /** Stores an encoded chunk at `seqFrom` (B3: the caller guarantees its seqs are free). */
   insert(seqFrom: number, c: EncodedChunk): void {
     this.st.insert.run(seqFrom, c.var, c.n, c.ts_min, c.ts_max, c.data);
   }
@@ -140,7 +136,7 @@ export class ChunkStore {
   }
 
   /**
-   * Removes the sealed samples with seqs in [from, to] (S3); returns them (seq order) so the
+   * Removes the sealed samples with seqs in [from, to] (B2); returns them (seq order) so the
    * caller can count and report exactly what left.
    */
   removeRange(from: number, to: number): { removed: number; tsMin: number; tsMax: number } {
@@ -171,7 +167,7 @@ export class ChunkStore {
     return { removed, tsMin, tsMax };
   }
 
-  /** Turns a chunk back into rows with the same seqs (S2); returns the number of rows. */
+  /** Turns a chunk back into rows with the same seqs (B3); returns the number of rows. */
   unseal(c: ChunkRow): number {
     const d = decodeChunkInto(c.data, this.decoded);
     this.st.remove.run(c.seq_from);
@@ -197,9 +193,16 @@ export function* chunkSamples(c: ChunkRow, from = -Infinity, to = Infinity): Gen
   }
 }
 
+/** Unsent samples in a buffer file, rows and sealed (files before buffer v2 have no chunks table). For tools that read the file directly. */
+export function countUnsent(db: Database): number {
+  let n = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined) n += db.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck(true).get() as number;
+  return n;
+}
+
 /**
  * Every unsent sample in a buffer file, rows and sealed, with variable names, in seq order. For
- * tools that read the file directly (the crash harness, tests, `backup`).
+ * tools that read the file directly (the crash harness, tests).
  */
 export function readAllSamples(db: Database): Array<{ seq: number; variable: string; ts: number; value: number }> {
   const names = new Map<number, string>((db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>).map(([id, name]) => [id, name]));

@@ -1,5 +1,5 @@
 /**
- * Page packing for the `chunks` table: the order in which a compaction window's chunks are
+ * Page packing for the `chunks` table: the order in which a seal or compaction job's chunks are
  * written, so that SQLite's leaf pages come out full.
  *
  * Why: a table b-tree keeps a row of up to `U − 35` bytes (U = page size) whole in its leaf page,
@@ -7,7 +7,7 @@
  * overflow"). Written in key order, leaf pages fill like next-fit bin packing: a page is closed as
  * soon as the next cell does not fit. Chunks of one to three kilobytes in 4 KB pages then leave a
  * quarter of every leaf page empty (measured: 26 % of the leaf bytes of a compacted 2 M-sample
- * backlog). Inside a compaction window the order of chunks is free (sealer L5), so the window's
+ * backlog). Inside a job's range the order of chunks is free (B3, chunks/sealer.ts), so the job's
  * chunks are ordered by first-fit decreasing bins; next-fit over a sequence of bins that each fit
  * a page uses no more pages than there are bins, so the b-tree gets the FFD packing.
  */

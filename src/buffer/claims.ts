@@ -1,0 +1,171 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { Logger } from 'pino';
+import type { Clock } from '../core/clock.js';
+import type { ChunkRow, ChunkStore } from './chunks/store.js';
+import { inOwnTransaction } from './file/transactions.js';
+import type { Holds } from './holds.js';
+import type { Ingest } from './ingest.js';
+import { fromRowValue } from './row-value.js';
+import type { SetAsideInfo, SetAsideMove } from './set-aside.js';
+import type { Tally } from './tally.js';
+import type { BufferedRow } from './types.js';
+import type { VariableDictionary } from './variables.js';
+
+/**
+ * The sync path's claims: which samples it sends next, and what happens to them after.
+ *
+ * Keeps:
+ *  B4  A claimed row is in Holds until it is released, or acknowledged and its delete committed; a
+ *      claim never takes a held sample (another claim or an import job's range).
+ *  B5  Newest first (`claimNewest`: live data stays fresh); oldest first only for the age bound
+ *      (`claimOldest`, issue 12 §5).
+ *  B3  The sync path claims rows only: a sealed sample it needs is first turned back into a row
+ *      with the same seq (`unseal`, one transaction per chunk), outside every import-job range.
+ *  B2c Setting samples aside records them and removes them, rows or sealed, in one transaction.
+ */
+export class Claims {
+  private readonly st: { newestSeqs: Statement; rowBySeq: Statement; oldestBetween: Statement };
+
+  constructor(
+    private readonly db: Database,
+    private readonly o: { logger: Logger; clock: Clock; holds: Holds; store: ChunkStore; tally: Tally; dict: VariableDictionary; ingest: Ingest; setAsideMove: SetAsideMove; changed: () => void },
+  ) {
+    this.st = {
+      newestSeqs: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?').pluck(true),
+      rowBySeq: db.prepare('SELECT var, ts, value FROM samples WHERE seq = ?').raw(true),
+      oldestBetween: db.prepare('SELECT seq, var, ts, value FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT ?').raw(true),
+    };
+  }
+
+  /** Claims up to `limit` of the newest samples no one holds (B4, B5). */
+  claimNewest(limit: number): BufferedRow[] {
+    const out: BufferedRow[] = [];
+    if (limit <= 0) return out;
+    // Rows first; when no unheld row is left, the newest unheld chunk becomes rows again (B3).
+    for (;;) {
+      this.claimNewestRows(limit, out);
+      if (out.length >= limit || this.o.tally.sealed === 0) return out;
+      if (!this.unsealNewest()) return out;
+    }
+  }
+
+  /**
+   * Claims up to `limit` of the oldest samples no one holds, sealed ones included (issue 12 §5:
+   * the sync path alternates to these while the oldest unsent sample is older than its bound).
+   */
+  claimOldest(limit: number): BufferedRow[] {
+    const out: BufferedRow[] = [];
+    if (limit <= 0) return out;
+    const holds = this.o.holds;
+    for (const gap of holds.gapsAscending()) {
+      let lo = gap.lo;
+      while (out.length < limit) {
+        const c = this.o.store.firstAfter(lo, gap.hi);
+        const rowsHi = c ? c.seq_from : gap.hi; // rows strictly between lo and rowsHi come first
+        while (out.length < limit && rowsHi > lo + 1) {
+          const rows = this.st.oldestBetween.all(lo, rowsHi, limit - out.length + holds.claimedCount) as Array<[number, number, number, number | Buffer]>;
+          if (rows.length === 0) break;
+          for (const [seq, varId, ts, value] of rows) {
+            lo = seq;
+            if (holds.isClaimed(seq)) continue;
+            holds.claim(seq);
+            out.push({ seq, variable: this.o.dict.nameOf(varId), ts, value: fromRowValue(value) });
+            if (out.length >= limit) break;
+          }
+        }
+        if (out.length >= limit || !c) break;
+        this.unseal(c);
+        // Its samples are rows now, with the same seqs; never below the gap (a job's range).
+        lo = Math.max(gap.lo, Math.min(lo, c.seq_from - 1));
+      }
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /** Timestamp of the oldest sample (by seq) that no sender holds, or null (issue 12 §5). */
+  oldestAvailableTs(): number | null {
+    const store = this.o.store;
+    for (const gap of this.o.holds.gapsAscending()) {
+      const c = store.firstAfter(gap.lo, gap.hi);
+      const rowsHi = c ? c.seq_from : gap.hi;
+      let lo = gap.lo;
+      for (;;) {
+        const rows = this.st.oldestBetween.all(lo, rowsHi, 256) as Array<[number, number, number, number]>;
+        if (rows.length === 0) break;
+        for (const r of rows) if (!this.o.holds.isClaimed(r[0])) return r[2];
+        lo = rows[rows.length - 1][0];
+      }
+      if (c) return Math.min(c.ts_min, store.earliestTsFrom(c.seq_from, gap.hi) ?? c.ts_min);
+    }
+    return null;
+  }
+
+  /** Gives claimed rows back (transient failure); they will be claimed again. */
+  release(rows: readonly { seq: number }[]): void {
+    for (const r of rows) this.o.holds.unclaim(r.seq);
+    if (rows.length > 0) this.o.changed();
+  }
+
+  /** The service acknowledged these rows (2xx): deleted in the next group commit (Ingest). */
+  ack(rows: readonly { seq: number }[]): void {
+    this.o.ingest.queueAcks(rows);
+  }
+
+  /** Moves samples (claimed rows, or items of an import-job range) to set_aside in one transaction (B2c). */
+  setAside(rows: readonly BufferedRow[], info: SetAsideInfo): void {
+    if (rows.length === 0) return;
+    const now = this.o.clock.now();
+    const moved = inOwnTransaction(this.db, 'setAside', () => this.o.setAsideMove.moveInTransaction(rows, info, now));
+    for (const r of rows) this.o.holds.unclaim(r.seq);
+    this.o.tally.rows -= moved.fromRows;
+    if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());
+  }
+
+  /** Turns the newest chunk outside every import-job range back into rows; false when there is none. */
+  private unsealNewest(): boolean {
+    for (const gap of this.o.holds.gapsDescending()) {
+      const c = this.o.store.lastBefore(gap.lo, gap.hi);
+      if (c) {
+        this.unseal(c);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private unseal(c: ChunkRow): void {
+    const n = inOwnTransaction(this.db, 'unseal', () => this.o.store.unseal(c));
+    this.o.logger.debug({ event: 'chunk_unsealed', seq_from: c.seq_from, samples: n }, 'a sealed chunk went back to rows for the sync path');
+    const t = this.o.tally;
+    t.rows += n;
+    t.sealed -= n;
+    t.chunks -= 1;
+    t.chunkBytes -= c.data.length;
+  }
+
+  private claimNewestRows(limit: number, out: BufferedRow[]): void {
+    // Seqs first (small integers), then whole rows only for the chosen ones: the newest rows are
+    // mostly already claimed or acknowledged, and reading them whole only made garbage.
+    const holds = this.o.holds;
+    for (const gap of holds.gapsDescending()) {
+      let hi = gap.hi;
+      while (out.length < limit) {
+        const want = limit - out.length + holds.claimedCount;
+        const seqs = this.st.newestSeqs.all(gap.lo, hi, want) as number[];
+        if (seqs.length === 0) break;
+        for (const seq of seqs) {
+          if (holds.isClaimed(seq)) continue;
+          const row = this.st.rowBySeq.get(seq) as [number, number, number | Buffer] | undefined;
+          if (!row) continue;
+          holds.claim(seq);
+          out.push({ seq, variable: this.o.dict.nameOf(row[0]), ts: row[1], value: fromRowValue(row[2]) });
+          if (out.length >= limit) break;
+        }
+        if (seqs.length < want) break;
+        hi = seqs[seqs.length - 1];
+      }
+      if (out.length >= limit) break;
+    }
+  }
+}

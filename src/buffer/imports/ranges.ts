@@ -1,0 +1,192 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { Clock } from '../../core/clock.js';
+import type { ChunkStore } from '../chunks/store.js';
+import { assertNotNested, inOwnTransaction } from '../file/transactions.js';
+import type { Holds } from '../holds.js';
+import type { SetAsideMove } from '../set-aside.js';
+import type { Tally } from '../tally.js';
+import type { SeqRange } from '../types.js';
+import type { ImportLedger, LedgerEntry } from './ledger.js';
+import type { SampleReader } from './reader.js';
+
+/**
+ * Import-job ranges (the backfill, interface §4.7): which seq range the next job takes, holding it
+ * while the job runs, and what a finished job removes.
+ *
+ * Keeps:
+ *  B4  A job holds one seq range: recorded in the ledger by the backfill, reserved here with its
+ *      sample count; `planJobRange` never offers a held sample.
+ *  B5  Jobs take the oldest samples, below every sync claim, and leave the newest `keepNewest`
+ *      available samples to the sync path.
+ *  B2b A finished job's range leaves the queue (rows deleted, chunk samples removed, partial chunks
+ *      re-encoded over their remaining seqs). Items the job rejected move to set_aside in the same
+ *      transaction that records the job as `finishing` (`finishJob`), so a crash can never map
+ *      the job's item indices onto a range that already lost samples.
+ *  B8  Counts change after the commits, and `finishJob` is one method, not a transaction a caller
+ *      wraps around several (a rollback of such a wrapper left the counts wrong).
+ */
+export class ImportRanges {
+  private readonly st: { countBetween: Statement; firstAfter: Statement; nthFrom: Statement; maxBelow: Statement; maxSeqInRange: Statement; deleteBetween: Statement };
+
+  constructor(
+    private readonly db: Database,
+    private readonly o: { clock: Clock; holds: Holds; store: ChunkStore; tally: Tally; ledger: ImportLedger; reader: SampleReader; setAsideMove: SetAsideMove; changed: () => void },
+  ) {
+    this.st = {
+      countBetween: db.prepare('SELECT count(*) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
+      firstAfter: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT 1').pluck(true),
+      nthFrom: db.prepare('SELECT seq FROM samples WHERE seq >= ? AND seq < ? ORDER BY seq ASC LIMIT 1 OFFSET ?').pluck(true),
+      maxBelow: db.prepare('SELECT max(seq) FROM samples WHERE seq >= ? AND seq < ?').pluck(true),
+      maxSeqInRange: db.prepare('SELECT max(seq) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
+      deleteBetween: db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?'),
+    };
+  }
+
+  /** Marks a seq range as held by an import job (the ledger row is the durable record). */
+  reserveRange(range: SeqRange): void {
+    this.o.holds.reserve(range, this.countIn(range.from, range.to));
+  }
+
+  /** Shrinks a reserved range to what the file actually holds (the rest returns to the queue). */
+  shrinkRange(range: SeqRange, newTo: number): void {
+    if (this.o.holds.shrink(range, newTo, this.countIn(range.from, newTo))) this.o.changed();
+  }
+
+  /** Ends a reservation without deleting (a failed job returns its samples to the queue). */
+  releaseRange(range: SeqRange): void {
+    if (this.o.holds.release(range)) this.o.changed();
+  }
+
+  /**
+   * A finished job: the items it rejected (`rejected`: item index → the service's error) move to
+   * set_aside and the ledger entry becomes `finishing`, in one transaction (B2b). Returns how many
+   * were set aside. The range's samples are deleted afterwards (`deleteRange`).
+   */
+  finishJob(entry: LedgerEntry, rejected: ReadonlyMap<number, unknown>): number {
+    assertNotNested(this.db, 'finishJob');
+    const refused: Array<{ row: import('../types.js').BufferedRow; error: unknown }> = [];
+    if (rejected.size > 0) {
+      let i = 0;
+      for (const chunk of this.o.reader.readRange(entry.range)) {
+        for (const row of chunk) {
+          const e = rejected.get(i++);
+          if (e !== undefined) refused.push({ row, error: e });
+        }
+      }
+    }
+    const now = this.o.clock.now();
+    let fromRows = 0;
+    let fromChunks = 0;
+    inOwnTransaction(this.db, 'finishJob', () => {
+      for (const { row, error } of refused) {
+        const message = (error as { message?: unknown }).message;
+        const moved = this.o.setAsideMove.moveInTransaction([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined }, now);
+        fromRows += moved.fromRows;
+        fromChunks += moved.fromChunks;
+      }
+      this.o.ledger.update(entry.id, { state: 'finishing' });
+    });
+    if (refused.length > 0) {
+      this.o.tally.rows -= fromRows;
+      if (fromChunks > 0) this.o.tally.resync(this.o.store.totals());
+      // The reservation's count shrinks by what left it.
+      this.o.holds.shrink(entry.range, entry.range.to, this.countIn(entry.range.from, entry.range.to));
+    }
+    return refused.length;
+  }
+
+  /** A finished import job accounted for the range: delete its samples (B2b) and end the reservation. */
+  deleteRange(range: SeqRange): number {
+    let deleted = 0;
+    // In slices so one huge delete does not make one huge transaction.
+    const slice = 50_000;
+    for (let from = range.from; from <= range.to; from += slice) {
+      const to = Math.min(range.to, from + slice - 1);
+      const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
+      this.o.tally.rows -= n;
+      deleted += n;
+    }
+    if (this.o.tally.sealed > 0) {
+      deleted += inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
+      this.o.tally.resync(this.o.store.totals());
+    }
+    this.releaseRange(range);
+    return deleted;
+  }
+
+  /**
+   * Chooses the seq range of the next import job (B4, B5): the oldest samples that no sender holds
+   * and that are not sync-only, at most `maxItems` of them, leaving the newest `keepNewest`
+   * available samples to the sync path. The range is contiguous and lies below every sync claim.
+   * Null when there is nothing to take.
+   */
+  planJobRange(maxItems: number, keepNewest: number, available: number): SeqRange | null {
+    const want = Math.min(maxItems, available - keepNewest);
+    if (want <= 0) return null;
+    const lowestClaim = this.o.holds.lowestClaimed();
+    const sealed = this.o.tally.sealed > 0;
+    for (const gap of this.o.holds.gapsForJobs()) {
+      const firstRow = this.st.firstAfter.get(gap.lo, gap.hi) as number | undefined;
+      const c = sealed ? this.o.store.firstAfter(gap.lo, gap.hi) : undefined;
+      const first = Math.min(firstRow ?? Infinity, c ? Math.max(c.seq_from, gap.lo + 1) : Infinity);
+      if (first === Infinity) continue;
+      // The sync path is already sending samples this old: leave them to it.
+      if (lowestClaim !== null && lowestClaim <= first) return null;
+      const hi = lowestClaim === null ? gap.hi : Math.min(gap.hi, lowestClaim);
+      const to = this.seqAtCount(first, hi, want);
+      if (to === null) continue;
+      return { from: first, to };
+    }
+    return null;
+  }
+
+  /**
+   * The seq at which [first, seq] holds `want` samples (rows and sealed), below `hi`; a chunk is
+   * taken whole when the count falls inside it (one job per chunk, no re-encoding at the end).
+   * The highest seq below `hi` when there are fewer; null when there is none.
+   */
+  private seqAtCount(first: number, hi: number, want: number): number | null {
+    let cur = first;
+    let remaining = want;
+    let last: number | null = null;
+    for (;;) {
+      const c = this.o.tally.sealed > 0 ? this.o.store.firstAfter(cur - 1, hi) : undefined;
+      const rowsEnd = c ? Math.max(cur, c.seq_from) : hi; // rows in [cur, rowsEnd)
+      if (rowsEnd > cur) {
+        const nth = this.st.nthFrom.get(cur, rowsEnd, remaining - 1) as number | undefined;
+        if (nth !== undefined) return nth;
+        const count = this.st.countBetween.get(cur, rowsEnd - 1) as number;
+        if (count > 0) {
+          remaining -= count;
+          last = this.st.maxBelow.get(cur, rowsEnd) as number;
+        }
+      }
+      if (!c) return last;
+      const start = Math.max(cur, c.seq_from);
+      const end = Math.min(c.seq_from + c.n - 1, hi - 1);
+      const inChunk = end - start + 1;
+      if (inChunk >= remaining) return end;
+      remaining -= inChunk;
+      last = end;
+      cur = end + 1;
+      if (cur >= hi) return last;
+    }
+  }
+
+  /** Marks a range as sync-only (it failed twice as an import job), durably. */
+  markSyncOnly(range: SeqRange): void {
+    this.o.holds.markSyncOnly(range);
+  }
+
+  /** Forgets sync-only ranges whose samples are all gone. */
+  pruneSyncOnly(): void {
+    const sealed = this.o.tally.sealed > 0;
+    this.o.holds.forgetSyncOnly(this.o.holds.syncOnlyRanges.filter((r) => this.st.maxSeqInRange.get(r.from, r.to) === null && (!sealed || this.o.store.countIn(r.from, r.to) === 0)));
+  }
+
+  /** Samples (rows and sealed) with seqs in [from, to]. */
+  countIn(from: number, to: number): number {
+    const rows = this.st.countBetween.get(from, to) as number;
+    return this.o.tally.sealed > 0 ? rows + this.o.store.countIn(from, to) : rows;
+  }
+}

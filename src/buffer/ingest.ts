@@ -1,0 +1,360 @@
+import type { Database, Statement, Transaction } from 'better-sqlite3';
+import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
+import type { Clock } from '../core/clock.js';
+import { describeError, errorCode } from '../core/errors.js';
+import type { Metrics } from '../core/metrics.js';
+import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
+import type { FullPolicy } from './capacity/full-policy.js';
+import type { DiskUsage } from './capacity/disk.js';
+import type { LossLabel, Losses } from './capacity/losses.js';
+import { assertNotNested } from './file/transactions.js';
+import type { Holds } from './holds.js';
+import type { LastCommitted } from './last-committed.js';
+import { toRowValue } from './row-value.js';
+import type { Tally } from './tally.js';
+import type { VariableDictionary } from './variables.js';
+
+/**
+ * Ingest: appends wait in memory for the next group commit, which writes them as rows in one
+ * transaction together with the deletes of acknowledged rows.
+ *
+ * Keeps:
+ *  B1  `append()` resolves only after the transaction holding its samples has committed (with
+ *      synchronous=FULL: durable against power loss), and never otherwise. Samples it does not
+ *      keep (refuse_new over max_bytes or on a full disk, more than maxPendingSamples waiting in
+ *      memory, a closed buffer) are refused: the promise rejects with a `SamplesRefusedError`
+ *      carrying a stable code and the reason, and none of that append's samples were committed.
+ *      The commit's own work is only the rows, the acks' deletes, `meta.next_seq` and
+ *      `last_committed`: maintenance (sealing, compaction, giving disk back) never runs in it (B7).
+ *  B3  New seqs come from `meta.next_seq`, read and advanced inside the commit transaction (another
+ *      process, `set-aside requeue` on the file, may have taken some), so a new sample never takes
+ *      a seq any sample ever had.
+ *  B8  A failed commit rolls the file back and the in-memory state with it: seqs, dictionary
+ *      entries, the pending queue and the acks are restored, and the write is retried.
+ */
+
+/** Retry of a failed commit: 250 ms, doubling up to 5 s, no jitter (one writer). */
+const WRITE_RETRY: BackoffPolicy = { initialMs: 250, maxMs: 5_000, factor: 2 };
+
+interface PendingAppend {
+  samples: readonly Sample[];
+  /** AppendOptions.keepsRefused: a refusal of these samples is not a loss. */
+  keepsRefused: boolean;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/** Rows per INSERT statement: one statement step per 64 rows halves the per-row cost (bench/mqtt-throughput.ts). */
+const INSERT_ROWS = 64;
+
+export interface IngestOptions {
+  commitIntervalMs: number;
+  commitEagerSamples: number;
+  maxPendingSamples: number;
+  whenFull: 'drop_oldest' | 'refuse_new';
+  maxBytes: number;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+}
+
+export interface IngestRooms {
+  dict: VariableDictionary;
+  tally: Tally;
+  holds: Holds;
+  losses: Losses;
+  full: FullPolicy;
+  usage: DiskUsage;
+  lastCommitted: LastCommitted;
+  /** Runs after every successful commit, in the commit's turn (the façade's hooks, in order). */
+  afterCommit(c: { inserted: number; acks: number }): void;
+}
+
+export class Ingest {
+  private readonly insertArgs: Array<number | Buffer> = new Array(INSERT_ROWS * 4);
+  private nextSeq: number;
+  private pending: PendingAppend[] = [];
+  private pendingCount = 0;
+  private ackQueue: number[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  /** When the planned commit runs (performance.now() ms), or Infinity when none is planned. */
+  private dueAt = Infinity;
+  /** performance.now() of the last successful commit. */
+  lastCommitAt = -Infinity;
+  private closed = false;
+  private committing = false;
+  private writableNow = true;
+  private lastError: { code: string; message: string; at: number } | null = null;
+  private writeFailures = 0;
+  private readonly st: { insert: Statement; insertMany: Statement; setNextSeq: Statement; getNextSeq: Statement; deleteSeq: Statement };
+
+  constructor(
+    private readonly db: Database,
+    private readonly o: IngestOptions,
+    private readonly r: IngestRooms,
+  ) {
+    this.st = {
+      insert: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
+      insertMany: db.prepare(`INSERT INTO samples (seq, var, ts, value) VALUES ${Array(INSERT_ROWS).fill('(?, ?, ?, ?)').join(', ')}`),
+      setNextSeq: db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+      getNextSeq: db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true),
+      deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
+    };
+    const storedNext = this.st.getNextSeq.get() as string | undefined;
+    const maxSeq = (db.prepare('SELECT max(seq) FROM samples').pluck(true).get() as number | null) ?? 0;
+    const maxChunkSeq = (db.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true).get() as number | null) ?? 0;
+    this.nextSeq = Math.max(Number(storedNext ?? 1), maxSeq + 1, maxChunkSeq + 1);
+    this.commitTx = db.transaction((batch: PendingAppend[], acks: number[], refuse: boolean) => this.commitBody(batch, acks, refuse));
+  }
+
+  /** The seq the next committed sample gets (samples up to `nextSeq − 1` are committed). */
+  get lastSeq(): number {
+    return this.nextSeq - 1;
+  }
+
+  get pendingSamples(): number {
+    return this.pendingCount;
+  }
+
+  /** Whether a commit has work waiting (samples or acks). */
+  get hasWork(): boolean {
+    return this.pending.length > 0 || this.ackQueue.length > 0;
+  }
+
+  /** When the next commit is planned (performance.now() ms; Infinity when none): maintenance ends its slices before it (B7). */
+  get commitDueAt(): number {
+    return this.hasWork ? this.dueAt : Infinity;
+  }
+
+  get writable(): boolean {
+    return this.writableNow;
+  }
+
+  get lastWriteError(): { code: string; message: string; at: number } | null {
+    return this.lastError;
+  }
+
+  /**
+   * Queues samples for the next group commit. Resolves once they are committed (B1); rejects with a
+   * `SamplesRefusedError` when the buffer does not keep them (see `SampleSink`).
+   */
+  append(samples: readonly Sample[], options: AppendOptions = {}): Promise<void> {
+    const keepsRefused = options.keepsRefused === true;
+    if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', samples.length));
+    if (samples.length === 0) return Promise.resolve();
+    if (this.pendingCount + samples.length > this.o.maxPendingSamples) {
+      // Memory is the limit: the disk has refused writes for a while, or one append is larger than
+      // what may wait for a commit. Refuse the newest (these) rather than grow without bound.
+      const reason = this.writableNow
+        ? `refused: ${this.pendingCount + samples.length} samples would wait for one commit, more than the ${this.o.maxPendingSamples} the buffer holds in memory; append them in smaller steps`
+        : `refused: the buffer cannot write (${this.lastError?.code ?? 'unknown error'}) and ${this.pendingCount} samples already wait in memory; at most ${this.o.maxPendingSamples} may wait for the disk`;
+      this.r.losses.countRefusal([{ samples, keepsRefused }], 'BUFFER_PENDING_LIMIT', reason);
+      return Promise.reject(new SamplesRefusedError('BUFFER_PENDING_LIMIT', reason, samples.length));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ samples, keepsRefused, resolve, reject });
+      this.pendingCount += samples.length;
+      this.scheduleCommit();
+    });
+  }
+
+  /**
+   * The service acknowledged these rows (2xx). They stay claimed (excluded from claims) and are
+   * deleted in the next group commit; losing that delete in a crash only means sending them again.
+   */
+  queueAcks(rows: readonly { seq: number }[]): void {
+    if (this.closed) return;
+    for (const r of rows) {
+      this.r.holds.claim(r.seq);
+      this.ackQueue.push(r.seq);
+    }
+    this.scheduleCommit();
+  }
+
+  /** Commits everything pending now. */
+  flush(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.dueAt = performance.now();
+    this.commit();
+  }
+
+  private scheduleCommit(): void {
+    if (this.retryTimer) return; // the disk refused writes; the retry loop will commit
+    if (this.pendingCount >= this.o.commitEagerSamples) {
+      if (this.timer) clearTimeout(this.timer);
+      this.dueAt = performance.now();
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.commit();
+      }, 0);
+      return;
+    }
+    if (this.timer) return;
+    this.dueAt = performance.now() + this.o.commitIntervalMs;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.commit();
+    }, this.o.commitIntervalMs);
+  }
+
+  private readonly commitTx: Transaction<(batch: PendingAppend[], acks: number[], refuse: boolean) => number>;
+
+  /** The commit transaction's body: the rows, `meta.next_seq`, `last_committed`, the acks' deletes. */
+  private commitBody(batch: PendingAppend[], acks: number[], refuse: boolean): number {
+    let inserted = 0;
+    if (!refuse) {
+      // Another process (edge-gateway set-aside requeue on the file) may have taken seqs: B3 holds
+      // across processes because both read and advance meta.next_seq inside their transaction.
+      const stored = Number((this.st.getNextSeq.get() as string | undefined) ?? 0);
+      if (stored > this.nextSeq) this.nextSeq = stored;
+      let seq = this.nextSeq;
+      const args = this.insertArgs;
+      let n = 0;
+      for (const p of batch) {
+        for (const s of p.samples) {
+          if (!Number.isFinite(s.value) || !Number.isFinite(s.ts)) continue;
+          args[n++] = seq++;
+          args[n++] = this.r.dict.idOf(s.variable);
+          args[n++] = Math.trunc(s.ts);
+          args[n++] = toRowValue(s.value);
+          inserted++;
+          if (n === args.length) {
+            this.st.insertMany.run(args);
+            n = 0;
+          }
+        }
+      }
+      for (let i = 0; i < n; i += 4) this.st.insert.run(args[i], args[i + 1], args[i + 2], args[i + 3]);
+      if (inserted > 0) this.st.setNextSeq.run(String(seq));
+      this.nextSeq = seq;
+      if (inserted > 0) this.r.lastCommitted.record(batch);
+    }
+    for (const seq of acks) this.st.deleteSeq.run(seq);
+    return inserted;
+  }
+
+  private commit(): void {
+    if (this.closed || this.committing || !this.hasWork) return;
+    this.committing = true;
+    const batch = this.pending;
+    const samples = this.pendingCount;
+    const acks = this.ackQueue;
+    this.pending = [];
+    this.pendingCount = 0;
+    this.ackQueue = [];
+    const refuse = this.o.whenFull === 'refuse_new' && this.r.full.overLimit();
+    const started = performance.now();
+    const seqBefore = this.nextSeq;
+    const varsBefore = this.r.dict.size;
+    try {
+      assertNotNested(this.db, 'a group commit');
+      const inserted = this.commitTx.immediate(batch, acks, refuse);
+      this.lastCommitAt = performance.now();
+      const t = this.r.tally;
+      t.rows += inserted - acks.length;
+      t.committedTotal += inserted;
+      for (const seq of acks) this.r.holds.unclaim(seq);
+      const m = this.o.metrics;
+      m.bufferCommits.inc();
+      m.bufferCommittedSamples.inc(inserted);
+      m.bufferCommitSeconds.observe((performance.now() - started) / 1000);
+      if (inserted < samples && !refuse) m.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
+      this.markWritable();
+      if (refuse) this.refuse(batch, 'BUFFER_FULL', `refused: buffer full (buffer.when_full = refuse_new): ${this.r.usage.usedBytes()} bytes in use, buffer.max_bytes is ${this.o.maxBytes}`);
+      else for (const p of batch) p.resolve();
+      this.r.afterCommit({ inserted, acks: acks.length });
+    } catch (err) {
+      // Roll back in-memory state; the transaction rolled back the file.
+      this.nextSeq = seqBefore;
+      this.r.dict.forgetFrom(varsBefore);
+      this.pending = batch.concat(this.pending);
+      this.pendingCount += samples;
+      this.ackQueue = acks.concat(this.ackQueue);
+      this.onWriteFailure(err);
+    } finally {
+      this.committing = false;
+    }
+    if (this.pending.length > 0 && !this.retryTimer) this.scheduleCommit();
+  }
+
+  /** Rejects appends the buffer does not keep (B1), each with its own count, after counting them. */
+  private refuse(batch: readonly PendingAppend[], code: BufferRefusal, reason: string, lostAs?: LossLabel): void {
+    this.r.losses.countRefusal(batch, code, reason, lostAs);
+    for (const p of batch) p.reject(new SamplesRefusedError(code, reason, p.samples.length));
+  }
+
+  private onWriteFailure(err: unknown): void {
+    const code = errorCode(err, 'SQLITE_ERROR');
+    this.writeFailures += 1;
+    this.writableNow = false;
+    this.lastError = { code, message: describeError(err), at: this.o.clock.now() };
+    this.o.metrics.bufferWriteErrors.inc({ code });
+    this.o.metrics.bufferWritable.set(0);
+    if (this.writeFailures === 1) {
+      this.o.logger.error({ code, err: describeError(err), pending_samples: this.pendingCount }, 'buffer write failed; samples are held in memory and the write is retried');
+    }
+    if (code === 'SQLITE_FULL') {
+      // The disk (or the file's page limit) is full. Apply the policy so that ingest can go on.
+      if (this.o.whenFull === 'drop_oldest') this.r.full.dropOldest(this.pendingCount);
+      else this.refusePending();
+    }
+    const delay = backoffDelay(WRITE_RETRY, this.writeFailures);
+    this.dueAt = performance.now() + delay;
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.commit();
+    }, delay);
+  }
+
+  private markWritable(): void {
+    if (!this.writableNow) this.o.logger.warn({ failed_attempts: this.writeFailures }, 'buffer writes succeed again');
+    this.writableNow = true;
+    this.writeFailures = 0;
+    this.o.metrics.bufferWritable.set(1);
+  }
+
+  /** refuse_new on a full disk: the pending samples are refused back to their callers so sources are not blocked. */
+  private refusePending(): void {
+    const batch = this.pending;
+    this.pending = [];
+    this.pendingCount = 0;
+    this.refuse(batch, 'BUFFER_FULL', 'refused: buffer full: the disk is full (SQLITE_FULL) and buffer.when_full = refuse_new');
+  }
+
+  /** Commits what is pending and stops: later appends are refused. */
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.timer = null;
+    this.retryTimer = null;
+    this.commit();
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  /**
+   * After `stop`: refuses the samples still held in memory because the disk refused every write
+   * and returns how many. Their appends are refused (issue 12 §1), so a caller that keeps them (a
+   * QoS 1 publisher) offers them again and they are not counted lost.
+   */
+  discardPending(): number {
+    const discarded = this.pendingCount;
+    if (discarded > 0) {
+      this.o.logger.error({ discarded_samples: discarded, last_write_error: this.lastError }, `buffer closed while the disk refused writes: ${discarded} samples held in memory are discarded`);
+    }
+    this.refuse(this.pending, 'BUFFER_CLOSED', 'refused: the buffer closed before these samples could be written (the disk refused writes)', 'unwritable_at_stop');
+    this.pending = [];
+    this.pendingCount = 0;
+    return discarded;
+  }
+}

@@ -1,0 +1,45 @@
+import type { LedgerEntry } from './imports/ledger.js';
+import type { SetAsideInfo } from './set-aside.js';
+import type { BufferedRow, BufferStats, ImportReader, SeqRange } from './types.js';
+
+/**
+ * The buffer as the rest of the gateway sees it: narrow views, one per user, instead of the
+ * database handle (src/buffer/README.md). SampleBuffer implements all of them.
+ */
+
+/** What the sync sender uses (src/uplink/sync-sender.ts): claims, acknowledgements, set-aside. */
+export interface SyncBuffer {
+  claimNewest(limit: number): BufferedRow[];
+  claimOldest(limit: number): BufferedRow[];
+  oldestAvailableTs(): number | null;
+  release(rows: readonly { seq: number }[]): void;
+  ack(rows: readonly { seq: number }[]): void;
+  setAside(rows: readonly BufferedRow[], info: SetAsideInfo): void;
+  onChange(listener: () => void): () => void;
+  readonly available: number;
+}
+
+/** What the import-job backfill uses (src/uplink/backfill.ts): job ranges, the reader, the finish. */
+export interface BackfillBuffer {
+  readonly available: number;
+  stats(): Pick<BufferStats, 'rows'>;
+  onChange(listener: () => void): () => void;
+  readonly syncOnlyRanges: readonly SeqRange[];
+  planJobRange(maxItems: number, keepNewest: number): SeqRange | null;
+  reserveRange(range: SeqRange): void;
+  shrinkRange(range: SeqRange, newTo: number): void;
+  releaseRange(range: SeqRange): void;
+  importReader(range: SeqRange, idField: string, rows?: number): ImportReader;
+  readRange(range: SeqRange, chunk?: number): Generator<BufferedRow[]>;
+  /** Rejected items (index → the service's error) to set_aside and the entry to `finishing`, in one transaction. */
+  finishImportJob(entry: LedgerEntry, rejected: ReadonlyMap<number, unknown>): number;
+  deleteRange(range: SeqRange): number;
+  markSyncOnly(range: SeqRange): void;
+}
+
+/** What status, metrics, the console and the ops routes read. */
+export interface BufferReadout {
+  stats(): BufferStats;
+  ingestRate(): number;
+  refreshGauges(): void;
+}
