@@ -61,6 +61,8 @@ export interface SourceContext {
   dataDir: string;
   /** Buffer state for the OPC UA historical backfill (issue 14); absent in tests that build a source alone. */
   history?: import('../sources/opcua/history.js').HistoryContext;
+  /** Where condition events (OPC UA Alarms & Conditions) go; absent when nothing consumes them. */
+  conditions?: import('./condition-event.js').ConditionEventSink;
 }
 
 /**

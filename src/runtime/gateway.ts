@@ -11,6 +11,7 @@ import { createLogger } from '../core/logger.js';
 import { createMetrics, type Metrics } from '../core/metrics.js';
 import { SourceStats, type Source, type SourceContext, type SourceKind } from '../core/source.js';
 import { TappedSink } from '../core/sample.js';
+import { ConditionRouter } from '../core/condition-event.js';
 import type { AnnotationsRuntime } from '../annotations/index.js';
 import type { FleetRuntime } from '../fleet/index.js';
 import { LocalHttpServer } from '../http/server.js';
@@ -163,6 +164,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
 
   // Sources write through a tapped sink so observers (the downtime detector) see committed samples.
   const sink = new TappedSink(buffer);
+  // Issue 26: condition events (OPC UA Alarms & Conditions) go to annotations.alarms through this router.
+  const conditions = new ConditionRouter();
   const backfill = new BackfillManager({
     buffer,
     ledger: new ImportLedger(opened.db, clock),
@@ -200,7 +203,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     if (refusals) stats.onRefused = (reason, n, info) => refusals.record({ at: clock.now(), source: name, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n);
     sourceStats.set(name, stats);
     gapWatcher.attach(name, stats);
-    return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps } };
+    return { sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps }, conditions };
   };
   try {
     sources.push(...(await buildSources(config, makeContext)));
@@ -303,7 +306,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     if (!cfg.annotations) return;
     // Loaded only when configured: it brings the HMI page and an MQTT client with it.
     const { startAnnotations } = await import('../annotations/index.js');
-    annotations = await startAnnotations({ config: cfg, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir });
+    annotations = await startAnnotations({ config: cfg, db: opened.db, client, health, http, logger: logger.child({ component: 'annotations' }), metrics, clock, dataDir, conditions });
     if (annotations) untapAnnotations = sink.addTap(annotations);
     gapAnnotator?.stop();
     gapAnnotator = null;
