@@ -114,8 +114,13 @@ const SCHEMA = `
     updated_at        INTEGER NOT NULL
   );
   CREATE INDEX IF NOT EXISTS alarm_conditions_by_condition ON alarm_conditions (server, condition_id, started_at);
+  -- C1, enforced: one open activation per condition (and the lookup of every event).
+  CREATE UNIQUE INDEX IF NOT EXISTS alarm_conditions_open ON alarm_conditions (server, condition_id) WHERE state = 'open';
   CREATE INDEX IF NOT EXISTS alarm_conditions_by_state ON alarm_conditions (state, server);
-  CREATE INDEX IF NOT EXISTS alarm_conditions_by_machine ON alarm_conditions (machine, started_at);
+  CREATE INDEX IF NOT EXISTS alarm_conditions_by_machine ON alarm_conditions (machine, state, ended_at);
+  -- Reconciliation looks up a machine's annotations ending after a time (reconcile.ts); without it
+  -- every closed condition would scan the whole outbox.
+  CREATE INDEX IF NOT EXISTS annotation_outbox_by_machine ON annotation_outbox (machine, ended_at);
   CREATE TABLE IF NOT EXISTS annotation_links (
     operator   TEXT    NOT NULL,                  -- external_id of the operator's annotation
     alarm      TEXT    NOT NULL,                  -- external_id of the condition's annotation
@@ -255,7 +260,10 @@ export class AlarmStore {
       allOpen: db.prepare("SELECT * FROM alarm_conditions WHERE state = 'open' ORDER BY started_at"),
       countOpen: db.prepare("SELECT count(*) FROM alarm_conditions WHERE state = 'open'").pluck(true),
       touchServer: db.prepare("UPDATE alarm_conditions SET seen_at = ? WHERE state = 'open' AND server = ?"),
-      overlapping: db.prepare("SELECT * FROM alarm_conditions WHERE machine = ? AND state != 'instant' AND started_at < ? AND (ended_at IS NULL OR ended_at > ?) ORDER BY started_at LIMIT 50"),
+      overlapping: db.prepare(
+        `SELECT * FROM (SELECT * FROM alarm_conditions WHERE machine = @machine AND state = 'open' AND started_at < @to
+         UNION ALL SELECT * FROM alarm_conditions WHERE machine = @machine AND state = 'closed' AND ended_at > @from AND started_at < @to) ORDER BY started_at LIMIT 50`,
+      ),
       purge: db.prepare("DELETE FROM alarm_conditions WHERE state != 'open' AND updated_at < ?"),
       link: db.prepare('INSERT OR IGNORE INTO annotation_links (operator, alarm, created_at) VALUES (?, ?, ?)'),
       linksOf: db.prepare('SELECT operator, alarm, created_at FROM annotation_links WHERE operator = ? OR alarm = ?'),
@@ -316,7 +324,7 @@ export class AlarmStore {
 
   /** Activations of a machine's conditions overlapping [from, to) (open ones count as lasting until now). */
   overlapping(machine: string, from: number, to: number): AlarmRow[] {
-    return (this.st.overlapping.all(machine, to, from) as DbRow[]).map(toRow);
+    return (this.st.overlapping.all({ machine, from, to }) as DbRow[]).map(toRow);
   }
 
   link(operator: string, alarm: string, now: number): void {

@@ -214,4 +214,54 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     r.sim.alarms!.jam.deactivate();
     await waitFor(() => upstreamAlarms(r).find((a) => a.text.startsWith('JAM')), { timeoutMs: 20_000, what: 'a good alarm after the bad events' });
   }, 90_000);
+
+  it('links an operator downtime and the machine\'s alarm of the same machine (operator text first, machine times after), and flags one the running signal contradicts', async () => {
+    const r = await rig();
+    await r.startGateway(undefined, { annotations: { detectors: [{ machine: 'press1', variable: 'mvr_press1_state', condition: '!= 1', min_duration: '60s' }] } });
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(`${r.gw!.handle.httpUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    // The press reports "running" (state 1) and the detector has seen it.
+    await waitFor(() => r.gw!.handle.annotations!.detector.status()[0].last_sample !== null, { timeoutMs: 20_000, what: 'the state variable at the detector' });
+
+    // 1. The operator records a downtime while the machine says it runs all along: kept, flagged.
+    expect((await post('/api/machines/press1/downtime/start', { reason: 'Tool change' })).status).toBe(201);
+    await delay(300);
+    const contradicted = await post('/api/machines/press1/downtime/stop', {});
+    expect(contradicted.status).toBe(201);
+    expect(contradicted.body.annotation.text).toBe('Tool change');
+
+    // 2. The press jams and stops; the operator records it with their reason.
+    const jam = r.sim.alarms!.jam;
+    jam.activate();
+    const jamFrom = jam.transitionTime()!;
+    r.sim.setValue('state', 0);
+    await openAlarm(r, 'Jam');
+    expect((await post('/api/machines/press1/downtime/start', { reason: 'Breakdown' })).status).toBe(201);
+    await delay(200);
+    jam.deactivate();
+    const jamTo = jam.transitionTime()!;
+    const jamRange = await waitFor(() => upstreamAlarms(r).find((a) => a.text.startsWith('JAM')), { timeoutMs: 20_000, what: 'the jam range' });
+    r.sim.setValue('state', 1);
+    const stopped = await post('/api/machines/press1/downtime/stop', { text: 'feeder blocked' });
+    expect(stopped.status).toBe(201);
+    const operatorText: string = stopped.body.annotation.text;
+    expect(operatorText).toBe(`Breakdown: feeder blocked. Machine: alarm "Jam" (JAM) ${toIsoUtc(jamFrom)}–${toIsoUtc(jamTo)}`);
+    // The alarm's range closed while the operator's downtime was still open: it names it.
+    expect(jamRange.text).toMatch(/\. Operator recorded "Breakdown" since \S+$/);
+
+    const list = await r.api('/api/annotations');
+    const byId = (id: string) => list.annotations.find((a: any) => a.external_id === id);
+    const op1 = byId(contradicted.body.annotation.external_id);
+    expect(op1.origin_kind).toBe('operator');
+    expect(op1.contradicted_by_machine_state.detail).toMatch(/^mvr_press1_state said the machine was running/);
+    expect(op1.links).toEqual([]);
+    const op2 = byId(stopped.body.annotation.external_id);
+    expect(op2.contradicted_by_machine_state).toBeNull();
+    expect(op2.links.map((l: any) => [l.external_id, l.origin_kind])).toEqual([[jamRange.external_id, 'alarm']]);
+    const alarmEntry = byId(jamRange.external_id);
+    expect(alarmEntry.links.map((l: any) => [l.external_id, l.origin_kind, l.state])).toEqual([[op2.external_id, 'operator', expect.stringMatching(/queued|delivered/)]]);
+    expect(r.gw!.handle.status().annotations).toMatchObject({ reconciliation: { contradicted: 1 } });
+  }, 90_000);
 });

@@ -37,9 +37,8 @@ interface Link {
   subscription: SubscriptionReader | null;
   poller: PollingReader | null;
   watchdog: Watchdog | null;
-  /** Alarms & Conditions (events:), with its own subscription and watchdog; null when not configured. */
+  /** Alarms & Conditions (events:), with its own subscription; null when not configured. */
   conditions: ConditionReader | null;
-  eventsWatchdog: Watchdog | null;
   namespaceArray: string[];
   /** Valid nodes of this link (the historical backfill reads these). */
   bindings: NodeBinding[];
@@ -241,7 +240,6 @@ export class OpcuaSource implements Source {
       poller: null,
       watchdog: null,
       conditions: null,
-      eventsWatchdog: null,
       namespaceArray: [],
       bindings: [],
       established: false,
@@ -516,7 +514,9 @@ export class OpcuaSource implements Source {
         metrics: this.ctx.metrics,
         clock: this.ctx.clock,
         keepAliveCount: this.cfg.keep_alive_count,
-        onAlive: () => link.eventsWatchdog?.feed(),
+        // Either subscription's Publish responses prove the link alive: a storm of events can hold
+        // the other one's keep-alives back on a busy server (node-opcua: several seconds).
+        onAlive: () => link.watchdog?.feed(),
       });
       this.eventsError = null;
     } catch (err) {
@@ -526,16 +526,6 @@ export class OpcuaSource implements Source {
       this.throttle.warn(`events:${this.eventsError}`, { code: e.code }, e.message);
       return;
     }
-    const sub = link.conditions.subscription;
-    const interval = sub.publishingInterval || events.publishing_interval;
-    const timeout = Math.max(this.cfg.watchdog_multiplier, (sub.maxKeepAliveCount || this.cfg.keep_alive_count) + 2) * interval;
-    link.eventsWatchdog = new Watchdog(timeout, this.ctx.clock, (silent) => {
-      link.break({
-        how: 'watchdog',
-        error: new GatewayError(OpcuaErrorCodes.watchdog, `${this.path}: no event and no keep-alive on the event subscription of ${this.cfg.endpoint} for ${Math.round(silent / 1000)} s; rebuilding the connection`),
-      });
-    });
-    link.eventsWatchdog.start();
   }
 
   /**
@@ -547,7 +537,6 @@ export class OpcuaSource implements Source {
     if (this.link === link || this.stopped) this.history?.end();
     link.teardown = (async () => {
       link.watchdog?.stop();
-      link.eventsWatchdog?.stop();
       await link.conditions?.terminate();
       await link.poller?.stop();
       const client = link.client;
