@@ -477,6 +477,8 @@ function installPressAlarms(ns: Namespace, press: UAObject): { jam: SimAlarm; ov
     normalState: normal,
     optionals: ['ConfirmedState', 'Confirm'],
   } as Parameters<Namespace['instantiateOffNormalAlarm']>[0]);
+  // SourceName as a PLC reports it (node-opcua uses the browse name with its namespace index, "2:Press1").
+  jam.sourceName.setValueFromSource(new Variant({ dataType: DataType.String, value: 'Press1' }));
   let jamInfo = { severity: 700, message: 'Material jam at the infeed' };
   jam.calculateConditionInfo = (_state, isActive) =>
     new ConditionInfo({ severity: jamInfo.severity, message: isActive ? jamInfo.message : 'Jam cleared', quality: StatusCodes.Good, retain: isActive ? true : needsRetain(jam) });
@@ -494,7 +496,7 @@ function installPressAlarms(ns: Namespace, press: UAObject): { jam: SimAlarm; ov
     transitionTime: () => transitionTimeOf(jam),
     eventId: () => jam.eventId.readValue().value.value as Buffer,
   };
-  const overtemperature = manualAlarm(ns, press, 'Overtemperature', 's=Press1.Overtemperature', 800, 'Hydraulic oil over 70 °C');
+  const overtemperature = manualAlarm(ns, press, 'Overtemperature', 's=Press1.Overtemperature', 800, 'Hydraulic oil over 70 °C', 'Press1');
   return { jam: jamAlarm, overtemperature };
 }
 
@@ -512,7 +514,7 @@ function transitionTimeOf(alarm: UAAlarmConditionEx): number | null {
 }
 
 /** An AlarmConditionType raised and cleared by the program (no input node). */
-function manualAlarm(ns: Namespace, parent: UAObject, name: string, nodeId: string, severity: number, message = `${name} active`): SimAlarm {
+function manualAlarm(ns: Namespace, parent: UAObject, name: string, nodeId: string, severity: number, message = `${name} active`, sourceName?: string): SimAlarm {
   const inputNode = ns.addVariable({ componentOf: parent, browseName: `${name}Input`, nodeId: `${nodeId}Input`, dataType: 'Boolean', value: new Variant({ dataType: DataType.Boolean, value: false }) });
   const alarm = ns.instantiateAlarmCondition('AlarmConditionType', {
     browseName: name,
@@ -523,6 +525,7 @@ function manualAlarm(ns: Namespace, parent: UAObject, name: string, nodeId: stri
     inputNode,
     optionals: ['ConfirmedState', 'Confirm'],
   } as Parameters<Namespace['instantiateAlarmCondition']>[1]);
+  if (sourceName) alarm.sourceName.setValueFromSource(new Variant({ dataType: DataType.String, value: sourceName }));
   return {
     name,
     conditionId: `ns=${ns.index};${nodeId}`,
