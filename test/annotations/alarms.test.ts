@@ -1,4 +1,7 @@
 import { DataType } from 'node-opcua';
+import { validateConfig } from '../../src/config/load.js';
+import { testConfigInput } from '../helpers/gateway.js';
+import { gatewaySections } from './alarm-rig.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toIsoUtc } from '../../src/core/time.js';
 import { delay, waitFor } from '../helpers/wait.js';
@@ -263,5 +266,34 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     const alarmEntry = byId(jamRange.external_id);
     expect(alarmEntry.links.map((l: any) => [l.external_id, l.origin_kind, l.state])).toEqual([[op2.external_id, 'operator', expect.stringMatching(/queued|delivered/)]]);
     expect(r.gw!.handle.status().annotations).toMatchObject({ reconciliation: { contradicted: 1 } });
+  }, 90_000);
+
+  it('keeps an active condition\'s range across a reload of annotations, which asks the source for a ConditionRefresh', async () => {
+    const r = await rig();
+    await r.startGateway();
+    const jam = r.sim.alarms!.jam;
+    jam.activate();
+    const from = jam.transitionTime()!;
+    await openAlarm(r, 'Jam');
+    const refreshes = () => metricValue(r.gw!.handle.metrics, 'gateway_opcua_condition_refreshes_total', { source: 'press1', outcome: 'ok' });
+    const before = await refreshes();
+
+    // The rule's text changes: annotations are rebuilt in place, the OPC UA session is not.
+    const sections = gatewaySections(r.sim.endpointUrl, r.sim) as { annotations: { alarms: { rules: Array<Record<string, unknown>> } } };
+    sections.annotations.alarms.rules[0] = { ...sections.annotations.alarms.rules[0], text: 'Jam (new wording)' };
+    const { config } = validateConfig(testConfigInput(r.emu, r.dir, sections));
+    const result = await r.gw!.handle.reload(config);
+    expect(result.annotations).toBe(true);
+    expect(result.restartedSources).toEqual([]);
+    await waitFor(async () => (await refreshes()) > before, { timeoutMs: 20_000, what: 'a ConditionRefresh after the reload' });
+
+    jam.deactivate();
+    const to = jam.transitionTime()!;
+    const range = await waitFor(() => upstreamAlarms(r).find((a) => a.text.startsWith('JAM')), { timeoutMs: 20_000, what: 'the jam range after the reload' });
+    // The range keeps what it was opened with (the rule at its start), once.
+    expect([range.started_at, range.ended_at]).toEqual([toIsoUtc(from), toIsoUtc(to)]);
+    expect(range.text).toContain('JAM: Material jam at the infeed');
+    await delay(500);
+    expect(upstreamAlarms(r)).toHaveLength(1);
   }, 90_000);
 });
