@@ -5,8 +5,9 @@
  * it with them, so a field renamed on one side fails the typecheck of the other.
  */
 import type { UplinkCondition } from '../uplink/uplink-health.js';
+import type { AlarmCategory } from './alarm-config.js';
 import type { AnnotationsConfig } from './config.js';
-import type { AnnotationType, DeliveryState, Origin, SiteRef } from './model.js';
+import type { AnnotationType, DeliveryState, Origin, OriginKind, SiteRef } from './model.js';
 
 /** An outbox entry (§2.3 body fields, times as ISO 8601 UTC) with its delivery state. */
 export interface AnnotationView {
@@ -22,6 +23,8 @@ export interface AnnotationView {
   site: SiteRef;
   machine: string | null;
   origin: Origin;
+  /** Who recorded it: an operator (panel, API, MQTT trigger), a detector, a machine alarm, a gap. */
+  origin_kind: OriginKind;
   state: DeliveryState;
   attempts: number;
   last_error: string | null;
@@ -78,8 +81,73 @@ export interface PanelView {
   counts: Record<DeliveryState, number>;
 }
 
+/** A machine condition (OPC UA Part 9) behind an annotation, as last reported (issue 26 §5). */
+export interface AlarmDetailView {
+  server: string;
+  condition_id: string;
+  condition_name: string | null;
+  source_name: string;
+  source_node: string | null;
+  event_type: string;
+  event_type_name: string | null;
+  severity: number;
+  message: string;
+  reason_code: string | null;
+  category: AlarmCategory | null;
+  /** open: active now; closed: a range annotation was queued; instant: an event without a range. */
+  record: 'open' | 'closed' | 'instant';
+  active: boolean | null;
+  acked: boolean | null;
+  confirmed: boolean | null;
+  retain: boolean | null;
+  active_since: string;
+  ended_at: string | null;
+  /** Why the end is not the server's inactive transition (inferred), or null when it is. */
+  end_inferred: string | null;
+  last_event_at: string;
+  last_known_active_at: string;
+}
+
+/** An annotation of the other side an annotation overlaps (operator ↔ alarm of the same machine). */
+export interface AnnotationLinkView {
+  external_id: string;
+  origin_kind: 'operator' | 'alarm';
+  origin: Origin | null;
+  text: string | null;
+  started_at: string | null;
+  ended_at: string | null;
+  /** The other entry's delivery state; open: an alarm still active; pending: a downtime still open on the panel. */
+  state: DeliveryState | 'open' | 'pending';
+}
+
+export interface AnnotationFlagView {
+  flag: string;
+  detail: string;
+  at: string;
+}
+
+/** An entry with what the machine said about it (GET /api/annotations, with annotations.alarms or reconciliation). */
+export interface AnnotationDetailView extends AnnotationView {
+  alarm: AlarmDetailView | null;
+  links: AnnotationLinkView[];
+  flags: AnnotationFlagView[];
+  /** An operator's downtime while the machine's running signal said it ran. */
+  contradicted_by_machine_state: { detail: string } | null;
+}
+
+/** A machine condition active now; its range annotation is queued when it ends. */
+export interface OpenAlarmView {
+  external_id: string;
+  machine: string | null;
+  origin: 'alarm';
+  origin_kind: 'alarm';
+  alarm: AlarmDetailView;
+  links: AnnotationLinkView[];
+}
+
 /** GET /api/annotations. */
 export interface AnnotationListResponse {
-  annotations: AnnotationView[];
+  annotations: Array<AnnotationView | AnnotationDetailView>;
   counts: Record<DeliveryState, number>;
+  open_alarms: OpenAlarmView[];
 }

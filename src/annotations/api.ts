@@ -1,5 +1,6 @@
 import { HttpError, type LocalHttpServer, type Reply, type RouteContext } from '../http/server.js';
 import type { AnnotationListResponse, PanelView } from './api-model.js';
+import type { AnnotationViews } from './annotation-view.js';
 import { entryView, type DeliveryState, type Origin } from './model.js';
 import { AnnotationError, downtimeView, type AnnotationService } from './service.js';
 import type { AnnotationStore } from './store.js';
@@ -26,6 +27,8 @@ import { registerHmiPage } from './hmi-page.js';
 export interface ApiDeps {
   service: AnnotationService;
   store: AnnotationStore;
+  /** Annotations with their alarm details, links and flags (issue 26); plain entries without. */
+  views?: AnnotationViews;
   /** Panel data (machines, detector episodes, uplink, recent entries). */
   panel: () => PanelView;
   title: string;
@@ -82,7 +85,15 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
       const machine = q.get('machine');
       if (machine !== null) service.machine(machine);
       const entries = store.recent(limit, { state: (state as DeliveryState | null) ?? undefined, machine: machine ?? undefined });
-      return { json: { annotations: entries.map(entryView), counts: store.counts() } satisfies AnnotationListResponse };
+      const view = deps.views;
+      return {
+        json: {
+          annotations: entries.map((e) => (view ? view.entry(e) : entryView(e))),
+          counts: store.counts(),
+          // Machine conditions active now: their range annotation is queued when they end.
+          open_alarms: view ? view.openAlarms(machine ?? undefined) : [],
+        } satisfies AnnotationListResponse,
+      };
     }),
     { name: 'annotations_list' },
   );
@@ -93,7 +104,7 @@ export function registerAnnotationRoutes(http: LocalHttpServer, deps: ApiDeps): 
     guarded((ctx) => {
       const e = store.byExternalId(ctx.params.external_id);
       if (!e) throw new HttpError(404, 'not_found', `external_id: no annotation "${ctx.params.external_id}" in the outbox (delivered and refused ones are kept for annotations.retention)`, 'external_id');
-      return { json: { annotation: entryView(e) } };
+      return { json: { annotation: deps.views ? deps.views.entry(e) : entryView(e) } };
     }),
     { name: 'annotations_get' },
   );

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { checkMqttConnection, mqttConnectionFields } from '../config/mqtt-connection.js';
 import { byteSize, durationMs } from '../config/units.js';
 import { machineVariableId } from '../sources/common-schema.js';
+import { alarmsSchema } from './alarm-config.js';
 import { parseCondition, type Condition } from './condition.js';
 import { EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_CHARS, MAX_MACHINE_VARIABLES, MAX_TEXT_CHARS, SITE_ID_PATTERN } from './model.js';
 
@@ -140,6 +141,7 @@ export const annotationsSectionSchema = z
     reasons: reasonList.default(DEFAULT_REASONS).meta({ description: 'Downtime reason buttons (per machine: machines[].reasons)', examples: [['Material shortage', 'Tool change', 'Breakdown']] }),
     detectors: z.array(detectorSchema).max(500).default([]).meta({ description: 'Automatic downtime detection from machine-state variables' }),
     mqtt: triggerSchema.optional(),
+    alarms: alarmsSchema.optional(),
     hmi: z
       .strictObject({
         enabled: z.boolean().default(true).meta({ description: 'Serve the operator page at / of the local HTTP server' }),
@@ -180,6 +182,14 @@ export const annotationsSectionSchema = z
       const first = rules.get(fp);
       if (first !== undefined) ctx.addIssue({ code: 'custom', path: ['detectors', i], message: `same machine, variable and condition as detectors[${first}]`, input: undefined });
       else rules.set(fp, i);
+    });
+    // annotations.alarms: every machine named must be configured.
+    const unknownMachine = (key: string) => `"${key}" is not a configured machine (${keys.size ? `annotations.machines keys: ${[...keys.keys()].join(', ')}` : 'annotations.machines is empty'})`;
+    s.alarms?.servers.forEach((m, i) => {
+      if (!keys.has(m.machine)) ctx.addIssue({ code: 'custom', path: ['alarms', 'servers', i, 'machine'], message: unknownMachine(m.machine), input: m.machine });
+    });
+    s.alarms?.rules.forEach((r, i) => {
+      if (r.machine !== undefined && !keys.has(r.machine)) ctx.addIssue({ code: 'custom', path: ['alarms', 'rules', i, 'machine'], message: unknownMachine(r.machine), input: r.machine });
     });
   })
   .optional()

@@ -9,6 +9,7 @@ import type { DetectorConfig } from './config.js';
 import { detectorExternalId } from './external-id.js';
 import type { AnnotationService, Machine } from './service.js';
 import type { AnnotationStore } from './store.js';
+import { StateTimeline } from './state-timeline.js';
 
 /**
  * Downtime detection from a machine-state variable. A rule says: while `variable` satisfies
@@ -50,6 +51,8 @@ interface RuleState {
   lastTs: number;
   episodes: number;
   ignoredShort: number;
+  /** What the variable said since this process started (issue 26 §3: operator downtimes it contradicts). */
+  timeline: StateTimeline;
 }
 
 export interface DetectorOptions {
@@ -93,7 +96,7 @@ export class DowntimeDetector implements SampleTap {
         text: d.text ?? `Downtime detected: ${d.variable} ${d.condition.text} for at least ${formatMs(d.min_duration)}`,
         machineVariables: d.machine_variables ?? machine.machineVariables,
       };
-      const state: RuleState = { rule, since: null, externalId: null, lastTs: -Infinity, episodes: 0, ignoredShort: 0 };
+      const state: RuleState = { rule, since: null, externalId: null, lastTs: -Infinity, episodes: 0, ignoredShort: 0, timeline: new StateTimeline() };
       this.states.push(state);
       const list = this.byVariable.get(d.variable) ?? [];
       list.push(state);
@@ -144,7 +147,9 @@ export class DowntimeDetector implements SampleTap {
     if (ts < s.lastTs) return;
     s.lastTs = ts;
     const { rule } = s;
-    if (holds(rule.condition, value)) {
+    const down = holds(rule.condition, value);
+    s.timeline.record(ts, down);
+    if (down) {
       if (s.since !== null) return;
       const externalId = detectorExternalId(this.o.gatewayName, rule.fingerprint, ts);
       // Stored before anything else happens, so a restart resumes the same episode (same start, same id).
@@ -186,6 +191,22 @@ export class DowntimeDetector implements SampleTap {
     }
     s.since = null;
     s.externalId = null;
+  }
+
+  /**
+   * Whether a machine's state variables said "running" for the whole of [from, to] (issue 26 §3):
+   * the first rule of the machine that saw it, with its variable; null when no rule of the machine
+   * saw the state at `from`, or one saw it down during the interval.
+   */
+  runningThroughout(machine: string, from: number, to: number): { variable: string; condition: string } | null {
+    let witness: { variable: string; condition: string } | null = null;
+    for (const s of this.states) {
+      if (s.rule.machine.key !== machine) continue;
+      const r = s.timeline.runningThroughout(from, to);
+      if (r === false) return null;
+      if (r === true && !witness) witness = { variable: s.rule.variable, condition: s.rule.condition.text };
+    }
+    return witness;
   }
 
   /** Episodes in progress: `open` once they lasted min_duration by the wall clock. */

@@ -34,6 +34,17 @@ export function contentExternalId(gatewayName: string, payload: Buffer | string)
   return checked(`${gatewayName}-mqtt-${h}`);
 }
 
+/**
+ * A deterministic id for one activation of a machine condition (issue 26): the same condition of the
+ * same server that became active at the same time always gives the same id, so a ConditionRefresh,
+ * a restart or a lost database can only meet a 409. `kind` r: range (a mapped condition), i: instant
+ * (an unmapped alarm), e: a plain event (then `activeSince` is 0 and the id hashes its EventId).
+ */
+export function alarmExternalId(gatewayName: string, kind: 'r' | 'i' | 'e', server: string, conditionId: string, activeSince: number): string {
+  const h = createHash('sha256').update(`${server}|${conditionId}`).digest('hex').slice(0, kind === 'e' ? 24 : 12);
+  return checked(`${gatewayName}-alarm${kind}-${h}${kind === 'e' ? '' : `-${activeSince.toString(36)}`}`);
+}
+
 function checked(id: string): string {
   // gateway.name is validated to 1-40 characters of [A-Za-z0-9_-], so this cannot fail; kept as a guard.
   if (id.length > MAX_EXTERNAL_ID_CHARS || !EXTERNAL_ID_PATTERN.test(id)) throw new Error(`generated external_id ${JSON.stringify(id)} breaks §2.1`);

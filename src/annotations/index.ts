@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
+import type { ConditionRouter } from '../core/condition-event.js';
 import { describeError } from '../core/errors.js';
 import { guardedInterval } from '../core/guarded-timer.js';
 import type { Metrics } from '../core/metrics.js';
@@ -9,8 +10,12 @@ import { toIsoUtc } from '../core/time.js';
 import type { LocalHttpServer } from '../http/server.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
+import { AlarmAnnotator } from './alarm-annotator.js';
+import { AlarmStore } from './alarm-store.js';
+import { AnnotationViews } from './annotation-view.js';
 import { registerAnnotationRoutes } from './api.js';
 import type { PanelView } from './api-model.js';
+import { Reconciler } from './reconcile.js';
 import { DowntimeDetector } from './detector.js';
 import { entryView } from './model.js';
 import { MqttTrigger } from './mqtt-trigger.js';
@@ -37,6 +42,10 @@ export interface AnnotationsDeps {
   metrics: Metrics;
   clock: Clock;
   dataDir: string;
+  /** Where OPC UA sources send condition events (issue 26); annotations.alarms attaches to it. */
+  conditions?: ConditionRouter;
+  /** Names of the OPC UA servers that send condition events (opcua.servers[].events). */
+  eventServers?: string[];
 }
 
 export interface AnnotationsRuntime extends SampleTap {
@@ -48,6 +57,11 @@ export interface AnnotationsRuntime extends SampleTap {
   readonly sender: OutboxSender;
   readonly detector: DowntimeDetector;
   readonly trigger: MqttTrigger | null;
+  /** Machine conditions into annotations (annotations.alarms); null when not configured. */
+  readonly alarms: AlarmAnnotator | null;
+  readonly alarmStore: AlarmStore;
+  readonly reconciler: Reconciler;
+  readonly views: AnnotationViews;
 }
 
 const HOUSEKEEPING_MS = 10_000;
@@ -91,11 +105,20 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   });
   const detector = new DowntimeDetector({ rules: cfg.detectors, service, store, gatewayName, logger: logger.child({ part: 'detector' }), clock });
   detector.restore();
+  // Issue 26: machine conditions, and their reconciliation with what operators record.
+  const alarmStore = new AlarmStore(deps.db);
+  const reconciler = new Reconciler({ alarms: alarmStore, store, service, detector, logger: logger.child({ part: 'reconcile' }), clock });
+  service.reconciler = reconciler;
+  const views = new AnnotationViews(store, alarmStore);
+  const alarms = startAlarms(deps, { store, alarmStore, reconciler, service, onQueued: () => {
+    sender.notify();
+    refreshGauges();
+  } });
   const trigger = cfg.mqtt ? new MqttTrigger({ config: cfg.mqtt, service, gatewayName, logger: logger.child({ part: 'mqtt_trigger' }), metrics, clock }) : null;
 
   const purge = () => {
     try {
-      const n = store.purge(clock.now() - cfg.retention);
+      const n = store.purge(clock.now() - cfg.retention) + alarmStore.purge(clock.now() - cfg.retention);
       if (n > 0) logger.info({ deleted: n }, 'delivered and refused annotations older than annotations.retention deleted from the outbox');
     } catch (err) {
       logger.warn({ err: describeError(err) }, 'outbox clean-up failed; retried later');
@@ -129,7 +152,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   };
 
   if (deps.http) {
-    registerAnnotationRoutes(deps.http, { service, store, panel, title: cfg.hmi.title, hmiEnabled: cfg.hmi.enabled, isClosed: () => closed });
+    registerAnnotationRoutes(deps.http, { service, store, views, panel, title: cfg.hmi.title, hmiEnabled: cfg.hmi.enabled, isClosed: () => closed });
   } else {
     logger.warn('http.enabled is false: no operator page and no local annotation API (the MQTT trigger and detectors still work)');
   }
@@ -170,6 +193,10 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
     sender,
     detector,
     trigger,
+    alarms: alarms?.annotator ?? null,
+    alarmStore,
+    reconciler,
+    views,
     onSamples(samples: readonly Sample[]): void {
       if (!closed) detector.onSamples(samples);
     },
@@ -189,14 +216,51 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
         open_downtimes: store.downtimes().filter((d) => d.kind === 'manual').map(downtimeView),
         detectors: detector.status(),
         mqtt_trigger: trigger?.status() ?? null,
+        alarms: alarms?.annotator.status() ?? null,
+        reconciliation: { linked: reconciler.linked, contradicted: reconciler.flagged },
       };
     },
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
       clearInterval(timer);
+      alarms?.detach();
       await trigger?.close();
       await sender.stop(2_000);
     },
   };
+}
+
+/**
+ * annotations.alarms (issue 26): the annotator of machine conditions, attached to the router the
+ * OPC UA sources send their events to (attaching asks them for a ConditionRefresh).
+ */
+function startAlarms(
+  deps: AnnotationsDeps,
+  parts: { store: AnnotationStore; alarmStore: AlarmStore; reconciler: Reconciler; service: AnnotationService; onQueued: () => void },
+): { annotator: AlarmAnnotator; detach: () => void } | null {
+  const cfg = deps.annotations!;
+  if (!cfg.alarms) return null;
+  const annotator = new AlarmAnnotator({
+    config: cfg.alarms,
+    site: cfg.site,
+    machines: parts.service.machines,
+    maxAgeMs: cfg.max_age,
+    maxAheadMs: cfg.max_ahead,
+    gatewayName: deps.gatewayName,
+    store: parts.store,
+    alarms: parts.alarmStore,
+    reconciler: parts.reconciler,
+    servers: deps.eventServers ?? [],
+    onQueued: parts.onQueued,
+    logger: deps.logger.child({ part: 'alarms' }),
+    metrics: deps.metrics,
+    clock: deps.clock,
+  });
+  annotator.start();
+  if (!deps.conditions) {
+    deps.logger.warn('annotations.alarms is configured but nothing delivers condition events in this process');
+    return { annotator, detach: () => undefined };
+  }
+  return { annotator, detach: deps.conditions.attach(annotator) };
 }

@@ -26,8 +26,16 @@ export type AnnotationType = 'instant' | 'range';
 /** §2.2: a site reference in a request is exactly one of these. */
 export type SiteRef = { id: string } | { external_id: string };
 /** Where an annotation came from; a metric label and shown on the operator page. */
-export type Origin = 'api' | 'hmi' | 'mqtt' | 'cli' | 'detector' | 'gap';
-export const ORIGINS: readonly Origin[] = ['api', 'hmi', 'mqtt', 'cli', 'detector', 'gap'];
+export type Origin = 'api' | 'hmi' | 'mqtt' | 'cli' | 'detector' | 'gap' | 'alarm';
+export const ORIGINS: readonly Origin[] = ['api', 'hmi', 'mqtt', 'cli', 'detector', 'gap', 'alarm'];
+
+/** Who an annotation is from, as the console groups them: a person (any operator entry point), a detector rule, a machine alarm, a gap in the data. */
+export type OriginKind = 'operator' | 'detector' | 'alarm' | 'gap';
+export const OPERATOR_ORIGINS: readonly Origin[] = ['api', 'hmi', 'mqtt', 'cli'];
+
+export function originKind(origin: Origin): OriginKind {
+  return origin === 'detector' || origin === 'alarm' || origin === 'gap' ? origin : 'operator';
+}
 
 /** Delivery state of an outbox entry. */
 export type DeliveryState = 'queued' | 'delivered' | 'refused';
@@ -99,6 +107,7 @@ export function entryView(e: OutboxEntry): AnnotationView {
     site: e.site,
     machine: e.machine,
     origin: e.origin,
+    origin_kind: originKind(e.origin),
     state: e.state,
     attempts: e.attempts,
     last_error: e.lastError,

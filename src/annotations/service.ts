@@ -5,7 +5,7 @@ import type { Metrics } from '../core/metrics.js';
 import { toIsoUtc } from '../core/time.js';
 import type { AnnotationsConfig, MachineConfig } from './config.js';
 import { newExternalId } from './external-id.js';
-import { sameContent, type NewAnnotation, type Origin, type OutboxEntry, type SiteRef } from './model.js';
+import { MAX_TEXT_CHARS, sameContent, type NewAnnotation, type Origin, type OutboxEntry, type SiteRef } from './model.js';
 import type { AnnotationStore, DowntimeRow } from './store.js';
 import { checkPlausible, checkText, isObject, isProblem, parseDateTime, show, validateAnnotationInput, type Problem, type ValidationContext } from './validate.js';
 import type { DowntimeView } from './api-model.js';
@@ -43,6 +43,17 @@ export interface ServiceOptions {
   onQueued: () => void;
 }
 
+/**
+ * Reconciliation with the machine's own account (reconcile.ts, issue 26 §3): set after
+ * construction, because it needs the detectors, which need this service.
+ */
+export interface OperatorReconciler {
+  /** The machine's conditions overlapping a downtime being stopped, as text for after the operator's; null if none. */
+  machineEvidence(machine: string, from: number, to: number): string | null;
+  /** An operator's annotation was queued: link it, flag it when the machine's state contradicts it. */
+  operatorQueued(entry: OutboxEntry): void;
+}
+
 export interface Machine {
   key: string;
   name: string;
@@ -66,6 +77,7 @@ export class AnnotationService {
   private readonly validation: ValidationContext;
   createdTotal = 0;
   invalidTotal = 0;
+  reconciler: OperatorReconciler | null = null;
 
   constructor(private readonly o: ServiceOptions) {
     this.site = o.config.site;
@@ -85,7 +97,10 @@ export class AnnotationService {
         existing: result.entry.externalId,
       });
     }
-    if (result.created) this.queued(result.entry);
+    if (result.created) {
+      this.queued(result.entry);
+      this.reconciler?.operatorQueued(result.entry);
+    }
     return result;
   }
 
@@ -143,7 +158,7 @@ export class AnnotationService {
       this.o.logger.warn({ machine: machine.key, started_at: toIsoUtc(open.startedAt), now: toIsoUtc(endedAt) }, 'the clock is behind the downtime start; ending it 1 ms after its start');
       endedAt = open.startedAt + 1;
     }
-    const body = { type: 'range', started_at: open.startedAt, ended_at: endedAt, text, machine_variables: machine.machineVariables };
+    const body = { type: 'range', started_at: open.startedAt, ended_at: endedAt, text: withEvidence(text, this.reconciler?.machineEvidence(machine.key, open.startedAt, endedAt) ?? null), machine_variables: machine.machineVariables };
     const v = validateAnnotationInput(body, this.validation);
     if (!v.ok) throw this.invalid(v.problems.map((p) => (p.field === 'text' ? { ...p, field: input.text !== null ? 'text' : 'reason' } : p)), origin);
     const annotation: NewAnnotation = { ...v.value, machine: machine.key, externalId: open.externalId, origin };
@@ -151,6 +166,7 @@ export class AnnotationService {
     if (!closed) throw new AnnotationError(409, 'no_open_downtime', `machine: "${machine.key}" has no open downtime (it was just stopped)`, 'machine');
     this.o.logger.info({ machine: machine.key, external_id: annotation.externalId, started_at: toIsoUtc(open.startedAt), ended_at: toIsoUtc(endedAt), origin }, 'downtime stopped; range annotation queued');
     this.queued(closed.entry);
+    this.reconciler?.operatorQueued(closed.entry);
     return closed.entry;
   }
 
@@ -251,6 +267,17 @@ export class AnnotationService {
 export function composeText(reason: string | null, free: string | null): string {
   const parts = [reason?.trim(), free?.trim()].filter((p): p is string => !!p && p.length > 0);
   return parts.join(': ');
+}
+
+/**
+ * The operator's text, then the machine's account after it (issue 26 §3: the operator's reason
+ * wins); the machine's part is cut, never the operator's, to keep §2.3's 5000 characters.
+ */
+export function withEvidence(text: string, evidence: string | null): string {
+  if (!evidence || text.length === 0) return text;
+  const room = MAX_TEXT_CHARS - text.length - 2;
+  if (room < 20) return text;
+  return `${text}. ${evidence.length > room ? `${evidence.slice(0, room - 1)}…` : evidence}`;
 }
 
 export function downtimeView(d: DowntimeRow): DowntimeView {

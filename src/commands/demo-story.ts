@@ -247,9 +247,16 @@ export interface DemoStory {
 
 /** The view's line for an event of the simulated plant. */
 export function plantEventText(event: PlantEvent): string {
-  return event.kind === 'press_stopped'
-    ? 'Press 1 stopped (scripted stop in the simulated plant); its machine state is now 0'
-    : `Press 1 running again after ${seconds(event.stoppedMs)}; the downtime detector turns the stop into a range annotation`;
+  switch (event.kind) {
+    case 'press_stopped':
+      return 'Press 1 stopped (scripted stop in the simulated plant); its machine state is now 0';
+    case 'press_running':
+      return `Press 1 running again after ${seconds(event.stoppedMs)}; the downtime detector turns the stop into a range annotation`;
+    case 'alarm_raised':
+      return `Press 1's OPC UA server raises the alarm ${event.alarm} (${event.type}, severity ${event.severity}); the gateway opens a downtime range for it`;
+    case 'alarm_cleared':
+      return `Press 1's OPC UA server clears the alarm ${event.alarm}; its range annotation is queued with the server's times`;
+  }
 }
 
 type OutagePhase =
@@ -266,7 +273,7 @@ export function startDemoStory(o: StoryOptions): DemoStory {
   const detector = gateway.config.annotations?.detectors.find((d) => d.variable === 'mvr_press1_state');
   const minDowntime = detector ? ` (the gateway records stops of ${seconds(detector.min_duration)} or more)` : '';
   view.event(
-    `script: Press 1 stops at ${clockTime(o.plantStartedAt + timings.downtimeAfterMs)} for ${seconds(timings.downtimeMs)}${minDowntime}; ` +
+    `script: Press 1 stops at ${clockTime(o.plantStartedAt + timings.downtimeAfterMs)} for ${seconds(timings.downtimeMs)}${minDowntime}${gateway.config.annotations?.alarms ? ', raising a jam and an overtemperature alarm' : ''}; ` +
       `the tracking service is unreachable from ${clockTime(startedAt + timings.outageAfterMs)} for ${seconds(timings.outageMs)}` +
       (o.restart ? `; the gateway restarts at ${clockTime(startedAt + timings.restartAfterMs)} (down ${seconds(timings.restartMs)})` : ''),
   );
@@ -281,10 +288,13 @@ export function startDemoStory(o: StoryOptions): DemoStory {
       if (a.type === 'range' && a.started_at && a.ended_at) {
         const from = Date.parse(a.started_at);
         const to = Date.parse(a.ended_at);
-        const what = a.text.startsWith('No data from') ? 'gap annotation' : 'downtime annotation';
+        // Who made it: the gateway's outbox knows (issue 26: alarm annotations beside the detector's).
+        const origin = gateway.annotations?.store.byExternalId(a.external_id ?? '')?.origin;
+        const what = origin === 'alarm' ? 'alarm annotation' : origin === 'gap' || a.text.startsWith('No data from') ? 'gap annotation' : 'downtime annotation';
         view.event(`${what} stored upstream: "${a.text}" ${clockTime(from)}–${clockTime(to)} (${seconds(to - from)})`);
       } else {
-        view.event(`annotation stored upstream: "${a.text}"${a.occurred_at ? ` at ${clockTime(Date.parse(a.occurred_at))}` : ''}`);
+        const origin = gateway.annotations?.store.byExternalId(a.external_id ?? '')?.origin;
+        view.event(`${origin === 'alarm' ? 'alarm annotation' : 'annotation'} stored upstream: "${a.text}"${a.occurred_at ? ` at ${clockTime(Date.parse(a.occurred_at))}` : ''}`);
       }
     }
   };

@@ -122,7 +122,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsDelivered: new Counter({ name: 'gateway_annotations_delivered_total', help: 'Annotations delivered (201, or 409 for an already delivered external_id)', labelNames: ['origin'], registers: r }),
     annotationsRefused: new Counter({ name: 'gateway_annotations_refused_total', help: 'Annotations refused by the service (400) or by local validation', labelNames: ['origin'], registers: r }),
     downtimesOpen: new Gauge({ name: 'gateway_downtimes_open', help: 'Downtimes started and not yet stopped', registers: r }),
-    annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector)', labelNames: ['origin'], registers: r }),
+    annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector, gap, alarm)', labelNames: ['origin'], registers: r }),
     annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged)', labelNames: ['outcome'], registers: r }),
 
     // --- gap ledger and OPC UA historical backfill (issue 14) ---
@@ -131,6 +131,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
     historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),
     historyRequests: new Counter({ name: 'gateway_opcua_history_requests_total', help: 'OPC UA HistoryRead requests, by outcome (ok, error)', labelNames: ['source', 'outcome'], registers: r }),
+
+    // --- machine conditions: OPC UA Alarms & Conditions into annotations (issue 26) ---
+    alarmEventsReceived: new Counter({ name: 'gateway_alarm_events_received_total', help: 'Condition events (OPC UA Alarms & Conditions) received and decoded, by source', labelNames: ['source'], registers: r }),
+    alarmEventsRefused: new Counter({ name: 'gateway_alarm_events_refused_total', help: 'Condition events refused, by source and reason (missing_field, wrong_type, bad_severity, bad_time: malformed; implausible_time: outside annotations.max_age / max_ahead; not_stored: the annotations component could not take them, a ConditionRefresh follows)', labelNames: ['source', 'reason'], registers: r }),
+    alarmEventsHandled: new Counter({ name: 'gateway_alarm_events_handled_total', help: 'Condition events turned into annotation state, by source and outcome (opened: a range began; closed: a range annotation was queued; updated: acknowledged, confirmed or repeated by a refresh; instant: an instant annotation was queued; ignored: unmapped and below annotations.alarms.instant_min_severity, a branch, or inactive and never seen active)', labelNames: ['source', 'outcome'], registers: r }),
+    alarmConditionsOpen: new Gauge({ name: 'gateway_alarm_conditions_open', help: 'Machine conditions active now whose range annotation is queued when they end', registers: r }),
+    opcuaConditionRefreshes: new Counter({ name: 'gateway_opcua_condition_refreshes_total', help: 'ConditionRefresh calls (Part 9 §5.5.7) after a (re)connect, a RefreshRequiredEvent or a failed delivery, by outcome (ok, failed)', labelNames: ['source', 'outcome'], registers: r }),
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),

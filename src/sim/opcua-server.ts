@@ -19,9 +19,12 @@ import {
   SecurityPolicy,
   StatusCode,
   StatusCodes,
+  ConditionInfo,
   Variant,
   VariantArrayType,
   type Namespace,
+  type UAAlarmConditionEx,
+  type UAObject,
   type UAVariable,
 } from 'node-opcua';
 import { installMisbehaviour, misbehavingTransportSettings, type Misbehaviour, type MisbehaviourOptions } from './opcua-misbehaving.js';
@@ -80,10 +83,37 @@ export interface OpcuaSimulatorOptions {
    * `updateIntervalMs` afterwards.
    */
   historizedBulk?: { count: number; fromMs: number; toMs: number; stepMs: number };
+  /**
+   * Alarms & Conditions on Press1 (Part 9; issue 26): Jam, an OffNormalAlarmType whose input is the
+   * Boolean Press1.JamDetected (normal: false), and Overtemperature, an AlarmConditionType with
+   * ConfirmedState. Default false (the demo's plant turns them on).
+   */
+  alarms?: boolean;
+  /** Extra AlarmConditionType instances `BulkAlarms.A<i>` (i from 1) for the load test and benchmark. */
+  bulkAlarms?: number;
   /** Log server start/stop lines to stderr (default false). */
   verbose?: boolean;
   /** Nodes that break the rules (a looping or huge history, an endless browse), see opcua-misbehaving.ts. */
   misbehave?: MisbehaviourOptions;
+}
+
+/** One alarm of the simulator, driven from the server side (a PLC raising and clearing it). */
+export interface SimAlarm {
+  readonly name: string;
+  /** ConditionId (the condition node's id) as text. */
+  readonly conditionId: string;
+  /** Raises it (ActiveState true, AckedState false, Retain true) with a fresh EventId. */
+  activate(o?: { severity?: number; message?: string }): void;
+  /**
+   * Clears it. Retain stays true while the activation waits for acknowledgement or confirmation
+   * (Part 9 §5.5.2), unless `retain` says otherwise.
+   */
+  deactivate(o?: { message?: string; retain?: boolean }): void;
+  isActive(): boolean;
+  /** ActiveState/TransitionTime (epoch ms): when it last became active or inactive, by the server's clock. */
+  transitionTime(): number | null;
+  /** The EventId of its latest state (what Acknowledge and Confirm refer to). */
+  eventId(): Buffer;
 }
 
 /** Names of the simulator's variables, for `nodeIds` and `setValue`. */
@@ -128,6 +158,15 @@ export interface OpcuaSimulator {
   continuationPoints(): number;
   /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
   misbehaviour: Misbehaviour | null;
+  /** Press1's alarms (absent with `alarms: false`). */
+  alarms: { jam: SimAlarm; overtemperature: SimAlarm } | null;
+  /** Bulk alarm i (1-based), see `bulkAlarms`. */
+  bulkAlarm(i: number): SimAlarm;
+  /**
+   * Raises an event of `eventType` (a standard name) from Press1 with the given fields as they
+   * are (lower-camel field names, node-opcua variants): malformed events for the tests.
+   */
+  raiseRawEvent(eventType: string, fields: Record<string, { dataType: DataType; value: unknown }>): void;
   close(): Promise<void>;
 }
 
@@ -234,7 +273,11 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
   const addressSpace = server.engine.addressSpace!;
   const ns: Namespace = addressSpace.registerNamespace(NAMESPACE_URI);
   const nsIndex = ns.index;
-  const press = ns.addObject({ organizedBy: addressSpace.rootFolder.objects, browseName: 'Press1', nodeId: 's=Press1' });
+  const withAlarms = opts.alarms === true || (opts.bulkAlarms ?? 0) > 0;
+  if (withAlarms) addressSpace.installAlarmsAndConditionsService();
+  const serverObject = addressSpace.rootFolder.objects.server;
+  // An event source of the Server object, so its alarms reach a subscription on i=2253 (Part 9 §5.5.2).
+  const press = ns.addObject({ organizedBy: addressSpace.rootFolder.objects, browseName: 'Press1', nodeId: 's=Press1', ...(withAlarms ? { eventSourceOf: serverObject, eventNotifier: 1 } : {}) });
 
   const vars = {} as Record<SimVariableName, UAVariable>;
   const id = (name: SimVariableName) => `s=Press1.${BROWSE_NAMES[name]}`;
@@ -309,6 +352,12 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
   }
 
   const misbehaviour = opts.misbehave ? installMisbehaviour(server, ns, opts.misbehave) : null;
+  const alarms = opts.alarms === true ? installPressAlarms(ns, press) : null;
+  const bulkAlarms: SimAlarm[] = [];
+  if ((opts.bulkAlarms ?? 0) > 0) {
+    const folder = ns.addObject({ organizedBy: addressSpace.rootFolder.objects, browseName: 'BulkAlarms', nodeId: 's=BulkAlarms', eventSourceOf: serverObject, eventNotifier: 1 });
+    for (let i = 1; i <= opts.bulkAlarms!; i++) bulkAlarms.push(manualAlarm(ns, folder, `A${i}`, `s=BulkAlarms.A${i}`, 500));
+  }
 
   await server.start();
   const endpointUrl = `opc.tcp://127.0.0.1:${port}/UA/Press1`;
@@ -404,6 +453,15 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
         (n, session) => n + (session.continuationPointManager?._map?.size ?? 0),
         0,
       ),
+    alarms,
+    bulkAlarm: (i) => {
+      const a = bulkAlarms[i - 1];
+      if (!a) throw new Error(`bulk alarm ${i} does not exist (bulkAlarms: ${bulkAlarms.length})`);
+      return a;
+    },
+    raiseRawEvent(eventType, fields) {
+      (press as unknown as { raiseEvent(t: string, d: Record<string, unknown>): void }).raiseEvent(eventType, { ...fields });
+    },
     async close() {
       if (closed) return;
       closed = true;
@@ -414,6 +472,92 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
       await userCertificateManager.dispose();
       if (opts.verbose) process.stderr.write(`OPC UA simulator on port ${port} stopped\n`);
     },
+  };
+}
+
+/**
+ * Press1's alarms: a jam detected by a sensor bit (OffNormalAlarmType: active while JamDetected is
+ * not its normal value false, Part 9 §5.8.23) and an overtemperature of the hydraulic unit
+ * (AlarmConditionType raised by the PLC program), both with ConfirmedState (Part 9 §5.7.3).
+ */
+function installPressAlarms(ns: Namespace, press: UAObject): { jam: SimAlarm; overtemperature: SimAlarm } {
+  const jamDetected = ns.addVariable({ componentOf: press, browseName: 'JamDetected', nodeId: 's=Press1.JamDetected', dataType: 'Boolean', value: new Variant({ dataType: DataType.Boolean, value: false }) });
+  const normal = ns.addVariable({ componentOf: press, browseName: 'JamNormalState', nodeId: 's=Press1.JamNormalState', dataType: 'Boolean', value: new Variant({ dataType: DataType.Boolean, value: false }) });
+  const jam = ns.instantiateOffNormalAlarm({
+    browseName: 'Jam',
+    nodeId: 's=Press1.Jam',
+    conditionName: 'Jam',
+    componentOf: press,
+    conditionSource: press,
+    inputNode: jamDetected,
+    normalState: normal,
+    optionals: ['ConfirmedState', 'Confirm'],
+  } as Parameters<Namespace['instantiateOffNormalAlarm']>[0]);
+  // SourceName as a PLC reports it (node-opcua uses the browse name with its namespace index, "2:Press1").
+  jam.sourceName.setValueFromSource(new Variant({ dataType: DataType.String, value: 'Press1' }));
+  let jamInfo = { severity: 700, message: 'Material jam at the infeed' };
+  jam.calculateConditionInfo = (_state, isActive) =>
+    new ConditionInfo({ severity: jamInfo.severity, message: isActive ? jamInfo.message : 'Jam cleared', quality: StatusCodes.Good, retain: isActive ? true : needsRetain(jam) });
+  const jamAlarm: SimAlarm = {
+    name: 'Jam',
+    conditionId: `ns=${ns.index};s=Press1.Jam`,
+    activate(o = {}) {
+      jamInfo = { severity: o.severity ?? 700, message: o.message ?? 'Material jam at the infeed' };
+      jamDetected.setValueFromSource(new Variant({ dataType: DataType.Boolean, value: true }));
+    },
+    deactivate() {
+      jamDetected.setValueFromSource(new Variant({ dataType: DataType.Boolean, value: false }));
+    },
+    isActive: () => jam.currentBranch().getActiveState() === true,
+    transitionTime: () => transitionTimeOf(jam),
+    eventId: () => jam.eventId.readValue().value.value as Buffer,
+  };
+  const overtemperature = manualAlarm(ns, press, 'Overtemperature', 's=Press1.Overtemperature', 800, 'Hydraulic oil over 70 °C', 'Press1');
+  return { jam: jamAlarm, overtemperature };
+}
+
+/** Retain after the inactive transition: while the activation still waits for Acknowledge or Confirm (Part 9 §5.5.2). */
+function needsRetain(alarm: UAAlarmConditionEx): boolean {
+  const branch = alarm.currentBranch();
+  const acked = branch.getAckedState() === true;
+  const confirmed = alarm.confirmedState ? branch.getConfirmedState() === true : true;
+  return !acked || !confirmed;
+}
+
+function transitionTimeOf(alarm: UAAlarmConditionEx): number | null {
+  const v = alarm.activeState.transitionTime?.readValue().value.value as Date | null | undefined;
+  return v instanceof Date ? v.getTime() : null;
+}
+
+/** An AlarmConditionType raised and cleared by the program (no input node). */
+function manualAlarm(ns: Namespace, parent: UAObject, name: string, nodeId: string, severity: number, message = `${name} active`, sourceName?: string): SimAlarm {
+  const inputNode = ns.addVariable({ componentOf: parent, browseName: `${name}Input`, nodeId: `${nodeId}Input`, dataType: 'Boolean', value: new Variant({ dataType: DataType.Boolean, value: false }) });
+  const alarm = ns.instantiateAlarmCondition('AlarmConditionType', {
+    browseName: name,
+    nodeId,
+    conditionName: name,
+    componentOf: parent,
+    conditionSource: parent,
+    inputNode,
+    optionals: ['ConfirmedState', 'Confirm'],
+  } as Parameters<Namespace['instantiateAlarmCondition']>[1]);
+  if (sourceName) alarm.sourceName.setValueFromSource(new Variant({ dataType: DataType.String, value: sourceName }));
+  return {
+    name,
+    conditionId: `ns=${ns.index};${nodeId}`,
+    activate(o = {}) {
+      alarm.activateAlarm();
+      if (alarm.confirmedState) alarm.currentBranch().setConfirmedState(false);
+      alarm.raiseNewCondition({ severity: o.severity ?? severity, message: o.message ?? message, quality: StatusCodes.Good, retain: true });
+    },
+    deactivate(o = {}) {
+      const retain = o.retain ?? needsRetain(alarm);
+      alarm.deactivateAlarm(retain);
+      alarm.raiseNewCondition({ severity: alarm.currentBranch().getSeverity(), message: o.message ?? `${name} cleared`, quality: StatusCodes.Good, retain });
+    },
+    isActive: () => alarm.currentBranch().getActiveState() === true,
+    transitionTime: () => transitionTimeOf(alarm),
+    eventId: () => alarm.eventId.readValue().value.value as Buffer,
   };
 }
 

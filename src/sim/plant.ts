@@ -11,7 +11,9 @@ import type { MachineStateStep, OpcuaSimulator } from './opcua-server.js';
  *
  * - Press 1: an OPC UA server (opcua-server.ts) whose machine state follows a script: running,
  *   one stop of `stopForMs` after `stopAfterMs`, running again; the stop repeats every
- *   `repeatEveryMs` so a demo left running keeps producing downtimes;
+ *   `repeatEveryMs` so a demo left running keeps producing downtimes. During each stop its server
+ *   raises alarms (OPC UA Alarms & Conditions): a jam when it stops, an overtemperature halfway
+ *   through, both cleared when it runs again;
  * - Mixer 1: a Modbus TCP device (modbus-device.ts);
  * - Packer 1 (JSON) and Oven 1 (a Sparkplug B edge node): an MQTT publisher (mqtt-publisher.ts)
  *   that publishes to the broker built into the gateway.
@@ -106,7 +108,12 @@ export interface PressScript {
   repeatEveryMs?: number;
 }
 
-export type PlantEvent = { kind: 'press_stopped'; at: number } | { kind: 'press_running'; at: number; stoppedMs: number };
+export type PlantEvent =
+  | { kind: 'press_stopped'; at: number }
+  | { kind: 'press_running'; at: number; stoppedMs: number }
+  /** Press 1's OPC UA server raised or cleared one of its alarms (issue 26). */
+  | { kind: 'alarm_raised'; at: number; alarm: string; type: string; severity: number }
+  | { kind: 'alarm_cleared'; at: number; alarm: string };
 
 export interface PlantOptions {
   wiring: PlantWiring;
@@ -147,6 +154,7 @@ export async function startPlant(opts: PlantOptions): Promise<Plant> {
     for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
   };
   let stoppedAt: number | null = null;
+  let overtemperatureTimer: NodeJS.Timeout | null = null;
   let opcua: OpcuaSimulator | null = null;
   let modbus: ModbusSimulator | null = null;
   let mqtt: MqttSimulator | null = null;
@@ -162,12 +170,35 @@ export async function startPlant(opts: PlantOptions): Promise<Plant> {
         securityModes: ['None'],
         pkiDir: join(opts.dataDir, 'opcua-server-pki'),
         stateSchedule: pressSchedule(opts.press),
+        alarms: true,
         onStateChange: (state) => {
           const at = Date.now();
+          const alarms = opcua?.alarms;
           if (state !== 1 && stoppedAt === null) {
             stoppedAt = at;
             opts.onEvent?.({ kind: 'press_stopped', at });
+            // Issue 26: the press says why it stopped, through its own alarms.
+            if (alarms) {
+              alarms.jam.activate();
+              opts.onEvent?.({ kind: 'alarm_raised', at, alarm: 'Jam', type: 'OffNormalAlarm', severity: 700 });
+              overtemperatureTimer = setTimeout(() => {
+                overtemperatureTimer = null;
+                if (stoppedAt === null) return;
+                alarms.overtemperature.activate();
+                opts.onEvent?.({ kind: 'alarm_raised', at: Date.now(), alarm: 'Overtemperature', type: 'AlarmCondition', severity: 800 });
+              }, Math.floor(opts.press.stopForMs / 2));
+              overtemperatureTimer.unref();
+            }
           } else if (state === 1 && stoppedAt !== null) {
+            if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
+            overtemperatureTimer = null;
+            if (alarms) {
+              for (const a of [alarms.jam, alarms.overtemperature]) {
+                if (!a.isActive()) continue;
+                a.deactivate();
+                opts.onEvent?.({ kind: 'alarm_cleared', at, alarm: a.name });
+              }
+            }
             opts.onEvent?.({ kind: 'press_running', at, stoppedMs: at - stoppedAt });
             stoppedAt = null;
           }
@@ -176,7 +207,10 @@ export async function startPlant(opts: PlantOptions): Promise<Plant> {
       // Press 1's script runs from here.
       startedAt = Date.now();
       const sim = opcua;
-      closers.push(() => sim.close());
+      closers.push(() => {
+        if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
+        return sim.close();
+      });
     }
     if (wiring.modbus) {
       const { startModbusSimulator } = await import('./modbus-device.js');

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
+import type { ConditionEventSink } from '../core/condition-event.js';
 import type { Metrics } from '../core/metrics.js';
 import type { SampleSink } from '../core/sample.js';
 import type { Source, SourceKind, SourceStats } from '../core/source.js';
@@ -19,6 +20,8 @@ export interface SourceContext {
   dataDir: string;
   /** Buffer state for the OPC UA historical backfill (issue 14); absent in tests that build a source alone. */
   history?: HistoryContext;
+  /** Where condition events (OPC UA Alarms & Conditions, issue 26) go; absent when nothing consumes them. */
+  conditions?: ConditionEventSink;
 }
 
 /** Makes the context of one source as a section is built (the runtime's sources stage, `check`, the console). */

@@ -137,6 +137,27 @@ describe('edge-gateway demo: the simulated plant', () => {
     expect(annotation.machine_variables.map((v) => v.id)).toContain('mvr_press1_state');
     await waitFor(() => demo.out().includes('downtime annotation stored upstream: "Press 1'), { timeoutMs: 10_000, ...what('the annotation message') });
 
+    // Issue 26: Press 1's own alarms during the stop became reason-coded ranges, printed beside the
+    // detector's: the jam for the whole stop, the overtemperature from halfway through.
+    const alarms = await waitFor(
+      async () => {
+        const all = await getJson<Array<{ type: string; text: string; external_id: string; started_at?: string; ended_at?: string; machine_variables: Array<{ id: string }> }>>(`${emulator}/annotations`);
+        const jam = all.find((a) => a.type === 'range' && a.text.startsWith('JAM: Material jam at the infeed (unplanned). Alarm "Jam"'));
+        const ot = all.find((a) => a.type === 'range' && a.text.startsWith('OVERTEMP: Hydraulic oil overtemperature (unplanned). Alarm "Overtemperature"'));
+        return jam && ot ? { jam, ot } : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, ...what('the alarm annotations upstream') },
+    );
+    const span = (a: { started_at?: string; ended_at?: string }) => Date.parse(a.ended_at!) - Date.parse(a.started_at!);
+    expect(span(alarms.jam)).toBeGreaterThan(9_000);
+    expect(span(alarms.jam)).toBeLessThan(14_000);
+    expect(span(alarms.ot)).toBeGreaterThan(3_000);
+    expect(span(alarms.ot)).toBeLessThan(span(alarms.jam));
+    expect(alarms.jam.external_id).toMatch(/^demo-alarmr-/);
+    expect(alarms.jam.machine_variables.map((v) => v.id)).toContain('mvr_press1_state');
+    await waitFor(() => demo.out().includes('alarm annotation stored upstream: "JAM: Material jam at the infeed'), { timeoutMs: 10_000, ...what('the alarm annotation message') });
+    expect(demo.out()).toContain("Press 1's OPC UA server raises the alarm Jam (OffNormalAlarm, severity 700)");
+
     // SIGTERM stops everything, cleanly and quickly.
     const stopAsked = Date.now();
     demo.child.kill('SIGTERM');

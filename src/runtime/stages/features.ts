@@ -93,6 +93,9 @@ export class FeaturesStage implements Stage {
       metrics,
       clock,
       dataDir: store.dataDir,
+      conditions: sources.conditions,
+      // The OPC UA servers whose condition events are read (opcua.servers[].events), as configured now.
+      eventServers: (this.deps.reloads.config.opcua?.servers ?? []).filter((s) => s.events).map((s) => s.name),
     });
     if (!annotations) return;
     const untap = sources.sink.addTap(annotations);

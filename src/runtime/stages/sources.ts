@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError } from '../../core/errors.js';
+import { ConditionRouter } from '../../core/condition-event.js';
 import { TappedSink, type RefusalReason } from '../../core/sample.js';
 import { SourceStats, type RefusalInfo, type Source, type SourceKind } from '../../core/source.js';
 import type { SourceContext } from '../../sources/context.js';
@@ -35,6 +36,8 @@ export class SourcesStage implements Stage {
   /** The running sources; replaced in place by reloads, so whoever holds it sees the running ones. */
   readonly list: Source[] = [];
   readonly sink: TappedSink;
+  /** Condition events (OPC UA Alarms & Conditions) go to annotations.alarms through this router (issue 26). */
+  readonly conditions = new ConditionRouter();
   private readonly stats = new Map<string, SourceStats>();
   private readonly refusalListeners = new Set<RefusalListener>();
   private readonly gapClosedListeners = new Set<() => void>();
@@ -134,7 +137,7 @@ export class SourcesStage implements Stage {
     stats.onRefused = (reason, n, info) => this.refusalListeners.forEach((l) => l(name, reason, n, info));
     this.stats.set(name, stats);
     this.gapWatcher.attach(name, stats);
-    return { sink: this.sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: this.store.buffer.lastCommitted, gaps: this.store.gaps } };
+    return { sink: this.sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: this.store.buffer.lastCommitted, gaps: this.store.gaps }, conditions: this.conditions };
   }
 
   private async startEach(list: readonly Source[]): Promise<void> {

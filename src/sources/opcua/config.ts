@@ -3,6 +3,7 @@ import { secretSchema } from '../../config/secrets.js';
 import { byteSize, durationMs } from '../../config/units.js';
 import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
 import { parseNodeId } from './node-id.js';
+import { opcuaEventsSchema } from './events-config.js';
 
 /**
  * The `opcua:` section of the configuration. The schema is the documentation (README.md in this
@@ -132,7 +133,8 @@ export const opcuaServerSchema = z
         examples: ['4MiB', '16MiB'],
       }),
     max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
-    nodes: z.array(opcuaNodeSchema).min(1).meta({ description: 'Nodes to read' }),
+    nodes: z.array(opcuaNodeSchema).default([]).meta({ description: 'Nodes to read (at least one, unless events are configured)' }),
+    events: opcuaEventsSchema.optional(),
     history: z
       .strictObject({
         backfill: z
@@ -177,6 +179,9 @@ export const opcuaServerSchema = z
     }
     if (s.reconnect.max_delay < s.reconnect.initial_delay) {
       ctx.addIssue({ code: 'custom', path: ['reconnect', 'max_delay'], message: `${s.reconnect.max_delay} ms is below reconnect.initial_delay (${s.reconnect.initial_delay} ms)`, input: s.reconnect.max_delay });
+    }
+    if (s.nodes.length === 0 && !s.events) {
+      ctx.addIssue({ code: 'custom', path: ['nodes'], message: 'lists no node: give at least one node, or configure events', input: s.nodes });
     }
     const byNode = new Map<string, number>();
     const byVariable = new Map<string, number>();

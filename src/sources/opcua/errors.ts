@@ -33,6 +33,8 @@ export const OpcuaErrorCodes = {
   connectionLost: 'OPCUA_CONNECTION_LOST',
   /** Neither data nor keep-alives arrived in time; the connection was rebuilt. */
   watchdog: 'OPCUA_WATCHDOG',
+  /** The event subscription (events:) could not be created: unknown notifier or event type. */
+  eventsUnavailable: 'OPCUA_EVENTS_UNAVAILABLE',
   /** The namespace array changed after a reconnect (nsu= ids would point elsewhere). */
   namespaceChanged: 'OPCUA_NAMESPACE_CHANGED',
   /** A read in polling mode failed. */

@@ -23,6 +23,7 @@ import { startSubscription, type SubscriptionReader } from './subscription-reade
 import { planNodes, type InvalidNode } from './validate-nodes.js';
 import { Watchdog } from './watchdog.js';
 import { HistoryBackfill } from './history.js';
+import { startConditionReader, type ConditionReader } from './condition-reader.js';
 
 /** Why a working link was given up; becomes the `how` label of gateway_opcua_session_recoveries_total. */
 interface Broken {
@@ -38,6 +39,8 @@ interface Link {
   subscription: SubscriptionReader | null;
   poller: PollingReader | null;
   watchdog: Watchdog | null;
+  /** Alarms & Conditions (events:), with its own subscription; null when not configured. */
+  conditions: ConditionReader | null;
   namespaceArray: string[];
   /** Valid nodes of this link (the historical backfill reads these). */
   bindings: NodeBinding[];
@@ -168,6 +171,7 @@ export class OpcuaSource implements Source {
       pending_samples: this.queue.size,
       pki_dir: this.pkiDir,
       history: this.history?.status() ?? { backfill: this.cfg.history.backfill },
+      ...(this.cfg.events ? { events: this.link?.conditions?.status() ?? { subscribed: false, last_error: this.eventsError } } : {}),
     });
   }
 
@@ -237,6 +241,7 @@ export class OpcuaSource implements Source {
       subscription: null,
       poller: null,
       watchdog: null,
+      conditions: null,
       namespaceArray: [],
       bindings: [],
       established: false,
@@ -372,6 +377,8 @@ export class OpcuaSource implements Source {
     }
     this.reportInvalid(invalid);
     this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, this.monitored);
+    if (this.cfg.events) await this.startEvents(link, session);
+    if (!current()) return;
 
     const watchdog = new Watchdog(this.watchdogTimeoutMs, this.ctx.clock, (silent) => {
       link.break({
@@ -404,6 +411,8 @@ export class OpcuaSource implements Source {
     // A repaired session may have missed values (a subscription re-created, not transferred): read
     // them back from history (issue 14 §1). Overlap with transferred values is harmless.
     if (link.session && this.link === link) this.history?.begin(link.session, link.bindings);
+    // Part 9 §5.5.7: conditions that changed while the connection was broken are resent.
+    if (this.link === link) link.conditions?.refresh('connection re-established');
     if (link.session) await this.checkClock(link, this.certificateManager, false);
     if (!usesNsu || !link.session) return;
     try {
@@ -482,6 +491,47 @@ export class OpcuaSource implements Source {
     this.queue.push(d.sample);
   }
 
+  /** Why the event subscription could not be created at the last connect (status). */
+  private eventsError: string | null = null;
+
+  /**
+   * Subscribes to the server's events (events:, issue 26). A notifier or type the server does not
+   * have is reported and skipped: the values keep flowing.
+   */
+  private async startEvents(link: Link, session: ClientSession): Promise<void> {
+    const events = this.cfg.events!;
+    const sink = this.ctx.conditions;
+    if (!sink) {
+      this.eventsError = 'no consumer for condition events in this process';
+      return;
+    }
+    try {
+      link.conditions = await startConditionReader({
+        session,
+        cfg: events,
+        path: `${this.path}.events`,
+        source: this.name,
+        namespaceArray: link.namespaceArray,
+        sink,
+        logger: this.ctx.logger,
+        throttle: this.throttle,
+        metrics: this.ctx.metrics,
+        clock: this.ctx.clock,
+        keepAliveCount: this.cfg.keep_alive_count,
+        // Either subscription's Publish responses prove the link alive: a storm of events can hold
+        // the other one's keep-alives back on a busy server (node-opcua: several seconds).
+        onAlive: () => link.watchdog?.feed(),
+      });
+      this.eventsError = null;
+    } catch (err) {
+      this.eventsError = describeError(err);
+      const e = new GatewayError(OpcuaErrorCodes.eventsUnavailable, `${this.path}.events: no event subscription on ${this.cfg.endpoint}: ${this.eventsError}; values keep flowing`, { cause: err });
+      this.ctx.stats.error(e, e.code);
+      this.throttle.warn(`events:${this.eventsError}`, { code: e.code }, e.message);
+      return;
+    }
+  }
+
   /**
    * `graceful`: wait longer for the session to close (shutdown). A link the watchdog or a connection
    * loss condemned gets short timeouts: its requests would mostly wait for nothing.
@@ -491,6 +541,7 @@ export class OpcuaSource implements Source {
     if (this.link === link || this.stopped) this.history?.end();
     link.teardown = (async () => {
       link.watchdog?.stop();
+      await link.conditions?.terminate();
       await link.poller?.stop();
       const client = link.client;
       if (!client) return;
