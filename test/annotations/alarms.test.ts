@@ -4,7 +4,7 @@ import { testConfigInput } from '../helpers/gateway.js';
 import { gatewaySections } from './alarm-rig.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toIsoUtc } from '../../src/core/time.js';
-import { delay, waitFor } from '../helpers/wait.js';
+import { delay, holdsFor, waitFor } from '../helpers/wait.js';
 import { metricValue } from '../sources/opcua/helpers.js';
 import { startTcpProxy } from '../sources/opcua/tcp-proxy.js';
 import { connectHmi, startRig, type Rig } from './alarm-rig.js';
@@ -74,8 +74,7 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     // A refresh (asked by another client: node-opcua resends to every subscription) changes nothing.
     const refreshes = r.events().refreshes.ok;
     expect(await hmi.refresh()).toBe('Good');
-    await delay(1_000);
-    expect(upstreamAlarms(r)).toHaveLength(1);
+    await holdsFor(() => upstreamAlarms(r).length === 1, { forMs: 1_000, what: 'one alarm annotation upstream after the refresh' });
     expect(r.gw!.handle.annotations!.store.counts().queued + r.gw!.handle.annotations!.store.counts().delivered).toBe(1);
     expect(r.events().refreshes.ok).toBe(refreshes);
   }, 90_000);
@@ -156,8 +155,7 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     const a1End = a1.transitionTime()!;
     const a1Range = await waitFor(() => upstreamAlarms(r).find((a) => a.text.startsWith('BULK')), { timeoutMs: 20_000, what: 'A1 range upstream' });
     expect([a1Range.started_at, a1Range.ended_at]).toEqual([toIsoUtc(since.a1), toIsoUtc(a1End)]);
-    await delay(500);
-    expect(upstreamAlarms(r)).toHaveLength(3);
+    await holdsFor(() => upstreamAlarms(r).length === 3, { forMs: 500, what: 'three alarm annotations upstream' });
     const counts = r.gw!.handle.annotations!.store.counts();
     expect(counts.queued + counts.delivered + counts.refused).toBe(3);
   }, 120_000);
@@ -191,8 +189,7 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     expect(open.alarm.active_since).toBe(toIsoUtc(jamFrom));
     // A ConditionRefresh followed the reconnect (a repaired session, or a rebuilt one after the watchdog).
     expect(await metricValue(r.gw!.handle.metrics, 'gateway_opcua_condition_refreshes_total', { source: 'press1', outcome: 'ok' })).toBeGreaterThan(refreshesBefore);
-    await delay(500);
-    expect(upstreamAlarms(r)).toHaveLength(1);
+    await holdsFor(() => upstreamAlarms(r).length === 1, { forMs: 500, what: 'one alarm annotation upstream after the reconnect' });
   }, 120_000);
 
   it('refuses malformed events with a reason, counts and logs them, and keeps taking good ones', async () => {
@@ -293,7 +290,6 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     // The range keeps what it was opened with (the rule at its start), once.
     expect([range.started_at, range.ended_at]).toEqual([toIsoUtc(from), toIsoUtc(to)]);
     expect(range.text).toContain('JAM: Material jam at the infeed');
-    await delay(500);
-    expect(upstreamAlarms(r)).toHaveLength(1);
+    await holdsFor(() => upstreamAlarms(r).length === 1, { forMs: 500, what: 'one alarm annotation upstream after the reload' });
   }, 90_000);
 });

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { holdsFor } from '../helpers/wait.js';
 import { delay, startHarness, stored, waitFor, type Harness } from './helpers.js';
 
 /**
@@ -121,8 +122,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     expect(await page.getByTestId('discard-press1').textContent()).toBe('Tap again');
     await page.getByTestId('discard-press1').tap();
     await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
-    await delay(500);
-    expect(emu.annotations().filter((a) => a.text.startsWith('reason'))).toHaveLength(0);
+    await holdsFor(() => emu.annotations().filter((a) => a.text.startsWith('reason')).length === 0, { forMs: 500, what: 'no discarded downtime upstream' });
   });
 
   it('shows entries as queued (offline) while the service is down, then delivered', async () => {

@@ -11,7 +11,7 @@ import { systemClock, type Clock } from '../../src/core/clock.js';
 import { createLogger, silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
-import { waitFor } from '../helpers/wait.js';
+import { holdsFor, waitFor } from '../helpers/wait.js';
 
 /**
  * The maintenance schedule (src/buffer/maintenance.ts, README.md B7): sealing runs on its own
@@ -104,8 +104,7 @@ describe('maintenance on its own schedule (B7)', () => {
     await b.buffer.maintenanceIdle();
     const slices = async () => (await metrics.bufferMaintenanceSeconds.get()).values.find((v) => v.metricName === 'gateway_buffer_maintenance_seconds_count' && v.labels.task === 'chunks')?.value ?? 0;
     const before = await slices();
-    await new Promise((r) => setTimeout(r, 500));
-    expect((await slices()) - before).toBeLessThanOrEqual(2);
+    await holdsFor(async () => (await slices()) - before <= 2, { forMs: 500, what: 'at most two maintenance slices while idle' });
     expect(b.buffer.stats().sealedSamples).toBe(0);
   });
 
