@@ -20,7 +20,9 @@ const CHROMIUM = '/usr/bin/chromium';
 const available = existsSync(CHROMIUM) || (process.env.CI ? (() => { throw new Error(`${CHROMIUM} is missing but CI is set`); })() : false);
 
 const GATEWAY_EXTRA = {
-  server: { watchdog_multiplier: 15, session_timeout: 10_000 },
+  // No history backfill: a gap of Press 1 stays unfilled and becomes a gap annotation (last case).
+  server: { watchdog_multiplier: 15, session_timeout: 10_000, history: { backfill: 'off' } },
+  sections: { gaps: { annotate: true, min_duration: '1s' } },
   // A stop of a second or more is a detector's range; the operator's first downtime happens while
   // the press says "running" (state 1) throughout, so reconciliation flags it (reconcile.ts).
   annotations: { detectors: [{ machine: 'press1', variable: 'mvr_press1_state', condition: '!= 1', min_duration: '1s', text: 'Press 1 stopped (detected)' }] },
@@ -202,7 +204,7 @@ describe.skipIf(!available)('console: annotations with their origin, machine ala
     await page.context().close();
   }, 90_000);
 
-  it('the Gaps page opens on "Open" when a gap is open', async () => {
+  it('the Gaps page opens on "Open" when a gap is open; the closed gap\'s annotation shows origin gap', async () => {
     // The cable to Press 1's server is pulled: its source goes down, a gap opens.
     proxy.cut();
     try {
@@ -220,6 +222,15 @@ describe.skipIf(!available)('console: annotations with their origin, machine ala
     } finally {
       proxy.restore();
     }
+
+    // Back: the gap closes and, unfilled, becomes a gap annotation with its origin on the Annotations page.
+    const gapEntry = await waitFor(async () => (await list()).annotations.find((a) => a.origin_kind === 'gap' && a.text.includes('disconnected')), { timeoutMs: 60_000, what: 'the gap annotation of the cut' });
+    const page = await open('annotations');
+    const gapRow = page.locator(`[data-testid=annotation-row][data-external-id="${gapEntry.external_id}"]`);
+    await gapRow.waitFor({ timeout: 15_000 });
+    expect(await text(gapRow.getByTestId('origin').textContent())).toBe('gap');
+    expect(await gapRow.getByTestId('range-duration').textContent()).toBe(fmtSpan(Date.parse(gapEntry.ended_at!) - Date.parse(gapEntry.started_at!)));
+    await page.context().close();
     expect(errors).toEqual([]);
   }, 90_000);
 });
