@@ -27,6 +27,12 @@ export function fmtDuration(s: number | null | undefined): string {
   return `${Math.floor(s / 3600)} h ${String(Math.round((s % 3600) / 60)).padStart(2, '0')} min`;
 }
 
+/** A time span in milliseconds: under a second in ms (a 0.4 s range is not "0 s"), else as fmtDuration. */
+export function fmtSpan(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '–';
+  return ms < 1000 ? `${Math.max(0, Math.round(ms))} ms` : fmtDuration(ms / 1000);
+}
+
 export function fmtBytes(n: number | null | undefined): string {
   if (n === null || n === undefined || !Number.isFinite(n)) return '–';
   const u = ['B', 'kB', 'MB', 'GB', 'TB'];

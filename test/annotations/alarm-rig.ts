@@ -24,8 +24,9 @@ export const ALARM_RULES = {
   instant_min_severity: 700,
 };
 
-export function gatewaySections(endpoint: string, sim: OpcuaSimulator, extra: { events?: Record<string, unknown>; server?: Record<string, unknown>; annotations?: Record<string, unknown> } = {}): Record<string, unknown> {
+export function gatewaySections(endpoint: string, sim: OpcuaSimulator, extra: { events?: Record<string, unknown>; server?: Record<string, unknown>; annotations?: Record<string, unknown>; sections?: Record<string, unknown> } = {}): Record<string, unknown> {
   return {
+    ...(extra.sections ?? {}),
     http: { enabled: true, port: 0 },
     opcua: {
       servers: [

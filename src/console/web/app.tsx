@@ -9,7 +9,8 @@ import { useStore, loadVariables, startLive } from './store.js';
 import { Overview } from './page-overview.js';
 import { Variables, VariableDetail } from './page-variables.js';
 import { Sources } from './page-sources.js';
-import { SetAside, Annotations, Gaps } from './page-records.js';
+import { SetAside, Gaps } from './page-records.js';
+import { Annotations } from './page-annotations.js';
 import { Build } from './page-build.js';
 import { Fleet } from './page-fleet.js';
 

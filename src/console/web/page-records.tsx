@@ -1,10 +1,10 @@
 import { h, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AnnotationListResponse } from '../../annotations/api-model.js';
 import type { GapView } from '../../buffer/gaps.js';
 import type { SetAsideRow, SetAsideSummary } from '../../buffer/set-aside.js';
 import { fmtNum, fmtTime } from '../../web/format.js';
 import { api, ApiError, messageOf } from './lib.js';
+import { serviceMessage, useLoad } from './load.js';
 
 /** GET /api/set-aside (src/http/set-aside-routes.ts). */
 type SetAsideList = SetAsideSummary & { rows: SetAsideRow[] };
@@ -20,35 +20,6 @@ interface DropAnswer {
 /** GET /api/gaps (src/http/gap-routes.ts). */
 interface GapList {
   gaps: GapView[];
-}
-
-interface Loaded<T> {
-  data: T | null;
-  error: string | null;
-  status: number;
-}
-
-function useLoad<T>(path: string, deps: unknown[] = []): [Loaded<T>, () => void] {
-  const [state, set] = useState<Loaded<T>>({ data: null, error: null, status: 0 });
-  const load = () => {
-    api<T>(path).then(
-      (data) => set({ data, error: null, status: 200 }),
-      (e: unknown) => set({ data: null, error: messageOf(e), status: e instanceof ApiError ? e.status : 0 }),
-    );
-  };
-  useEffect(() => {
-    load();
-    const t = setInterval(load, 5000);
-    return () => clearInterval(t);
-  }, deps);
-  return [state, load];
-}
-
-function message(detail: unknown): string {
-  if (detail === null || detail === undefined) return '';
-  if (typeof detail === 'string') return detail;
-  const d = detail as { message?: string; error?: { message?: string } };
-  return d.message ?? d.error?.message ?? JSON.stringify(detail);
 }
 
 type Filter = { ids: number[] } | { all: true } | { variable: string };
@@ -168,7 +139,7 @@ export function SetAside() {
                   <td>{fmtTime(r.ts)}</td>
                   <td class="num">{fmtNum(r.value)}</td>
                   <td>{r.reason}</td>
-                  <td class="err-cell">{message(r.detail)}</td>
+                  <td class="err-cell">{serviceMessage(r.detail)}</td>
                 </tr>
               ))}
             </tbody>
@@ -181,49 +152,25 @@ export function SetAside() {
   );
 }
 
-const NOT_CONFIGURED = 'Annotations are not configured on this gateway (annotations: in the configuration).';
-
-export function Annotations() {
-  const [{ data, error }] = useLoad<AnnotationListResponse>('/api/annotations?limit=200');
-  if (error) return <div class="empty">{/no such path/.test(error) ? NOT_CONFIGURED : error}</div>;
-  if (!data) return <div class="empty">Loading…</div>;
-  return (
-    <section class="card">
-      <h2>Annotations</h2>
-      <p class="muted">Downtimes and notes queued for the tracking service, with its answer. Refused ones show the service's reason.</p>
-      <table class="tbl" data-testid="annotations-table">
-        <thead>
-          <tr>
-            <th>Created</th>
-            <th>Machine</th>
-            <th>Type</th>
-            <th>Text</th>
-            <th>State</th>
-            <th>Service's message</th>
-          </tr>
-        </thead>
-        <tbody>
-          {data.annotations.map((a) => (
-            <tr>
-              <td>{fmtTime(Date.parse(a.created_at))}</td>
-              <td>{a.machine ?? '–'}</td>
-              <td>{a.type}</td>
-              <td>{a.text}</td>
-              <td>
-                <span class={`pill ${a.state === 'delivered' ? 'ok' : a.state === 'refused' ? 'bad' : 'warn'}`}>{a.state}</span>
-              </td>
-              <td class="err-cell">{message(a.refusal ?? a.last_error ?? null)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </section>
-  );
-}
+type GapFilter = 'open' | 'all';
 
 export function Gaps() {
-  const [which, setWhich] = useState<'open' | 'all'>('open');
-  const [{ data, error, status }] = useLoad<GapList>(`/api/gaps?state=${which}&limit=500`, [which]);
+  // Issue 24 §4: the page opens on "All" when no gap is open (an empty "Open" list hides the
+  // history), on "Open" when some are; after that the buttons decide.
+  const [which, setWhich] = useState<GapFilter>('open');
+  const [decided, setDecided] = useState(false);
+  const path = `/api/gaps?state=${which}&limit=500`;
+  const [loaded] = useLoad<GapList>(path, [which]);
+  const { data, error, status } = loaded;
+  useEffect(() => {
+    if (decided || loaded.path !== path || !data) return;
+    if (data.gaps.length === 0) setWhich('all');
+    setDecided(true);
+  }, [loaded]);
+  const pick = (w: GapFilter) => {
+    setDecided(true);
+    setWhich(w);
+  };
   if (status === 404)
     return (
       <div class="empty" data-testid="gaps-unavailable">
@@ -231,18 +178,20 @@ export function Gaps() {
       </div>
     );
   if (error) return <div class="empty">{error}</div>;
-  if (!data) return <div class="empty">Loading…</div>;
+  if (!data || !decided) return <div class="empty">Loading…</div>;
+  // The list shown is of the path it was loaded for (a click shows the old list until the new one arrives).
+  const shown: GapFilter = loaded.path?.includes('state=all') ? 'all' : 'open';
   return (
     <section class="card">
       <div class="card-head">
         <h2>
-          {data.gaps.length} {which === 'open' ? 'open ' : ''}gap{data.gaps.length === 1 ? '' : 's'}
+          {data.gaps.length} {shown === 'open' ? 'open ' : ''}gap{data.gaps.length === 1 ? '' : 's'}
         </h2>
-        <div class="row">
-          <button class={which === 'open' ? 'primary' : ''} onClick={() => setWhich('open')}>
+        <div class="row" data-testid="gaps-filter">
+          <button class={which === 'open' ? 'primary' : ''} aria-pressed={which === 'open'} onClick={() => pick('open')} data-testid="gaps-open">
             Open
           </button>
-          <button class={which === 'all' ? 'primary' : ''} onClick={() => setWhich('all')}>
+          <button class={which === 'all' ? 'primary' : ''} aria-pressed={which === 'all'} onClick={() => pick('all')} data-testid="gaps-all">
             All
           </button>
         </div>
