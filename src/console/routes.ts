@@ -11,6 +11,7 @@ import { registerBuildRoutes } from './build-routes.js';
 import { consoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { registerConfigRoutes } from './config-routes.js';
+import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
 import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
 import { registerLiveRoutes } from './live-routes.js';
@@ -33,6 +34,8 @@ export interface ConsoleDeps {
   dataDir: string;
   /** The plant's fleet table (fleet.mqtt configured), else null/absent. */
   fleet?: FleetWatch | null;
+  /** The simulated devices of the demo that runs this gateway (commands/demo.ts), else null/absent. */
+  demo?: DemoDevices | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
 }
@@ -55,6 +58,7 @@ export interface ConsoleRuntime {
  *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe;
  *   catalog.ts          its catalog of machine variables, and
  *   config-routes.ts    its configuration editor
+ *   demo-routes.ts      the demo's device switch (refused unless the demo runs this gateway)
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
   const { clock } = deps;
@@ -72,6 +76,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   registerBuildRoutes(http, { clock, dataDir: deps.dataDir });
   registerCatalogRoutes(http, catalog);
   registerConfigRoutes(http, deps);
+  registerDemoRoutes(http, deps.demo ?? null);
 
   return {
     hub,
