@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
@@ -71,7 +72,15 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service, clock });
 
   registerLiveRoutes(http, { boot, title: deps.config().gateway.name, hub, backlog, status: deps.status, metrics: deps.metrics, refusals: deps.refusals, ring: deps.ring });
-  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog });
+  const configText = () => {
+    if (!deps.configPath) return null;
+    try {
+      return readFileSync(deps.configPath, 'utf8');
+    } catch {
+      return null;
+    }
+  };
+  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog, configText });
   registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
   registerBuildRoutes(http, { clock, dataDir: deps.dataDir });
   registerCatalogRoutes(http, catalog);
