@@ -171,12 +171,17 @@ class LineView implements DemoView {
  * What runs where: the view's first lines, and the essential ones (title and addresses) for a
  * small terminal. `logFile` when the log goes to a file (terminal).
  */
-export function demoBanner(o: { plant: string[]; serviceUrl: string; gatewayUrl: string | null; logFile: string | null }): { lines: string[]; essential: string[] } {
+export function demoBanner(o: { plant: string[]; serviceUrl: string; gatewayUrl: string | null; console?: boolean; configFile?: string; logFile: string | null }): { lines: string[]; essential: string[] } {
   const inspect = o.serviceUrl.replace(/\/tracking\/v1$/, '');
-  const nearby = o.logFile === null ? '' : relative(process.cwd(), o.logFile);
+  const near = (file: string) => {
+    const r = relative(process.cwd(), file);
+    return r && !r.startsWith('..') ? r : resolve(file);
+  };
   const title = 'Edge gateway demo: a simulated plant, the tracking-service emulator and the gateway, all on this machine. Ctrl-C stops everything.';
   const addresses = [
     `  service   ${o.serviceUrl}  (the emulator; what it stored: ${inspect}/_emulator/stats)`,
+    // Issue 24 §2: the console is where commissioning happens; its address comes first.
+    ...(o.gatewayUrl && o.console !== false ? [`  console   ${o.gatewayUrl}/console/  (commissioning console: live values, configuration, device switches)`] : []),
     ...(o.gatewayUrl ? [`  gateway   ${o.gatewayUrl}/  (operator page; ${o.gatewayUrl}/status, ${o.gatewayUrl}/metrics)`] : []),
   ];
   return {
@@ -184,7 +189,8 @@ export function demoBanner(o: { plant: string[]; serviceUrl: string; gatewayUrl:
       title,
       ...o.plant.map((line, i) => `  ${i === 0 ? 'plant  ' : '       '}  ${line}`),
       ...addresses,
-      ...(o.logFile === null ? [] : [`  log       ${nearby && !nearby.startsWith('..') ? nearby : resolve(o.logFile)}`]),
+      ...(o.configFile ? [`  config    ${near(o.configFile)}  (kept between starts; edit it in the console, or: edge-gateway demo device press1 down|up)`] : []),
+      ...(o.logFile === null ? [] : [`  log       ${near(o.logFile)}`]),
     ],
     essential: [title, ...addresses],
   };

@@ -1,19 +1,22 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse as parseYaml } from 'yaml';
-import { loadConfigFile, validateConfig } from '../config/load.js';
-import type { GatewayConfig } from '../config/schema.js';
+import { DemoDeviceUnknown, type DemoDevices } from '../console/demo-routes.js';
+import { loadConfigFile } from '../config/load.js';
+import { describeError } from '../core/errors.js';
 import { DEMO_CLIENT_SECRET } from '../emulator/demo-fixture.js';
 import { startEmulator } from '../emulator/index.js';
 import { runUntilSignal } from '../runtime/run.js';
-import { firstBusyPort, plantWiring, startPlant, withDemoPorts, DEMO_PORT_ORDER, type RawDemoSections } from '../sim/plant.js';
-import { createDemoLogger, createDemoView, demoBanner, DEFAULT_TIMINGS, plantEventText, startDemoStory, type DemoStory, type StoryTimings } from './demo-story.js';
+import { firstBusyPort, plantWiring, startPlant, UnknownDeviceError, DEMO_PORT_ORDER, type Plant } from '../sim/plant.js';
+import { prepareDemoConfig } from './demo-config.js';
+import { demoDeviceCommand } from './demo-device.js';
+import { createDemoLogger, createDemoView, demoBanner, DEFAULT_TIMINGS, plantEventText, startDemoStory, type DemoStory, type DemoView, type StoryTimings } from './demo-story.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const DEFAULT_CONFIG = fileURLToPath(new URL('../../config/demo.yaml', import.meta.url));
 
 const HELP = `Usage: edge-gateway demo [--config FILE] [--ports-from N] [--data-dir DIR]
+       edge-gateway demo device [NAME down|up] [--url URL | --data-dir DIR]
 
 Runs a whole plant on this machine, with no outside services: a simulated plant (Press 1 on an
 OPC UA server, Mixer 1 on a Modbus TCP device, Packer 1 publishing JSON and Oven 1, a Sparkplug B
@@ -27,12 +30,22 @@ the gateway keeps buffering and catches up. About 100 s after the start the gate
 server's history, and records the gap of every source (edge-gateway gaps list). Ctrl-C stops
 everything.
 
+The gateway runs from DIR/demo.yaml, written at the first start from the demo configuration and
+kept afterwards: the console's Configuration tab edits it and Apply writes it. Later starts run
+from it as it is (--config is then not read); delete it to start over.
+
+\`edge-gateway demo device press1 down\` (press1, mixer1, packer1, oven1) stops a simulated device
+for real, so the gateway sees it go and records a gap; \`up\` starts it again on the same port. The
+console's Overview has the same switches. Without NAME it lists the devices.
+
 Options:
-  -c, --config FILE   demo configuration (default: config/demo.yaml of this package); its
-                      addresses also say where the simulated plant listens
+  -c, --config FILE   demo configuration written to DIR/demo.yaml at the first start (default:
+                      config/demo.yaml of this package); its addresses also say where the
+                      simulated plant listens
       --ports-from N  listen on N (${DEMO_PORT_ORDER[0]}), N+1 (${DEMO_PORT_ORDER[1]}), N+2 (${DEMO_PORT_ORDER[2]}), N+3 (${DEMO_PORT_ORDER[3]}) and
                       N+4 (${DEMO_PORT_ORDER[4]}) instead of the configured ports, e.g. beside another demo
-      --data-dir DIR  keep the buffer and the gateway's files in DIR (default: gateway.data_dir)
+      --data-dir DIR  keep demo.yaml, the buffer and the gateway's files in DIR (default:
+                      gateway.data_dir of the demo configuration, ./data/demo)
   -h, --help          show this help`;
 
 /** Duration flags: `15s`, `500ms`, `2m`; a bare number is seconds. */
@@ -52,18 +65,8 @@ function portsFromFlag(value: string | undefined): number | undefined {
   return n;
 }
 
-/** The demo configuration, moved to other ports or another data folder when asked. */
-function loadDemoConfig(file: string, portsFrom: number | undefined, dataDir: string | undefined): GatewayConfig {
-  // Validated as written first, so a mistake in the file is reported against the file.
-  const { config } = loadConfigFile(file);
-  if (portsFrom === undefined && dataDir === undefined) return config;
-  let raw = parseYaml(readFileSync(file, 'utf8')) as RawDemoSections & { gateway?: object; buffer?: object };
-  if (portsFrom !== undefined) raw = withDemoPorts(raw, portsFrom);
-  if (dataDir !== undefined) raw = { ...raw, gateway: { ...raw.gateway, data_dir: dataDir }, buffer: { ...raw.buffer, path: join(dataDir, 'buffer.db') } };
-  return validateConfig(raw).config;
-}
-
 export async function demoCommand(argv: string[]): Promise<number> {
+  if (argv[0] === 'device') return demoDeviceCommand(argv.slice(1), DEFAULT_CONFIG);
   const parsed = parseFlags(
     argv,
     {
@@ -94,7 +97,9 @@ export async function demoCommand(argv: string[]): Promise<number> {
 
   // The emulator's lab credential; a real deployment gets its secret from the environment.
   process.env.GATEWAY_CLIENT_SECRET ??= DEMO_CLIENT_SECRET;
-  const config = loadDemoConfig(v.config ?? DEFAULT_CONFIG, portsFrom, v['data-dir']);
+  // Issue 24 §2: a real file in the data folder, so the console's Apply works (demo-config.ts).
+  const file = prepareDemoConfig({ template: v.config ?? DEFAULT_CONFIG, templateGiven: v.config !== undefined, portsFrom, dataDir: v['data-dir'] });
+  const config = file.config;
   const base = new URL(config.service.base_url);
   const wiring = plantWiring(config);
 
@@ -142,7 +147,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     await startedPlant.close();
     await emulator.close();
   };
-  const runOptions = { logger, onStatus: () => story?.showStatus(), extraClose: stopPlantAndEmulator };
+  const runOptions = { logger, configPath: file.path, demo: demoDevices(startedPlant, view), onStatus: () => story?.showStatus(), extraClose: stopPlantAndEmulator };
   let running = await runUntilSignal(config, runOptions).catch(async (err: unknown) => {
     await stopPlantAndEmulator();
     throw err;
@@ -165,7 +170,14 @@ export async function demoCommand(argv: string[]): Promise<number> {
       await stopPlantAndEmulator();
       throw new Error('the demo is stopping');
     }
-    running = await runUntilSignal(config, runOptions);
+    // The file as it is now: Apply may have changed it since the start.
+    let next = config;
+    try {
+      next = loadConfigFile(file.path).config;
+    } catch (err) {
+      view.event(`${file.path} does not load (${describeError(err)}); the gateway starts again with the configuration it had`);
+    }
+    running = await runUntilSignal(next, runOptions);
     return running.handle;
   };
   try {
@@ -174,8 +186,9 @@ export async function demoCommand(argv: string[]): Promise<number> {
     view.event(`the MQTT publisher of Packer 1 and Oven 1 did not start: ${(err as Error).message}`);
   }
 
-  const banner = demoBanner({ plant: startedPlant.describe(), serviceUrl: emulator.baseUrl, gatewayUrl: running.handle.httpUrl, logFile: process.stdout.isTTY ? logFile : null });
+  const banner = demoBanner({ plant: startedPlant.describe(), serviceUrl: emulator.baseUrl, gatewayUrl: running.handle.httpUrl, console: running.handle.config.http.console, configFile: file.path, logFile: process.stdout.isTTY ? logFile : null });
   view.setBanner(banner.lines, banner.essential);
+  for (const note of file.notes) view.event(note);
   story = startDemoStory({ view, emulator, gateway: running.handle, timings, plantStartedAt: startedPlant.startedAt, restart: restartGateway });
   story.showStatus();
 
@@ -196,4 +209,33 @@ export async function demoCommand(argv: string[]): Promise<number> {
   process.off('SIGTERM', onStopping);
   view.final('demo stopped.');
   return 0;
+}
+
+/** What taking each device down does, for the view. */
+const DOWN_TEXT: Record<string, string> = {
+  press1: 'its OPC UA server stopped; the gateway sees the connection go and records a gap',
+  mixer1: 'its Modbus TCP server stopped; the gateway sees the device go and records a gap',
+  packer1: "its MQTT client disconnected from the gateway's broker; its values stop",
+  oven1: "its Sparkplug B edge node disconnected (NDEATH); its values stop",
+};
+
+/**
+ * The demo's devices as the gateway's console sees them (console/demo-routes.ts): each switch
+ * really stops or starts the simulated server or client, and the view says what happened.
+ */
+function demoDevices(plant: Plant, view: DemoView): DemoDevices {
+  return {
+    list: () => plant.devices(),
+    async set(name, up) {
+      try {
+        const before = plant.devices().find((d) => d.name === name);
+        const d = await plant.setDevice(name, up);
+        if (before?.up !== d.up) view.event(up ? `${d.label} is up again (${d.what}); the gateway reconnects by itself` : `${d.label} taken down (switch): ${DOWN_TEXT[d.name] ?? 'stopped'}`);
+        return d;
+      } catch (err) {
+        if (err instanceof UnknownDeviceError) throw new DemoDeviceUnknown(err.message);
+        throw err;
+      }
+    },
+  };
 }

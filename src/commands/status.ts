@@ -97,7 +97,7 @@ export function statusUrlFromConfig(file: string): string {
 }
 
 /** http.api_token of the config file when it resolves here (env or file); undefined otherwise. */
-function tokenFromConfig(file: string): string | undefined {
+export function tokenFromConfig(file: string): string | undefined {
   try {
     const ref = rec(rec(parseYaml(readFileSync(file, 'utf8'))).http).api_token;
     const parsed = secretRefSchema.safeParse(ref);

@@ -65,6 +65,15 @@ export class ConsoleCatalog {
     return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.machine])) : null;
   }
 
+  /** Variable id -> unit (issue 24 §4: units next to values), from the copy; null before the first read. */
+  units(): Map<string, string | null> | null {
+    return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.unit])) : null;
+  }
+
+  unitOf(id: string): string | null {
+    return this.copy?.body.variables.find((v) => v.id === id)?.unit ?? null;
+  }
+
   machineOf(id: string): string | null {
     return this.copy?.body.variables.find((v) => v.id === id)?.machine ?? null;
   }
@@ -76,7 +85,7 @@ export class ConsoleCatalog {
       const c = await fetchCatalog(this.deps.client, this.deps.service(), { signal, priority: 'background' });
       const body: Catalog = {
         machines: [...c.machines].map(([id, name]) => ({ id, name })),
-        variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null })),
+        variables: c.variables.map((v) => ({ id: v.id, name: v.name, machine: v.machineId ? (c.machines.get(v.machineId) ?? v.machineId) : null, unit: v.unit })),
         read_at: this.deps.clock.now(),
       };
       this.copy = { at: this.monotonic(), body };

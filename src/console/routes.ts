@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
@@ -11,6 +12,7 @@ import { registerBuildRoutes } from './build-routes.js';
 import { consoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { registerConfigRoutes } from './config-routes.js';
+import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
 import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
 import { registerLiveRoutes } from './live-routes.js';
@@ -33,6 +35,8 @@ export interface ConsoleDeps {
   dataDir: string;
   /** The plant's fleet table (fleet.mqtt configured), else null/absent. */
   fleet?: FleetWatch | null;
+  /** The simulated devices of the demo that runs this gateway (commands/demo.ts), else null/absent. */
+  demo?: DemoDevices | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
 }
@@ -55,6 +59,7 @@ export interface ConsoleRuntime {
  *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe;
  *   catalog.ts          its catalog of machine variables, and
  *   config-routes.ts    its configuration editor
+ *   demo-routes.ts      the demo's device switch (refused unless the demo runs this gateway)
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
   const { clock } = deps;
@@ -67,11 +72,20 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service, clock });
 
   registerLiveRoutes(http, { boot, title: deps.config().gateway.name, hub, backlog, status: deps.status, metrics: deps.metrics, refusals: deps.refusals, ring: deps.ring });
-  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog });
+  const configText = () => {
+    if (!deps.configPath) return null;
+    try {
+      return readFileSync(deps.configPath, 'utf8');
+    } catch {
+      return null;
+    }
+  };
+  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog, configText });
   registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
   registerBuildRoutes(http, { clock, dataDir: deps.dataDir });
   registerCatalogRoutes(http, catalog);
   registerConfigRoutes(http, deps);
+  registerDemoRoutes(http, deps.demo ?? null);
 
   return {
     hub,

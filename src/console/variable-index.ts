@@ -15,11 +15,15 @@ export interface VariableInfo {
   config: unknown;
 }
 
+/** A setting path as keys: `opcua.servers[0].nodes[3]` → ['opcua', 'servers', 0, 'nodes', 3]. */
+export function settingKeys(path: string): Array<string | number> {
+  return [...path.matchAll(/\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g)].map((m) => m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]) as string)));
+}
+
 function at(root: unknown, path: string): unknown {
   let cur: unknown = root;
-  for (const m of path.matchAll(/\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g)) {
+  for (const key of settingKeys(path)) {
     if (cur === null || typeof cur !== 'object') return undefined;
-    const key = m[1] ?? (m[2] !== undefined ? Number(m[2]) : JSON.parse(m[3]));
     cur = (cur as Record<string | number, unknown>)[key];
   }
   return cur;

@@ -4,6 +4,7 @@ import { HttpError, type LocalHttpServer } from '../http/server.js';
 import type { Delivery, VariableDetailResponse, VariableRow, VariablesResponse } from './api/variables.js';
 import type { ConsoleBufferReads } from './buffer-reads.js';
 import type { ConsoleCatalog } from './catalog.js';
+import { entryYaml } from './config-source.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { VariableIndexCache } from './variable-index-cache.js';
 import { BUCKET_MS, type ValueRing } from './value-ring.js';
@@ -16,6 +17,8 @@ export interface VariableRouteDeps {
   refusals: RefusalLog;
   buffer: ConsoleBufferReads;
   catalog: ConsoleCatalog;
+  /** The configuration file's text now (null: no file, or unreadable): the variable's entry is shown as written there. */
+  configText: () => string | null;
 }
 
 /** Points of the sparkline sent with the variable list: 30 buckets of 10 s, the last 5 minutes. */
@@ -35,6 +38,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
   http.route('GET', '/console/api/variables', async ({ res }) => {
     catalog.warm(); // machine names once the service answers; never blocks
     const catalogMachines = catalog.machines();
+    const catalogUnits = catalog.units();
     const info = deps.index.get();
     const now = deps.clock.now();
     const queue = deps.buffer.queue();
@@ -64,6 +68,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
         machine: catalogMachines?.get(id) ?? i?.machine ?? null,
         mapped: i !== undefined,
         value: e ? Number(e.last.toPrecision(7)) : null,
+        unit: catalogUnits?.get(id) ?? null,
         ts: e?.lastTs ?? null,
         rate: e ? Number(ring.rate(e, now).toFixed(3)) : 0,
         refused: refusals.of(id)?.byReason ?? null,
@@ -98,7 +103,9 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
       machine: catalog.machineOf(id) ?? i?.machine ?? null,
       settings: i?.settings ?? [],
       config: i?.config ?? null,
+      config_yaml: i ? entryYaml(deps.configText(), i) : null,
       value: e?.last ?? null,
+      unit: catalog.unitOf(id),
       ts: e?.lastTs ?? null,
       total: e?.total ?? 0,
       rate: e ? ring.rate(e, deps.clock.now()) : 0,

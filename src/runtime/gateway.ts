@@ -46,7 +46,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const sources = stages.add('sources', await startSources(sourceSections(config), services, { store }));
     const reloads = new ConfigReloads(config, { ...services, sources, configPath, startedAt });
     board.show({ store, uplink, sources, reloads });
-    const surfacesSettings = { http: config.http, fleetMqtt: config.fleet?.mqtt, budgetSharing: config.uplink.budget_sharing, requestsPerMinute: config.uplink.requests_per_minute, gatewayName: config.gateway.name, configPath };
+    const surfacesSettings = { http: config.http, fleetMqtt: config.fleet?.mqtt, budgetSharing: config.uplink.budget_sharing, requestsPerMinute: config.uplink.requests_per_minute, gatewayName: config.gateway.name, configPath, demo: options.demo ?? null };
     const surfaces = stages.add('surfaces', await startSurfaces(surfacesSettings, services, { store, uplink, sources, reloads, status: board.status }));
     board.show({ surfaces });
     const features = stages.add('features', await startFeatures({ annotations: config.annotations, gaps: config.gaps, gatewayName: config.gateway.name }, services, { store, uplink, sources, surfaces, reloads }));

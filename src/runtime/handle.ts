@@ -3,6 +3,7 @@ import type { AnnotationsRuntime } from '../annotations/index.js';
 import type { GapLedger } from '../buffer/gaps.js';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
+import type { DemoDevices } from '../console/demo-routes.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Source } from '../core/source.js';
@@ -22,6 +23,8 @@ export interface StartOptions {
   metrics?: Metrics;
   /** The file the configuration came from (shown in /status; reloads read it again). */
   configPath?: string | null;
+  /** The demo's simulated devices (commands/demo.ts): the console's switch takes them down and back. */
+  demo?: DemoDevices | null;
   /** Builds the shared uplink health (bench/outage-recovery.ts passes the former behaviour as its baseline). */
   uplinkHealth?: MakeUplinkHealth;
 }

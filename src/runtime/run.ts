@@ -4,7 +4,7 @@ import { loadConfigFile } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { ConfigError, describeError } from '../core/errors.js';
 import { watchFile } from './config-watch.js';
-import { startGateway, type GatewayHandle, type ReloadResult } from './gateway.js';
+import { startGateway, type GatewayHandle, type ReloadResult, type StartOptions } from './gateway.js';
 import { applyV8MemoryFlags } from './v8-memory.js';
 import { statusLine } from '../status/line.js';
 import { guardedInterval } from '../core/guarded-timer.js';
@@ -29,6 +29,8 @@ export interface RunOptions {
   /** Watch the file for changes (default true when configPath is given); SIGHUP works either way. */
   watchConfig?: boolean;
   extraClose?: () => Promise<void>;
+  /** The demo's simulated devices (StartOptions.demo). */
+  demo?: StartOptions['demo'];
   onStatus?: (line: string) => void;
 }
 
@@ -43,7 +45,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
   // A long-running gateway process: keep its RSS near its live memory (v8-memory.ts). Before
   // startGateway, whose first requests compile undici's parser.
   applyV8MemoryFlags();
-  const handle = await startGateway(config, { logger: options.logger, configPath });
+  const handle = await startGateway(config, { logger: options.logger, configPath, demo: options.demo });
   const log = handle.logger;
   const print =
     options.onStatus ??

@@ -26,6 +26,8 @@ export interface MqttSimulatorOptions {
   qos?: 0 | 1 | 2;
   packerTopic?: string;
   sparkplug?: { group?: string; edgeNode?: string; device?: string } | false;
+  /** Publish Packer 1's JSON messages (default true); false with `sparkplug` leaves only Oven 1's edge node. */
+  packer?: boolean;
   logger?: Logger;
 }
 
@@ -149,15 +151,17 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
     tickNo += 1;
     const now = Date.now();
     if (tickNo % 7 === 0) rejects += 1;
-    const packer = {
-      ts: now,
-      rate: Math.round((120 + 6 * Math.sin(tickNo / 10)) * 10) / 10,
-      state: tickNo % 300 < 280 ? 1 : 3,
-      rejects,
-      temperature: Math.round((41 + Math.sin(tickNo / 40)) * 10) / 10,
-    };
-    await publish(packerTopic, JSON.stringify(packer), qos);
-    counts.packer += 1;
+    if (opts.packer !== false) {
+      const packer = {
+        ts: now,
+        rate: Math.round((120 + 6 * Math.sin(tickNo / 10)) * 10) / 10,
+        state: tickNo % 300 < 280 ? 1 : 3,
+        rejects,
+        temperature: Math.round((41 + Math.sin(tickNo / 40)) * 10) / 10,
+      };
+      await publish(packerTopic, JSON.stringify(packer), qos);
+      counts.packer += 1;
+    }
     if (sp) {
       const values = ovenValues();
       // DDATA carries aliases only, as real edge nodes do to save bytes.

@@ -124,15 +124,39 @@ export interface PlantOptions {
   logger?: Logger;
 }
 
+/** A simulated device the demo can take down and bring back (issue 24 §2). */
+export type DemoDeviceName = 'press1' | 'mixer1' | 'packer1' | 'oven1';
+
+export interface DemoDeviceState {
+  name: DemoDeviceName;
+  /** What the operator calls it: "Press 1". */
+  label: string;
+  /** How it reaches the gateway: "OPC UA server opc.tcp://127.0.0.1:4840/UA/Press1". */
+  what: string;
+  up: boolean;
+  /** When it last went down or came up (epoch ms). */
+  since: number;
+}
+
+/** Asked for a device the plant does not run (not in the demo's configuration, or no such name). */
+export class UnknownDeviceError extends Error {}
+
 export interface Plant {
-  readonly opcua: OpcuaSimulator | null;
-  readonly modbus: ModbusSimulator | null;
+  opcua(): OpcuaSimulator | null;
+  modbus(): ModbusSimulator | null;
   mqtt(): MqttSimulator | null;
   /** When Press 1's script started (epoch ms). */
   readonly startedAt: number;
   /** One line per running part, for the demo's banner. */
   describe(): string[];
-  /** Starts the MQTT publisher; called once the gateway (and so its embedded broker) is up. */
+  /** The devices the plant runs, up or down. */
+  devices(): DemoDeviceState[];
+  /**
+   * Takes a device down (its server, or its MQTT client, really stops: the gateway sees the
+   * connection go) or brings it back on the same port. Doing what is already so changes nothing.
+   */
+  setDevice(name: string, up: boolean): Promise<DemoDeviceState>;
+  /** Starts the MQTT publishers; called once the gateway (and so its embedded broker) is up. */
   startPublisher(): Promise<void>;
   close(): Promise<void>;
 }
@@ -149,84 +173,134 @@ export function pressSchedule(script: PressScript): MachineStateStep[] {
 
 export async function startPlant(opts: PlantOptions): Promise<Plant> {
   const { wiring } = opts;
-  const closers: Array<() => Promise<void>> = [];
-  const closeAll = async () => {
-    for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
-  };
   let stoppedAt: number | null = null;
   let overtemperatureTimer: NodeJS.Timeout | null = null;
   let opcua: OpcuaSimulator | null = null;
   let modbus: ModbusSimulator | null = null;
-  let mqtt: MqttSimulator | null = null;
+  let packer: MqttSimulator | null = null;
+  let oven: MqttSimulator | null = null;
+  let publishersStarted = false;
   let startedAt = Date.now();
+  let closed = false;
+  const switched = new Map<DemoDeviceName, { up: boolean; since: number }>();
+
+  const onStateChange = (state: number) => {
+    const at = Date.now();
+    const alarms = opcua?.alarms;
+    if (state !== 1 && stoppedAt === null) {
+      stoppedAt = at;
+      opts.onEvent?.({ kind: 'press_stopped', at });
+      // Issue 26: the press says why it stopped, through its own alarms.
+      if (alarms) {
+        alarms.jam.activate();
+        opts.onEvent?.({ kind: 'alarm_raised', at, alarm: 'Jam', type: 'OffNormalAlarm', severity: 700 });
+        overtemperatureTimer = setTimeout(() => {
+          overtemperatureTimer = null;
+          if (stoppedAt === null) return;
+          alarms.overtemperature.activate();
+          opts.onEvent?.({ kind: 'alarm_raised', at: Date.now(), alarm: 'Overtemperature', type: 'AlarmCondition', severity: 800 });
+        }, Math.floor(opts.press.stopForMs / 2));
+        overtemperatureTimer.unref();
+      }
+    } else if (state === 1 && stoppedAt !== null) {
+      if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
+      overtemperatureTimer = null;
+      if (alarms) {
+        for (const a of [alarms.jam, alarms.overtemperature]) {
+          if (!a.isActive()) continue;
+          a.deactivate();
+          opts.onEvent?.({ kind: 'alarm_cleared', at, alarm: a.name });
+        }
+      }
+      opts.onEvent?.({ kind: 'press_running', at, stoppedMs: at - stoppedAt });
+      stoppedAt = null;
+    }
+  };
+
+  /** Press 1's server; `schedule` is its script (brought back up, it just runs). */
+  const startPress = async (port: number, schedule: MachineStateStep[]) => {
+    // Loaded only here (node-opcua takes seconds to load), after the hook that sends node-opcua's
+    // console chatter to the gateway's log at debug.
+    await import('../sources/opcua/node-opcua-logging.js');
+    const { startOpcuaSimulator } = await import('./opcua-server.js');
+    return startOpcuaSimulator({ port, securityModes: ['None'], pkiDir: join(opts.dataDir, 'opcua-server-pki'), stateSchedule: schedule, alarms: true, onStateChange });
+  };
+  const stopPress = async () => {
+    if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
+    overtemperatureTimer = null;
+    stoppedAt = null;
+    const sim = opcua;
+    opcua = null;
+    await sim?.close();
+  };
+  let mixerDevice: ModbusSimulator['device'] | undefined;
+  const startMixer = async () => {
+    const { startModbusSimulator } = await import('./modbus-device.js');
+    // The same device (registers, values) as before it went down: a power cycle, not a new device.
+    return startModbusSimulator({ port: wiring.modbus!.port, unitId: wiring.modbus!.unitId, device: mixerDevice });
+  };
+  const stopMixer = async () => {
+    const sim = modbus;
+    modbus = null;
+    mixerDevice = sim?.device;
+    await sim?.close();
+  };
+  // Packer 1 and Oven 1 are separate MQTT clients, so each can go away alone.
+  const startPublisher = async (which: 'packer1' | 'oven1') => {
+    const { startMqttSimulator } = await import('./mqtt-publisher.js');
+    const options = which === 'packer1' ? { sparkplug: false as const } : { packer: false };
+    return startMqttSimulator({ ...wiring.mqtt!, ...options, clientId: `demo-plant-${which}`, logger: opts.logger });
+  };
+  const stopPublisher = async (sim: MqttSimulator | null) => {
+    if (!sim) return;
+    // The broker lives in the gateway, which may have stopped first. A client that lost it would
+    // wait forever for the acknowledgements of its last QoS 1 messages, so it ends without waiting.
+    if (!sim.client.connected) sim.client.end(true);
+    await Promise.race([sim.close(), new Promise((r) => setTimeout(r, 2_000).unref())]);
+  };
+
+  const closeAll = async () => {
+    closed = true;
+    await stopPublisher(oven).catch(() => undefined);
+    await stopPublisher(packer).catch(() => undefined);
+    oven = packer = null;
+    await stopMixer().catch(() => undefined);
+    await stopPress().catch(() => undefined);
+  };
+
   try {
     if (wiring.opcua) {
-      // Loaded only here (node-opcua takes seconds to load), after the hook that sends node-opcua's
-      // console chatter to the gateway's log at debug.
-      await import('../sources/opcua/node-opcua-logging.js');
-      const { startOpcuaSimulator } = await import('./opcua-server.js');
-      opcua = await startOpcuaSimulator({
-        port: wiring.opcua.port,
-        securityModes: ['None'],
-        pkiDir: join(opts.dataDir, 'opcua-server-pki'),
-        stateSchedule: pressSchedule(opts.press),
-        alarms: true,
-        onStateChange: (state) => {
-          const at = Date.now();
-          const alarms = opcua?.alarms;
-          if (state !== 1 && stoppedAt === null) {
-            stoppedAt = at;
-            opts.onEvent?.({ kind: 'press_stopped', at });
-            // Issue 26: the press says why it stopped, through its own alarms.
-            if (alarms) {
-              alarms.jam.activate();
-              opts.onEvent?.({ kind: 'alarm_raised', at, alarm: 'Jam', type: 'OffNormalAlarm', severity: 700 });
-              overtemperatureTimer = setTimeout(() => {
-                overtemperatureTimer = null;
-                if (stoppedAt === null) return;
-                alarms.overtemperature.activate();
-                opts.onEvent?.({ kind: 'alarm_raised', at: Date.now(), alarm: 'Overtemperature', type: 'AlarmCondition', severity: 800 });
-              }, Math.floor(opts.press.stopForMs / 2));
-              overtemperatureTimer.unref();
-            }
-          } else if (state === 1 && stoppedAt !== null) {
-            if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
-            overtemperatureTimer = null;
-            if (alarms) {
-              for (const a of [alarms.jam, alarms.overtemperature]) {
-                if (!a.isActive()) continue;
-                a.deactivate();
-                opts.onEvent?.({ kind: 'alarm_cleared', at, alarm: a.name });
-              }
-            }
-            opts.onEvent?.({ kind: 'press_running', at, stoppedMs: at - stoppedAt });
-            stoppedAt = null;
-          }
-        },
-      });
+      opcua = await startPress(wiring.opcua.port, pressSchedule(opts.press));
       // Press 1's script runs from here.
       startedAt = Date.now();
-      const sim = opcua;
-      closers.push(() => {
-        if (overtemperatureTimer) clearTimeout(overtemperatureTimer);
-        return sim.close();
-      });
     }
-    if (wiring.modbus) {
-      const { startModbusSimulator } = await import('./modbus-device.js');
-      const sim = await startModbusSimulator({ port: wiring.modbus.port, unitId: wiring.modbus.unitId });
-      modbus = sim;
-      closers.push(() => sim.close());
-    }
+    if (wiring.modbus) modbus = await startMixer();
   } catch (err) {
     await closeAll();
     throw err;
   }
 
+  const known = (): Array<{ name: DemoDeviceName; label: string; what: string }> => [
+    ...(wiring.opcua ? [{ name: 'press1' as const, label: 'Press 1', what: `OPC UA server ${wiring.opcua.endpoint}` }] : []),
+    ...(wiring.modbus ? [{ name: 'mixer1' as const, label: 'Mixer 1', what: `Modbus TCP device 127.0.0.1:${wiring.modbus.port}, unit ${wiring.modbus.unitId}` }] : []),
+    ...(wiring.mqtt
+      ? [
+          { name: 'packer1' as const, label: 'Packer 1', what: `MQTT client publishing JSON to ${wiring.mqtt.url}` },
+          { name: 'oven1' as const, label: 'Oven 1', what: `Sparkplug B edge node on ${wiring.mqtt.url}` },
+        ]
+      : []),
+  ];
+  const stateOf = (d: { name: DemoDeviceName; label: string; what: string }): DemoDeviceState => {
+    const s = switched.get(d.name);
+    return { ...d, up: s?.up ?? true, since: s?.since ?? startedAt };
+  };
+  // One switch at a time: a second click while a server starts waits for the first.
+  let chain: Promise<unknown> = Promise.resolve();
+
   return {
-    opcua,
-    modbus,
-    mqtt: () => mqtt,
+    opcua: () => opcua,
+    modbus: () => modbus,
+    mqtt: () => packer,
     startedAt,
     describe: () => [
       ...(wiring.opcua ? [`Press 1    OPC UA server     ${wiring.opcua.endpoint}`] : []),
@@ -235,17 +309,48 @@ export async function startPlant(opts: PlantOptions): Promise<Plant> {
         ? [`Packer 1   MQTT JSON         ${wiring.mqtt.url} (the gateway's broker), topic plant/packer1/status`, `Oven 1     Sparkplug B node  ${wiring.mqtt.url}, group plant, node oven-ctl, device oven1`]
         : []),
     ],
-    async startPublisher() {
-      if (!wiring.mqtt || mqtt) return;
-      const { startMqttSimulator } = await import('./mqtt-publisher.js');
-      const sim = await startMqttSimulator({ ...wiring.mqtt, clientId: 'demo-plant', logger: opts.logger });
-      mqtt = sim;
-      closers.push(async () => {
-        // The broker lives in the gateway, which stops first. A client that lost it would wait
-        // forever for the acknowledgements of its last QoS 1 messages, so it ends without waiting.
-        if (!sim.client.connected) sim.client.end(true);
-        await Promise.race([sim.close(), new Promise((r) => setTimeout(r, 2_000).unref())]);
+    devices: () => known().map(stateOf),
+    setDevice(name, up) {
+      const device = known().find((d) => d.name === name);
+      if (!device) throw new UnknownDeviceError(`no simulated device "${name}" in this demo; its devices: ${known().map((d) => d.name).join(', ') || 'none'}`);
+      const run = chain.then(async () => {
+        if (closed) throw new Error('the demo is stopping');
+        if (stateOf(device).up === up) return stateOf(device);
+        switch (device.name) {
+          case 'press1':
+            if (up) opcua = await startPress(wiring.opcua!.port, [{ state: 1, durationMs: 3_600_000 }]);
+            else await stopPress();
+            break;
+          case 'mixer1':
+            if (up) modbus = await startMixer();
+            else await stopMixer();
+            break;
+          case 'packer1':
+            if (up) packer = publishersStarted ? await startPublisher('packer1') : null;
+            else {
+              await stopPublisher(packer);
+              packer = null;
+            }
+            break;
+          case 'oven1':
+            if (up) oven = publishersStarted ? await startPublisher('oven1') : null;
+            else {
+              await stopPublisher(oven);
+              oven = null;
+            }
+            break;
+        }
+        switched.set(device.name, { up, since: Date.now() });
+        return stateOf(device);
       });
+      chain = run.catch(() => undefined);
+      return run;
+    },
+    async startPublisher() {
+      if (!wiring.mqtt || publishersStarted) return;
+      publishersStarted = true;
+      if (switched.get('packer1')?.up !== false) packer = await startPublisher('packer1');
+      if (switched.get('oven1')?.up !== false) oven = await startPublisher('oven1');
     },
     close: closeAll,
   };

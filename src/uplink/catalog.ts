@@ -33,6 +33,8 @@ export interface CatalogVariable {
   id: string;
   name: string;
   machineId: string | null;
+  /** The unit the organisation's catalog gives the variable (`°C`), null when it gives none. */
+  unit: string | null;
 }
 
 export interface OrganisationCatalog {
@@ -153,6 +155,7 @@ export async function fetchCatalog(client: TrackingClient, service: GatewayConfi
       id: v.id,
       name: typeof v.name === 'string' ? v.name : '',
       machineId: typeof (v.machine as { id?: unknown } | undefined)?.id === 'string' ? (v.machine as { id: string }).id : null,
+      unit: typeof v.unit === 'string' && v.unit.trim() !== '' ? v.unit : null,
     })),
     pages: { machines: machines.pages, machine_variables: variables.pages },
   };

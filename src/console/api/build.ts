@@ -8,7 +8,7 @@ import type { CandidateRow } from '../../sources/modbus/probe-format.js';
 /** GET /console/api/catalog, POST /console/api/catalog/refresh: the organisation's catalog (GET /machines, /machine-variables, every page). */
 export interface Catalog {
   machines: Array<{ id: string; name: string }>;
-  variables: Array<{ id: string; name: string; machine: string | null }>;
+  variables: Array<{ id: string; name: string; machine: string | null; unit: string | null }>;
   /** When it was read from the service (epoch ms). */
   read_at: number;
 }

@@ -17,6 +17,8 @@ export interface VariableRow {
   /** Named in the configuration (false: only seen, under the name the device sent). */
   mapped: boolean;
   value: number | null;
+  /** Unit of the value, from the organisation's catalog (the configuration has none); null: none given or not read yet. */
+  unit: string | null;
   ts: number | null;
   /** Samples per second. */
   rate: number;
@@ -48,7 +50,10 @@ export interface VariableDetailResponse {
   settings: string[];
   /** The mapping entry itself (node, register, value ...). */
   config: unknown;
+  /** The mapping entry as YAML: as written in the configuration file (comments included) when found there, else written from `config`. */
+  config_yaml: string | null;
   value: number | null;
+  unit: string | null;
   ts: number | null;
   total: number;
   rate: number;

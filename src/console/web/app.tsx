@@ -13,6 +13,7 @@ import { SetAside, Gaps } from './page-records.js';
 import { Annotations } from './page-annotations.js';
 import { Build } from './page-build.js';
 import { Fleet } from './page-fleet.js';
+import { DemoControls } from './demo-controls.js';
 
 const NAV: Array<[key: string, label: string]> = [
   ['overview', 'Overview'],
@@ -101,7 +102,10 @@ function Shell() {
           </div>
         </header>
         {s.live === 'lost' ? <div class="banner bad" data-testid="lost-banner">The connection to the gateway is lost. Values shown are from before; the console reconnects by itself.</div> : ''}
-        <main class="content">{body}</main>
+        <main class="content">
+          <DemoControls />
+          {body}
+        </main>
       </div>
     </div>
   );
@@ -109,4 +113,8 @@ function Shell() {
 
 startLive();
 void loadVariables();
-render(<Shell />, document.getElementById('app')!);
+const root = document.getElementById('app')!;
+// The shell's "Loading the console…" line (console/assets.ts) goes: Preact renders beside what it
+// finds, and the line stayed above the console (issue 24 §4).
+root.replaceChildren();
+render(<Shell />, root);

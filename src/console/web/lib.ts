@@ -42,5 +42,11 @@ export async function api<T>(path: string, { method = 'GET', body }: { method?: 
   }
 }
 
+/**
+ * Natural order for names and ids (issue 24 §4): `mvr_gen_2` before `mvr_gen_10`, `Press 2`
+ * before `Press 10`, case ignored.
+ */
+export const naturalCompare: (a: string, b: string) => number = new Intl.Collator('en', { numeric: true, sensitivity: 'base' }).compare;
+
 /** The pill colour of a source state. */
 export const STATE_CLASS: Record<SourceState, 'ok' | 'warn' | 'bad'> = { connected: 'ok', degraded: 'warn', connecting: 'warn', starting: 'warn', disconnected: 'bad', stopped: 'bad' };

@@ -330,13 +330,19 @@ function ConfigEditor({ insert }: { insert: string | null }) {
   const [check, setCheck] = useState<CheckShown | null>(null);
   const [note, setNote] = useState<{ ok: boolean; text: string } | null>(null);
   const [preview, setPreview] = useState<Preview | null>(null);
+  // Why there is no file to write: the gateway's note, or why the file could not be read.
+  const [noFile, setNoFile] = useState<string | null>('reading the configuration file…');
   useEffect(() => {
     api<ConfigReadResponse>('/console/api/config').then(
       (r) => {
         setPath(r.path);
+        setNoFile(r.path === null ? `${r.note}; start it with --config FILE to edit and apply it here` : null);
         if (r.yaml) setText(r.yaml);
       },
-      (e: unknown) => setNote({ ok: false, text: messageOf(e) }),
+      (e: unknown) => {
+        setNoFile(`the configuration file could not be read: ${messageOf(e)}`);
+        setNote({ ok: false, text: messageOf(e) });
+      },
     );
   }, []);
   useEffect(() => {
@@ -385,6 +391,8 @@ function ConfigEditor({ insert }: { insert: string | null }) {
   };
   const lines = text.split('\n').length;
   const count = check ? check.problems.length + (check.more_problems ?? 0) : 0;
+  // Issue 24 §2: a disabled Apply says why.
+  const applyBlocked = noFile ?? (!text.trim() ? 'the editor is empty' : !check ? 'the text is being checked…' : !check.ok ? `the check finds ${count} problem${count === 1 ? '' : 's'} (listed below); Apply is possible once it passes` : null);
   const more = check?.more_problems ? (
     <li class="bad">
       <span class="dot"></span>… and {check.more_problems} more
@@ -400,11 +408,18 @@ function ConfigEditor({ insert }: { insert: string | null }) {
           <span class={`pill ${check ? (check.ok ? 'ok' : 'bad') : 'warn'}`} data-testid="check-state">
             {check ? (check.ok ? 'check passes' : `${count} problem${count === 1 ? '' : 's'}`) : 'not checked'}
           </span>
-          <button class="primary" disabled={!path || !check?.ok} onClick={review} data-testid="apply-config">
+          <button class="primary" disabled={applyBlocked !== null} title={applyBlocked ?? undefined} onClick={review} data-testid="apply-config">
             Apply…
           </button>
         </div>
       </div>
+      {applyBlocked ? (
+        <p class="hint warn small" data-testid="apply-reason">
+          Apply is not possible: {applyBlocked}
+        </p>
+      ) : (
+        ''
+      )}
       <p class="muted small">
         Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Secrets written in the file show hidden and are kept as they are. Apply shows the changes first, then writes the file and reloads the gateway.
       </p>

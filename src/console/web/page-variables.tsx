@@ -2,7 +2,7 @@ import { h, Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { VariableDetailResponse } from '../api/variables.js';
 import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
-import { api, messageOf } from './lib.js';
+import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
 
@@ -41,8 +41,8 @@ export function Variables() {
   useEffect(() => {
     if (vars.length > 0 && window.__firstRowsMs === undefined) window.__firstRowsMs = performance.now();
   });
-  const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(present))].sort(), [vars]);
-  const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(), [vars]);
+  const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(present))].sort(naturalCompare), [vars]);
+  const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(naturalCompare), [vars]);
   const now = Date.now();
   const needle = q.trim().toLowerCase();
   const rows = vars.filter((v) => {
@@ -129,6 +129,7 @@ export function Variables() {
               <span class="ellipsis">{v.machine ?? ''}</span>
               <span class="num mono" data-testid={`value-${v.id}`}>
                 {fmtNum(v.value)}
+                {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
               </span>
               <span class={`num ${v.ts !== null && now - v.ts >= STALE_MS ? 'stale' : ''}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
               <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
@@ -190,7 +191,10 @@ export function VariableDetail({ id }: { id: string }) {
         </div>
         <div class="facts">
           <div>
-            <b data-testid="detail-value">{fmtNum(value)}</b>
+            <b data-testid="detail-value">
+              {fmtNum(value)}
+              {d.unit && value !== null ? <span class="unit"> {d.unit}</span> : ''}
+            </b>
             <span>last value</span>
           </div>
           <div>
@@ -235,7 +239,7 @@ export function VariableDetail({ id }: { id: string }) {
           {d.settings.length > 0 ? (
             <>
               <p class="muted small">{d.settings.join(', ')}</p>
-              <pre class="code">{JSON.stringify(d.config, null, 2)}</pre>
+              <pre class="code" data-testid="detail-config">{d.config_yaml ?? ''}</pre>
             </>
           ) : (
             <p class="muted">Not mapped in the configuration (stored under the name the device sent).</p>

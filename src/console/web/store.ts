@@ -3,7 +3,7 @@ import { options } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { GatewayStatus, LiveTick } from '../api/live.js';
 import type { VariableRow, VariablesResponse } from '../api/variables.js';
-import { api, messageOf } from './lib.js';
+import { api, messageOf, naturalCompare } from './lib.js';
 import { connectLive, type LinkState } from './live.js';
 
 const SPARK = 30;
@@ -89,7 +89,7 @@ export function loadVariables(): Promise<void> {
       const r = await api<VariablesResponse>('/console/api/variables');
       store.bucketMs = r.bucket_ms;
       const vars: LiveVariable[] = r.variables.map((v) => ({ ...v, sparkB: v.ts ? Math.floor(v.ts / r.bucket_ms) : null, ewma: v.rate }));
-      vars.sort((a, b) => (a.source ?? '~').localeCompare(b.source ?? '~') || a.id.localeCompare(b.id));
+      vars.sort((a, b) => naturalCompare(a.source ?? '~', b.source ?? '~') || naturalCompare(a.id, b.id));
       store.vars = vars;
       store.byIdx = new Map(vars.filter((v) => v.idx >= 0).map((v) => [v.idx, v]));
       store.byId = new Map(vars.map((v) => [v.id, v]));

@@ -1,6 +1,7 @@
 import type { FleetMqttConfig } from '../../fleet/config.js';
 import type { FleetRuntime } from '../../fleet/index.js';
 import { registerConsoleRoutes } from '../../console/routes.js';
+import type { DemoDevices } from '../../console/demo-routes.js';
 import { RefusalLog } from '../../console/refusal-log.js';
 import { ValueRing } from '../../console/value-ring.js';
 import { connectionLimits, type HttpConfig } from '../../http/config.js';
@@ -26,6 +27,8 @@ export interface SurfacesSettings {
   gatewayName: string;
   /** The file the configuration came from (the console edits it). */
   configPath: string | null;
+  /** The demo's simulated devices, when the demo runs this gateway (the console's switch). */
+  demo?: DemoDevices | null;
 }
 
 export interface SurfacesDeps {
@@ -61,7 +64,7 @@ export async function startSurfaces(settings: SurfacesSettings, services: Runtim
     : null;
   try {
     const http = settings.http.enabled ? localServer(settings.http, services, deps) : null;
-    const consoleRuntime = http && settings.http.console ? startConsole(http, { fleet, configPath: settings.configPath }, services, deps) : null;
+    const consoleRuntime = http && settings.http.console ? startConsole(http, { fleet, configPath: settings.configPath, demo: settings.demo ?? null }, services, deps) : null;
     return {
       http,
       fleet,
@@ -104,7 +107,7 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
 }
 
 /** The commissioning console (src/console): live values and refusals tapped from the sources (bounded), its routes on the server. */
-function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null }, { metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
+function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
   const { store, uplink, sources, reloads, status } = deps;
   const ring = new ValueRing();
   const refusals = new RefusalLog();
@@ -125,6 +128,7 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     dataDir: store.dataDir,
     reload: (next) => reloads.apply(next),
     fleet: o.fleet?.watch() ?? null,
+    demo: o.demo,
   });
   return {
     stop() {
