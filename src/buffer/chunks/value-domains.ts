@@ -38,7 +38,6 @@ function intToF32(i: number): number {
 
 /** 10^e for e in −60..60, parsed (correctly rounded): the scales shortestF32 tries. */
 const P10 = Array.from({ length: 121 }, (_, i) => Number(`1e${i - 60}`));
-const p10 = (e: number) => P10[e + 60];
 
 /**
  * The decimal with the fewest significant digits (1–9) that reads back as the float32 of `f`, or
@@ -50,17 +49,21 @@ const p10 = (e: number) => P10[e + 60];
 export function shortestF32(f: number): number {
   if (f === 0 || !Number.isFinite(f)) return Math.fround(f);
   const a = Math.fround(Math.abs(f));
-  const target = a;
-  let e = 0;
-  while (e < 39 && p10(e + 1) <= a) e++;
-  while (e > -46 && p10(e) > a) e--;
+  // The decimal exponent e with 10^e <= a < 10^(e+1), searched from the last one (a chunk's values
+  // are alike); the same e from any start, so the result does not depend on the order of calls.
+  let e = lastExponent;
+  while (e < 38 && P10[e + 61] <= a) e++;
+  while (e > -46 && P10[e + 60] > a) e--;
+  lastExponent = e;
   for (let p = 1; p <= 9; p++) {
     const j = p - 1 - e;
-    const c = j >= 0 ? Math.round(a * p10(j)) / p10(j) : Math.round(a / p10(-j)) * p10(-j);
-    if (Math.fround(c) === target) return f < 0 ? -c : c;
+    const c = j >= 0 ? Math.round(a * P10[j + 60]) / P10[j + 60] : Math.round(a / P10[60 - j]) * P10[60 - j];
+    if (Math.fround(c) === a) return f < 0 ? -c : c;
   }
   return f < 0 ? -a : a;
 }
+
+let lastExponent = 0;
 
 export interface Domain {
   id: DomainId;
