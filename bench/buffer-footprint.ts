@@ -130,8 +130,9 @@ function fastClock(): Clock {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The small corpus within seconds, then 5 minutes (at SPEED) idle or with one sample a second. */
-async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean, dir: string): Promise<Outcome> {
-  const path = join(dir, `${mod.label.replace(/\W+/g, '-')}-${trickle ? 'trickle' : 'idle'}.db`);
+async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean, dir: string, tag = ''): Promise<Outcome> {
+  // A file of its own per corpus too (a second corpus must not open the first one's file).
+  const path = join(dir, `${mod.label.replace(/\W+/g, '-')}-${trickle ? 'trickle' : 'idle'}${tag.replace(/\W+/g, '-')}.db`);
   const clock = fastClock();
   const logger = silentLogger();
   const db = mod.openDatabase(path, logger);
@@ -276,7 +277,7 @@ try {
       process.stdout.write(`small corpus${tag}: ${samples.length.toLocaleString('en-US')} samples of ${vars} variables, ${source}\n${table(perClass(samples))}\n\n`);
       for (const trickle of [false, true]) {
         for (const mod of [baseline, current]) {
-          const o = await burst(mod, samples, trickle, dir);
+          const o = await burst(mod, samples, trickle, dir, tag);
           results.push({ scenario: `${trickle ? 'burst + trickle' : 'burst + idle'}${tag}`, mod, o });
           rows.push(row(`${trickle ? 'burst + trickle 5 min' : 'burst + idle 5 min'}${tag}`, mod, o));
           process.stdout.write(`  ${rows.at(-1)!.scenario}, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
