@@ -4,8 +4,8 @@
  * in the same run (bench/baseline-buffer.ts), in three scenarios:
  *
  *   burst + idle     a small corpus (400k samples of sensor recordings: BENCH_CSV=path, else the
- *                    generator of bench/sensor-corpus.ts) appended within seconds, as after an
- *                    outage, then 5 minutes without a sample
+ *                    generator of bench/sensor-corpus.ts and its realistic variant, both) appended
+ *                    within seconds, as after an outage, then 5 minutes without a sample
  *   burst + trickle  the same, then 5 minutes of one sample a second
  *   plant            the plant-like corpus (bench/plant-corpus.ts, 1,000 variables) at plant pace,
  *                    20 M samples (3.2 h): the long run of buffer v2, live tail of seal_after as rows
@@ -24,6 +24,8 @@
  *   BENCH_SAMPLES=0 npx tsx bench/buffer-footprint.ts                # the small scenarios only
  *   BENCH_SAMPLES=2000000 BENCH_SMALL=400000 npx tsx bench/buffer-footprint.ts
  *   BENCH_CSV=recording.csv npx tsx bench/buffer-footprint.ts        # a real recording (variable,timestamp,value)
+ *   BENCH_CORPUS=realistic npx tsx bench/buffer-footprint.ts         # only the realistic variant (or sensor; default both)
+ *   BASELINE_REF=<commit> npx tsx bench/buffer-footprint.ts          # another baseline (bench/baseline-buffer.ts)
  *   BENCH_VARIABLES=5000 npx tsx bench/buffer-footprint.ts           # 5,000 plant variables (same class mix)
  */
 import BetterSqlite3 from 'better-sqlite3';
@@ -45,6 +47,8 @@ const SMALL = Number(process.env.BENCH_SMALL ?? 400_000);
 const BIG = Number(process.env.BENCH_SAMPLES ?? 20_000_000);
 /** Variables of the plant corpus, in thousands of the same class mix (BENCH_VARIABLES=5000: the README's plant). */
 const VARIABLES = Math.max(1000, Math.round(Number(process.env.BENCH_VARIABLES ?? 1000) / 1000) * 1000);
+/** Generated small corpora to run (BENCH_CORPUS=sensor or realistic: one of them; default both). */
+const CORPORA = (process.env.BENCH_CORPUS ?? 'sensor,realistic').split(',').map((c) => c.trim()).filter((c) => c === 'sensor' || c === 'realistic');
 const SPEED = 10;
 const IDLE_S = 300;
 const T0 = Date.parse('2026-11-01T00:00:00Z');
@@ -126,8 +130,9 @@ function fastClock(): Clock {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The small corpus within seconds, then 5 minutes (at SPEED) idle or with one sample a second. */
-async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean, dir: string): Promise<Outcome> {
-  const path = join(dir, `${mod.label.replace(/\W+/g, '-')}-${trickle ? 'trickle' : 'idle'}.db`);
+async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean, dir: string, tag = ''): Promise<Outcome> {
+  // A file of its own per corpus too (a second corpus must not open the first one's file).
+  const path = join(dir, `${mod.label.replace(/\W+/g, '-')}-${trickle ? 'trickle' : 'idle'}${tag.replace(/\W+/g, '-')}.db`);
   const clock = fastClock();
   const logger = silentLogger();
   const db = mod.openDatabase(path, logger);
@@ -264,18 +269,19 @@ try {
   });
   const rows: Array<Record<string, string | number>> = [];
   const results: Array<{ scenario: string; mod: BufferModule; o: Outcome }> = [];
-  let corpusNote = '';
   if (SMALL > 0) {
-    const { samples, source } = smallCorpus(T0, SMALL);
-    const vars = new Set(samples.map((s) => s.variable)).size;
-    corpusNote = `small corpus: ${samples.length.toLocaleString('en-US')} samples of ${vars} variables, ${source}`;
-    process.stdout.write(`${corpusNote}\n${table(perClass(samples))}\n\n`);
-    for (const trickle of [false, true]) {
-      for (const mod of [baseline, current]) {
-        const o = await burst(mod, samples, trickle, dir);
-        results.push({ scenario: trickle ? 'burst + trickle' : 'burst + idle', mod, o });
-        rows.push(row(trickle ? 'burst + trickle 5 min' : 'burst + idle 5 min', mod, o));
-        process.stdout.write(`  ${rows.at(-1)!.scenario}, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
+    // BENCH_CSV: that recording; else the generated corpus and its realistic variant (bench/sensor-corpus.ts), side by side.
+    const corpora = process.env.BENCH_CSV ? [{ tag: '', ...smallCorpus(T0, SMALL) }] : CORPORA.map((c) => ({ tag: c === 'realistic' ? ' (realistic)' : '', ...smallCorpus(T0, SMALL, c === 'realistic') }));
+    for (const { tag, samples, source } of corpora) {
+      const vars = new Set(samples.map((s) => s.variable)).size;
+      process.stdout.write(`small corpus${tag}: ${samples.length.toLocaleString('en-US')} samples of ${vars} variables, ${source}\n${table(perClass(samples))}\n\n`);
+      for (const trickle of [false, true]) {
+        for (const mod of [baseline, current]) {
+          const o = await burst(mod, samples, trickle, dir, tag);
+          results.push({ scenario: `${trickle ? 'burst + trickle' : 'burst + idle'}${tag}`, mod, o });
+          rows.push(row(`${trickle ? 'burst + trickle 5 min' : 'burst + idle 5 min'}${tag}`, mod, o));
+          process.stdout.write(`  ${rows.at(-1)!.scenario}, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
+        }
       }
     }
   }

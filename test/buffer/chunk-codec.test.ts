@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ChunkFormatError, chunkCount, decimalScale, decodeChunk, encodeChunk } from '../../src/buffer/chunks/codec.js';
+import { shortestF32 } from '../../src/buffer/chunks/value-domains.js';
 
 /** Deterministic PRNG (mulberry32) so a failing case can be replayed from its seed. */
 function rng(seed: number): () => number {
@@ -141,5 +142,109 @@ describe('chunk codec', () => {
     expect(() => decodeChunk(good.subarray(0, good.length - 1))).toThrow(ChunkFormatError);
     expect(() => encodeChunk([1], [Number.NaN])).toThrow(/not finite/);
     expect(() => encodeChunk([1, 2], [1])).toThrow(/2 timestamps but 1 values/);
+  });
+  it('stores quantized sensor values on their grid, far below the decimal and XOR layouts', () => {
+    const r = rng(99);
+    const n = 2_000;
+    const ts = Array.from({ length: n }, (_, i) => T0 + i * 1_000);
+    const gauss = () => Math.sqrt(-2 * Math.log(Math.max(1e-12, r()))) * Math.cos(2 * Math.PI * r());
+    // A Modbus 4-20 mA transmitter: 16-bit counts × span/65535 + offset, printed to 15 digits
+    // (src/sources/modbus/decode.ts): 14-decimal numbers, a few counts of noise.
+    let level = 30_000;
+    const adc = ts.map(() => {
+      level += Math.round(gauss() * 4);
+      return Number((level * (10 / 65535) - 2.5).toPrecision(15));
+    });
+    // A 12-bit count × a float factor sent as a Sparkplug Float, handed on as its shortest decimal.
+    const factor = (16 / 4095) * 1.0037;
+    let load = 2_000;
+    const sparkplug = ts.map(() => {
+      load += Math.round(gauss() * 12);
+      return shortestF32(Math.round(load) * factor);
+    });
+    // An OPC UA Float of a quantized value (float32 as it arrives) and one with full float noise.
+    const opc = sparkplug.map((v) => Math.fround(v));
+    const noisy = ts.map(() => Math.fround(50 + gauss() * 0.5));
+    for (const [name, values, perSample] of [['adc', adc, 1.0], ['sparkplug', sparkplug, 1.4], ['opc', opc, 1.4]] as const) {
+      const chunk = expectRoundTrip(ts, values);
+      const before = Math.min(encodeChunk(ts, values, { valueLayout: 'decimal' }).length, encodeChunk(ts, values, { valueLayout: 'xor' }).length);
+      expect(chunk[0], name).toBe(2); // the grid layout's format version (C4)
+      expect(chunk.length / n, name).toBeLessThan(perSample);
+      expect(chunk.length, name).toBeLessThan(before * 0.6);
+    }
+    // Where no grid helps, never larger than the layout used before.
+    const chunk = expectRoundTrip(ts, noisy);
+    expect(chunk.length).toBeLessThanOrEqual(encodeChunk(ts, noisy, { valueLayout: 'xor' }).length);
+  });
+
+  it('round-trips grid-layout data of every kind bit-exact (property test, 400 cases)', () => {
+    const r = rng(2026);
+    for (let c = 0; c < 400; c++) {
+      const n = 1 + Math.floor(r() * 400);
+      const ts = Array.from({ length: n }, (_, i) => T0 + i * 100);
+      const scale = (r() < 0.5 ? 1 : -1) * 10 ** (Math.floor(r() * 12) - 6) * (1 + r());
+      const offset = (r() - 0.5) * 10 ** Math.floor(r() * 8);
+      let count = Math.floor((r() - 0.5) * 1e5);
+      const values = ts.map(() => {
+        count += Math.floor((r() - 0.5) * 20);
+        const x = count * scale + offset;
+        switch (c % 5) {
+          case 0:
+            return Number(x.toPrecision(15));
+          case 1:
+            return shortestF32(x);
+          case 2:
+            return Math.fround(x);
+          case 3:
+            return [Math.fround(x), -0, 0, Math.fround(-x), 3.4028234663852886e38, 1.401298464324817e-45][Math.floor(r() * 6)];
+          default:
+            return r() < 0.9 ? Number(x.toPrecision(9)) : -0;
+        }
+      });
+      for (const valueLayout of [undefined, 'grid'] as const) {
+        const chunk = encodeChunk(ts, values, { valueLayout, compressor: (['none', 'deflate', 'brotli'] as const)[c % 3] });
+        const d = decodeChunk(chunk);
+        expect(Array.from(d.values).map(bits), `case ${c}`).toEqual(values.map(bits));
+      }
+    }
+  });
+
+  it('reads chunks written before the grid layout (format 1), as stored in existing files', () => {
+    // Written by the codec of 7c44c1c: decimal, XOR and a 15-digit ADC series (then decimal).
+    const ts = Array.from({ length: 40 }, (_, i) => T0 + i * 1000 + (i % 3));
+    const stored = {
+      dec: ['AQEoa/ixveVgxiV+BlY2IhDTGcUyruxa6bgWRj3/VkZ7hzbGAN1mxliZuhzO8mL2nBqZ+EZG3aA2RjvHVkZfgxbGGAA=', ts.map((_, i) => Math.round((21.5 + Math.sin(i) * 0.7) * 100) / 100)],
+      xor: [
+        'AQUoa/ixveVgxiV+BlY2IpCDaQMDCJwLnnZqQ0bhu3fvTnM6Nx3pNraYpye69lGF9Y+Jgus2Pve0Ozdjfa+nfX3ko4/OMjEFmvPvbwjdrtp3/+4pweZ019yCX6k9KVIff279IHbw7oN+2Tv3A7pntlr88aqL8slawn3x//fbBx9v0/Z/ITFHb6e4mdGzrAkA',
+        ts.map((_, i) => Math.fround(21.5 + Math.sin(i) * 0.7)),
+      ],
+      adc: ['AQEoa/ixveVgxiV+BlY2IhDfrjkzmt/sjfvx/9eL2WzPt72csIr1F172S7xqIORgNg0A', ts.map((_, i) => Number(((30000 + ((i * 7) % 13)) * (10 / 65535) - 2.5).toPrecision(15)))],
+    } as const;
+    for (const [name, [b64, values]] of Object.entries(stored)) {
+      const d = decodeChunk(Buffer.from(b64, 'base64'));
+      expect(Array.from(d.ts), name).toEqual(ts);
+      expect(Array.from(d.values).map(bits), name).toEqual(values.map(bits));
+    }
+  });
+
+  it('shortestF32 reads back as the same float32 and matches the Sparkplug decoder on counts × factors', () => {
+    const r = rng(5);
+    let same = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const f = Math.fround(Math.round(r() * 4095) * (r() * 100) * (r() < 0.5 ? -1 : 1));
+      const s = shortestF32(f);
+      expect(Math.fround(s)).toBe(f);
+      let viaPrecision = f;
+      for (let p = 1; p <= 9; p++) {
+        const c = Number(f.toPrecision(p));
+        if (Math.fround(c) === f) {
+          viaPrecision = c;
+          break;
+        }
+      }
+      if (Object.is(s, viaPrecision)) same++;
+    }
+    // Where a rare value differs, the chunk just uses another layout (the encoder checks every value).
+    expect(same / 20_000).toBeGreaterThan(0.99);
   });
 });

@@ -373,4 +373,41 @@ describe('sealed chunks (buffer v2)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('opens a schema-4 file whose chunks are format 1, reads them, and seals new data in format 2 (migration 5)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-v4-'));
+    const path = join(dir, 'buffer.db');
+    try {
+      // A file as the release before the grid layout left it: schema 4, one format-1 chunk (written
+      // by the codec of 7c44c1c: a 15-digit ADC series of 40 samples) and no rows.
+      const { db: tmp } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      tmp.pragma('user_version = 4');
+      tmp.prepare("DELETE FROM meta WHERE key = 'chunk_formats'").run();
+      const ts = Array.from({ length: 40 }, (_, i) => Date.UTC(2026, 10, 23, 12) + i * 1000 + (i % 3));
+      const old = Array.from({ length: 40 }, (_, i) => Number(((30000 + ((i * 7) % 13)) * (10 / 65535) - 2.5).toPrecision(15)));
+      tmp.prepare("INSERT INTO variables (id, name) VALUES (1, 'mvr_adc')").run();
+      tmp.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (1, 1, 40, ?, ?, ?)').run(ts[0], ts[39], Buffer.from('AQEoa/ixveVgxiV+BlY2IhDfrjkzmt/sjfvx/9eL2WzPt72csIr1F172S7xqIORgNg0A', 'base64'));
+      tmp.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', '41') ON CONFLICT(key) DO UPDATE SET value = excluded.value").run();
+      tmp.prepare("INSERT INTO meta (key, value) VALUES ('sealed_upto', '40') ON CONFLICT(key) DO UPDATE SET value = excluded.value").run();
+      tmp.close();
+
+      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      expect(db.pragma('user_version', { simple: true })).toBe(5);
+      expect(SCHEMA_VERSION).toBe(5);
+      const buffer = new SampleBuffer(db, { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 1_000 });
+      expect(buffer.stats().sealedSamples).toBe(40);
+      // New data of the same transmitter (more counts) is sealed in the grid layout: format 2.
+      const fresh = Array.from({ length: 1_000 }, (_, i) => ({ variable: 'mvr_adc', ts: T0 + 60_000 + i * 1000, value: Number(((30000 + Math.round(40 * Math.sin(i / 9))) * (10 / 65535) - 2.5).toPrecision(15)) }));
+      await buffer.append(fresh);
+      buffer.sealNow();
+      const formats = (db.prepare('SELECT seq_from, substr(data, 1, 1) AS v FROM chunks ORDER BY seq_from').all() as Array<{ seq_from: number; v: Buffer }>).map((r) => r.v[0]);
+      expect(formats[0]).toBe(1);
+      expect(formats).toContain(2);
+      const all = readAllSamples(db);
+      const want = [...ts.map((t, i) => key({ variable: 'mvr_adc', ts: t, value: old[i] })), ...fresh.map(key)];
+      expect(all.map(key).sort()).toEqual(want.sort());
+      await buffer.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

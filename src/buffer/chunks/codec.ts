@@ -1,4 +1,5 @@
 import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
+import { DOMAIN_DECIMAL, DOMAIN_F32, DOMAIN_F32_SHORTEST, count, deltaBytes, domain, fits, gridBytes, gridStep, predict, type Domain, type DomainId } from './value-domains.js';
 
 /**
  * The chunk codec: one variable's samples (epoch-ms timestamps and finite doubles) as a compact,
@@ -13,14 +14,15 @@ import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, d
  *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to the raw layout
  *      when that check fails, so a bug in a clever layout can cost bytes, never data.
  *  C4  The first byte is the format version; a reader refuses versions it does not know instead
- *      of guessing.
+ *      of guessing. A chunk is written as version 1 unless it uses the grid layout (version 2), so
+ *      a reader of version 1 meets only chunks it knows or a clear refusal.
  *
  * Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
  * 32-bit bit operations so that values up to 2^53 survive):
  *
- *   byte 0   format version (1)
+ *   byte 0   format version (1; 2 when the value layout is 3)
  *   byte 1   flags: bits 0-1 compressor (0 none, 1 raw deflate, 2 brotli),
- *                   bits 2-3 value layout (0 decimal, 1 XOR, 2 raw doubles),
+ *                   bits 2-3 value layout (0 decimal, 1 XOR, 2 raw doubles, 3 grid),
  *                   bit 4   timestamp layout (0 delta-of-delta, 1 raw doubles)
  *   varint   sample count n
  *   body     (compressed as a whole when the compressor is not 0)
@@ -31,12 +33,24 @@ import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, d
  *                 XOR:     Gorilla's XOR of consecutive IEEE-754 patterns (Pelkonen et al.,
  *                          VLDB 2015, §4.1.2), for values with no short decimal form
  *                 raw:     8n bytes, little-endian doubles
+ *                 grid:    byte domain (value-domains.ts: 0 decimal, 1 float32, 2 float32 as its
+ *                          shortest decimal), byte k (decimal only), byte mode, then the values as
+ *                          integers I of that domain:
+ *                          mode 0: zz(I0), zz(I_i − I_{i−1})…
+ *                          mode 1: f64 q, zz(I0), zz(c_i − c_{i−1})… for i ≥ 1, then zz(r_i)… where
+ *                          c_i = round((y(I_i) − y(I0)) / q) is the sample's count on the grid of
+ *                          step q and r_i = I_i − nearest(y(I0) + c_i·q) the device's rounding
+ *
+ * The encoder estimates each applicable value layout's size and keeps the smallest (XOR only when
+ * no integer domain fits, or when it is smaller).
  *
  * The general compressor runs over the already small varint streams; it pays off on the bytes'
  * skewed distribution (most deltas share a few small values), and is kept only when smaller.
  */
 
 export const CHUNK_FORMAT_VERSION = 1;
+/** Version of chunks in the grid layout (layout 3); readers know both. */
+export const CHUNK_FORMAT_VERSION_GRID = 2;
 
 export type Compressor = 'none' | 'deflate' | 'brotli';
 
@@ -44,6 +58,7 @@ const COMP = { none: 0, deflate: 1, brotli: 2 } as const;
 const VAL_DECIMAL = 0;
 const VAL_XOR = 1;
 const VAL_RAW = 2;
+const VAL_GRID = 3;
 const TS_RAW_FLAG = 1 << 4;
 
 /** Largest |integer| the decimal and timestamp layouts accept: deltas then stay below 2^53. */
@@ -61,7 +76,7 @@ export interface EncodeOptions {
   /** Skip the C3 self-check (only for the codec's own tests of the raw fallback). */
   verify?: boolean;
   /** Force a value layout (tests). */
-  valueLayout?: 'decimal' | 'xor' | 'raw';
+  valueLayout?: 'decimal' | 'xor' | 'raw' | 'grid';
 }
 
 // ------------------------------------------------------------------------------- byte writer
@@ -367,6 +382,122 @@ function timestampsFitDod(ts: ArrayLike<number>): boolean {
   return true;
 }
 
+// ------------------------------------------------------------------------------- grid layout
+
+/** Integers of a chunk's values in a domain (two candidates at a time), reused like bodyWriter. */
+let intsA = new Float64Array(4096);
+let intsB = new Float64Array(4096);
+
+function scratch(which: 'a' | 'b', n: number): Float64Array {
+  if (intsA.length < n) {
+    intsA = new Float64Array(n);
+    intsB = new Float64Array(n);
+  }
+  return (which === 'a' ? intsA : intsB).subarray(0, n);
+}
+
+function scaledInto(values: ArrayLike<number>, k: number): Float64Array {
+  const out = scratch('a', values.length);
+  const p = POW10[k];
+  for (let i = 0; i < values.length; i++) out[i] = Math.round(values[i] * p);
+  return out;
+}
+
+interface GridChoice {
+  d: Domain;
+  ints: Float64Array;
+  /** Grid step, or null for plain deltas of the integers. */
+  q: number | null;
+  bytes: number;
+}
+
+/**
+ * The smallest grid layout that fits the values, or null: the decimal integers on a grid (an ADC
+ * count times a float span, printed to 15 digits), the float32 bit patterns as ordered integers,
+ * plainly or on a grid (a count times a float factor, sent as Float), or the same for the float32s'
+ * shortest decimals (what the Sparkplug decoder hands on).
+ */
+function bestGrid(values: ArrayLike<number>, k: number | null): GridChoice | null {
+  const n = values.length;
+  let best: GridChoice | null = null;
+  const consider = (d: Domain, ints: Float64Array, allowPlain: boolean) => {
+    const head = d.id === DOMAIN_DECIMAL ? 3 : 2;
+    if (allowPlain) {
+      const bytes = head + deltaBytes(ints);
+      if (!best || bytes < best.bytes) best = { d, ints, q: null, bytes };
+    }
+    const q = gridStep(d, ints);
+    if (q !== null) {
+      const bytes = head + 8 + gridBytes(d, ints, q);
+      if (!best || bytes < best.bytes) best = { d, ints, q, bytes };
+    }
+  };
+  if (k !== null) consider(domain(DOMAIN_DECIMAL, k), scaledInto(values, k), false);
+  const f = scratch('b', n);
+  if (fits(domain(DOMAIN_F32), values, f)) consider(domain(DOMAIN_F32), f, true);
+  else if (fits(domain(DOMAIN_F32_SHORTEST), values, f)) consider(domain(DOMAIN_F32_SHORTEST), f, true);
+  if (best !== null && k === null) {
+    // Where only XOR applied before, the grid layout is kept only when it is smaller.
+    const xor = encodeXor(values).length;
+    if (xor <= (best as GridChoice).bytes) return null;
+  }
+  return best;
+}
+
+function writeGrid(w: ByteWriter, g: GridChoice): void {
+  const { d, ints, q } = g;
+  w.byte(d.id);
+  if (d.id === DOMAIN_DECIMAL) w.byte(d.k);
+  w.byte(q === null ? 0 : 1);
+  if (q === null) {
+    let prev = 0;
+    for (let i = 0; i < ints.length; i++) {
+      w.svar(ints[i] - prev);
+      prev = ints[i];
+    }
+    return;
+  }
+  w.f64(q);
+  const y0 = d.y(ints[0]);
+  w.svar(ints[0]);
+  // Counts first, residuals after: two streams of small, similar numbers for the compressor.
+  const counts = scratch(ints.buffer === intsA.buffer ? 'b' : 'a', ints.length);
+  let prevC = 0;
+  for (let i = 1; i < ints.length; i++) {
+    const c = count(d, ints[i], y0, q);
+    counts[i] = c;
+    w.svar(c - prevC);
+    prevC = c;
+  }
+  for (let i = 1; i < ints.length; i++) w.svar(ints[i] - predict(d, counts[i], y0, q));
+}
+
+function readGrid(body: Uint8Array, r: ByteReader, values: Float64Array): void {
+  const id = r.byte();
+  if (id !== DOMAIN_DECIMAL && id !== DOMAIN_F32 && id !== DOMAIN_F32_SHORTEST) throw new ChunkFormatError(`unknown value domain ${id}`);
+  let k = 0;
+  if (id === DOMAIN_DECIMAL) {
+    k = r.byte();
+    if (k > MAX_DECIMALS) throw new ChunkFormatError(`bad decimal scale ${k}`);
+  }
+  const d = domain(id as DomainId, k);
+  const mode = r.byte();
+  const n = values.length;
+  if (mode === 0) {
+    r.pos = readSvarDeltas(body, r.pos, values, 0, 0, false);
+  } else if (mode === 1) {
+    const q = r.f64();
+    if (!(Number.isFinite(q) && q > 0)) throw new ChunkFormatError('bad grid step');
+    const i0 = r.svar();
+    values[0] = 0;
+    r.pos = readSvarDeltas(body, r.pos, values, 1, 0, false); // the counts
+    const y0 = d.y(i0);
+    values[0] = i0;
+    for (let i = 1; i < n; i++) values[i] = predict(d, values[i], y0, q) + r.svar();
+  } else throw new ChunkFormatError(`unknown grid mode ${mode}`);
+  for (let i = 0; i < n; i++) values[i] = d.fromInt(values[i]);
+}
+
 /**
  * Scratch of encodeChunk, reused from call to call (the codec is synchronous, so one call uses it at
  * a time): the uncompressed body, and the samples decoded back for the C3 check. A chunk copies
@@ -377,7 +508,7 @@ function timestampsFitDod(ts: ArrayLike<number>): boolean {
 const bodyWriter = new ByteWriter(4096);
 const checkScratch: DecodedChunk = { ts: new Float64Array(0), values: new Float64Array(0) };
 
-function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'decimal' | 'xor' | 'raw' | undefined): { body: Uint8Array; valueLayout: number; tsRaw: boolean } {
+function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: EncodeOptions['valueLayout']): { body: Uint8Array; valueLayout: number; tsRaw: boolean } {
   const n = ts.length;
   const w = bodyWriter;
   w.pos = 0;
@@ -397,8 +528,13 @@ function encodeBody(ts: ArrayLike<number>, values: ArrayLike<number>, layout: 'd
     }
   }
   let valueLayout = VAL_RAW;
-  const k = layout === undefined || layout === 'decimal' ? decimalScale(values) : null;
-  if (k !== null && n > 0) {
+  const k = layout === undefined || layout === 'decimal' || layout === 'grid' ? decimalScale(values) : null;
+  const grid = n > 0 && (layout === undefined || layout === 'grid') ? bestGrid(values, k) : null;
+  const decimalBytes = k !== null && layout !== 'grid' ? deltaBytes(scaledInto(values, k)) + 1 : Infinity;
+  if (grid && grid.bytes < decimalBytes) {
+    valueLayout = VAL_GRID;
+    writeGrid(w, grid);
+  } else if (k !== null && n > 0 && layout !== 'grid') {
     valueLayout = VAL_DECIMAL;
     const p = POW10[k];
     w.byte(k);
@@ -452,7 +588,7 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
     }
   }
   const head = new ByteWriter(12);
-  head.byte(CHUNK_FORMAT_VERSION);
+  head.byte(valueLayout === VAL_GRID ? CHUNK_FORMAT_VERSION_GRID : CHUNK_FORMAT_VERSION);
   head.byte(comp | (valueLayout << 2) | (tsRaw ? TS_RAW_FLAG : 0));
   head.uvar(ts.length);
   const h = head.result();
@@ -492,7 +628,7 @@ export function decodeChunkInto(chunk: Uint8Array, into: DecodedChunk): DecodedC
 function decodeChunkWith(chunk: Uint8Array, arrays: (n: number) => DecodedChunk): DecodedChunk {
   const head = new ByteReader(chunk);
   const version = head.byte();
-  if (version !== CHUNK_FORMAT_VERSION) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION})`);
+  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION} and ${CHUNK_FORMAT_VERSION_GRID})`);
   const flags = head.byte();
   const n = head.uvar();
   const comp = flags & 3;
@@ -526,6 +662,8 @@ function decodeChunkWith(chunk: Uint8Array, arrays: (n: number) => DecodedChunk)
       decodeXor(r.rest, n, values);
     } else if (valueLayout === VAL_RAW) {
       for (let i = 0; i < n; i++) values[i] = r.f64();
+    } else if (valueLayout === VAL_GRID && version === CHUNK_FORMAT_VERSION_GRID) {
+      readGrid(body, r, values);
     } else throw new ChunkFormatError(`unknown value layout ${valueLayout}`);
   }
   return { ts, values };
@@ -564,7 +702,7 @@ function readSvarDeltas(buf: Uint8Array, pos: number, out: Float64Array, from: n
 export function chunkCount(chunk: Uint8Array): number {
   const r = new ByteReader(chunk);
   const version = r.byte();
-  if (version !== CHUNK_FORMAT_VERSION) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION})`);
+  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION} and ${CHUNK_FORMAT_VERSION_GRID})`);
   r.byte();
   return r.uvar();
 }

@@ -131,6 +131,14 @@ const MIGRATIONS: Array<{ version: number; up: string }> = [
     version: 4,
     up: GAPS_MIGRATION,
   },
+  {
+    // Chunk format 2 (chunks/codec.ts: the grid layout of quantized values, issue 22 §3). No table
+    // changes, and format-1 chunks stay as they are (this version reads both); the step exists so
+    // that an earlier version, which cannot read format-2 chunks, refuses the file at open
+    // (BUFFER_SCHEMA_NEWER) instead of failing on a chunk later.
+    version: 5,
+    up: `INSERT OR IGNORE INTO meta (key, value) VALUES ('chunk_formats', '1,2');`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
