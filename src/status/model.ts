@@ -4,6 +4,7 @@ import type { SourceStatus } from '../core/source.js';
 import type { BackfillStats } from '../uplink/backfill.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
 import type { SyncSender } from '../uplink/sync-sender.js';
+import type { UnknownVariablesSnapshot } from '../uplink/unknown-variables.js';
 import type { UplinkCondition, UplinkHealth } from '../uplink/uplink-health.js';
 
 /**
@@ -59,6 +60,11 @@ export interface GatewayStatus {
     requests_last_minute: number;
     freshest_delivered_age_s: number | null;
     sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number; oldest_first_batches: number };
+    /**
+     * Machine variables the service refuses as unknown (issue 24 §1): their samples are set aside,
+     * the rest is delivered. Not an outage: the condition stays `ok`.
+     */
+    unknown_variables: UnknownVariablesSnapshot;
   };
   /** Import-job backfill. */
   backfill: BackfillStats;
@@ -122,6 +128,7 @@ export interface StatusReadings {
   budget: { perMinute: number; usedLastMinute: number };
   sync: ReturnType<SyncSender['stats']>;
   backfill: BackfillStats;
+  unknownVariables: UnknownVariablesSnapshot;
   /** Null when the annotations section is absent (or while annotations start). */
   annotations: Record<string, unknown> | null;
   /** Null without fleet.mqtt. */
@@ -189,6 +196,7 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       requests_last_minute: r.budget.usedLastMinute,
       freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
       sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal, oldest_first_batches: s.oldestFirstBatches },
+      unknown_variables: r.unknownVariables,
     },
     backfill: r.backfill,
     gaps: r.gaps,

@@ -24,13 +24,31 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
   if (st.uplink.condition === 'auth_failed' || st.uplink.condition === 'halted') out.push({ level: 'bad', text: `The tracking service refuses the gateway: ${st.uplink.reason}` });
   else if (st.uplink.condition !== 'ok') out.push({ level: 'warn', text: `Uplink ${st.uplink.condition}: ${st.uplink.reason}` });
-  if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
+  const unknown = st.uplink.unknown_variables;
+  if (unknown && unknown.count > 0) out.push({ level: 'bad', text: unknownVariablesProblem(unknown, st.set_aside.samples), href: '#/set-aside' });
+  else if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
   const reasons: Record<string, number> = {};
   for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
   for (const [reason, n] of Object.entries(reasons)) out.push({ level: 'warn', text: `Recent values refused: ${reason.replace(/_/g, ' ')} (${n} of the last refusals).`, href: '#/variables' });
   if (st.config.last_reload?.outcome === 'refused') out.push({ level: 'warn', text: `The last configuration change was refused: ${(st.config.last_reload.problems ?? []).join('; ')}` });
   return out;
+}
+
+/**
+ * Issue 24 §1: one problem for every unknown variable, naming a few, their sources and what the
+ * service said; their samples are set aside (the uplink itself is fine: the rest is delivered).
+ */
+export function unknownVariablesProblem(u: GatewayStatus['uplink']['unknown_variables'], setAside: number): string {
+  const shown = u.examples.slice(0, 3).map((e) => e.variable);
+  const names = `${shown.join(', ')}${u.count > shown.length ? ', …' : ''}`;
+  const sources = Object.entries(u.by_source)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${fmtNum(n)} from ${name}`)
+    .join(', ');
+  const said = u.examples[0] ? `; the service said: ${u.examples[0].message}` : '';
+  const word = u.count === 1 ? 'variable is' : 'variables are';
+  return `${fmtNum(u.count)} ${word} unknown to the organisation's catalog: ${names}; fix the mapping or create them (${sources}${said}). Their samples are set aside (${fmtNum(setAside)} so far); the others are delivered.`;
 }
 
 export function Overview() {
@@ -97,6 +115,7 @@ export function Overview() {
           </div>
           <div class="muted">
             {fmtNum(u.sync.rate_per_s)} samples/s · delivered {fmtNum(u.sync.delivered_total)}
+            {u.unknown_variables && u.unknown_variables.count > 0 ? <span data-testid="uplink-unknown"> · {fmtNum(u.unknown_variables.count)} variables refused as unknown</span> : ''}
           </div>
           <div class="bar">
             <div style={`width:${Math.min(100, (100 * u.requests_last_minute) / u.budget_per_minute).toFixed(1)}%`}></div>
