@@ -58,7 +58,7 @@ describe('a batch refused for unknown machine variables (issue 24 §1)', () => {
     const st = await waitFor(
       () => {
         const s = gw.handle.status();
-        return s.uplink.unknown_variables.count === 480 ? s : null;
+        return s.uplink.unknown_variables?.count === 480 ? s : null;
       },
       { timeoutMs: 30_000, intervalMs: 50, what: '480 unknown variables identified' },
     );
