@@ -27,6 +27,8 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   const unknown = st.uplink.unknown_variables;
   if (unknown && unknown.count > 0) out.push({ level: 'bad', text: unknownVariablesProblem(unknown, st.set_aside.samples), href: '#/set-aside' });
   else if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
+  const d = st.delivery;
+  if (d && d.above_sync_capacity) out.push({ level: d.import_jobs === 'keeping_up' ? 'warn' : 'bad', text: capacityText(d) });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
   const reasons: Record<string, number> = {};
   for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
@@ -49,6 +51,38 @@ export function unknownVariablesProblem(u: GatewayStatus['uplink']['unknown_vari
   const said = u.examples[0] ? `; the service said: ${u.examples[0].message}` : '';
   const word = u.count === 1 ? 'variable is' : 'variables are';
   return `${fmtNum(u.count)} ${word} unknown to the organisation's catalog: ${names}; fix the mapping or create them (${sources}${said}). Their samples are set aside (${fmtNum(setAside)} so far); the others are delivered.`;
+}
+
+type Delivery = GatewayStatus['delivery'];
+
+const IMPORT_JOBS: Record<NonNullable<Delivery['import_jobs']>, string> = {
+  off: 'import jobs are off (uplink.backfill.enabled), so the backlog grows until ingest falls',
+  waiting: 'import jobs start when the backlog reaches uplink.backfill.threshold',
+  keeping_up: 'import jobs keep up',
+  falling_behind: 'import jobs do not keep up',
+};
+
+/** Issue 24 §1: ingest above what the sync path can carry, and whether import jobs keep up. */
+export function capacityText(d: Delivery): string {
+  return `Ingest (${fmtNum(d.ingest_per_s)} samples/s) is above the sync path's capacity (${fmtNum(d.sync_capacity_per_s)} samples/s at the request budget); ${d.import_jobs ? IMPORT_JOBS[d.import_jobs] : ''}.`;
+}
+
+/** The Backlog card's two lines: the estimate (or "–") and what it rests on. */
+export function backlogLines(st: GatewayStatus): { big: string; line: string } {
+  const d = st.delivery;
+  if (!d) return { big: st.backlog_eta_s === null ? '–' : fmtDuration(st.backlog_eta_s), line: '' };
+  switch (d.state) {
+    case 'idle':
+      return { big: 'empty', line: 'nothing waits' };
+    case 'draining':
+      return { big: fmtDuration(d.drain_eta_s ?? 0), line: `to drain at what was delivered recently (${fmtNum(d.delivered_per_s)}/s, ${fmtNum(d.ingest_per_s)}/s arriving)` };
+    case 'keeping_up':
+      return { big: '–', line: `keeping up: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+    case 'growing':
+      return { big: '–', line: `growing: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+    default:
+      return { big: '–', line: `no estimate yet: ${d.no_estimate_because ?? ''}` };
+  }
 }
 
 export function Overview() {
@@ -126,8 +160,9 @@ export function Overview() {
         </section>
         <section class="card kpi">
           <h3>Backlog</h3>
-          <div class="big">{st.backlog_eta_s === null ? (b.samples === 0 ? 'empty' : '–') : fmtDuration(st.backlog_eta_s)}</div>
-          <div class="muted">{st.backlog_eta_s === null ? 'nothing to drain' : 'to drain at the current rates'}</div>
+          <div class="big" data-testid="backlog-eta">{backlogLines(st).big}</div>
+          <div class="muted" data-testid="backlog-line">{backlogLines(st).line}</div>
+          {st.delivery?.above_sync_capacity ? <div class="muted small" data-testid="backlog-capacity">{capacityText(st.delivery)}</div> : ''}
           <div class="muted small">
             import jobs in flight {st.backfill.jobs_in_flight ?? 0} · set aside {fmtNum(st.set_aside.samples)} · 429s {ov ? fmtNum(ov.rate_limited_total) : '–'}
           </div>

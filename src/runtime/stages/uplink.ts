@@ -31,7 +31,7 @@ export interface UplinkStage extends Stage {
   readonly unknown: UnknownVariables;
   /** Starts sending: the sync path and import jobs (after every stage is assembled, so a fleet budget share is in force first). */
   open(): void;
-  status(): Pick<StatusReadings, 'maxUnsentAgeMs' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
+  status(): Pick<StatusReadings, 'maxUnsentAgeMs' | 'batchSize' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
 }
 
 /**
@@ -98,6 +98,7 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     },
     status: () => ({
       maxUnsentAgeMs: uplink.max_unsent_age,
+      batchSize: uplink.batch_size,
       health: health.snapshot(),
       budget: { perMinute: budget.perMinute, usedLastMinute: budget.usedLastMinute() },
       sync: sync.stats(),
