@@ -1,7 +1,7 @@
 import { h, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { GatewayStatus, OverviewResponse, RefusalRecord } from '../api/live.js';
-import { fmtAge, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
+import { fmtAge, fmtAgo, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
 import { api, messageOf, STATE_CLASS } from './lib.js';
 import { useStore } from './store.js';
 import { Chart } from './charts.js';
@@ -17,8 +17,11 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   const out: Problem[] = [];
   if (!st) return out;
   for (const s of st.sources) {
-    if (s.state === 'disconnected' || s.state === 'stopped') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down since ${fmtAge(Date.now() - s.since)}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
-    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
+    // "Down" from when it stopped being connected, not from its latest retry (issue 24 §1).
+    const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
+    const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
+    if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Date.now() - down)} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
+    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${error}`, href: '#/sources' });
   }
   if (!st.buffer.writable) out.push({ level: 'bad', text: `The buffer cannot be written (${st.buffer.last_write_error?.code ?? 'error'}): new samples are not kept.` });
   if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
@@ -200,8 +203,8 @@ export function Overview() {
                 <td class="num">{fmtNum(rates[x.name] ?? 0)}</td>
                 <td class="num">{fmtNum(x.samplesRead)}</td>
                 <td class="num">{fmtNum(Object.values(x.samplesRefused).reduce((a, c) => a + c, 0))}</td>
-                <td>{x.lastSampleAt ? `${fmtAge(Date.now() - x.lastSampleAt)} ago` : '–'}</td>
-                <td class="err-cell">{x.lastError ? <span title={fmtTime(x.lastError.at)}>{x.lastError.message}</span> : ''}</td>
+                <td>{x.lastSampleAt ? fmtAgo(Date.now() - x.lastSampleAt) : '–'}</td>
+                <td class="err-cell">{x.lastError ? <span title={x.lastError.code}>{fmtTime(x.lastError.at)}: {x.lastError.message}</span> : ''}</td>
               </tr>
             ))}
           </tbody>
