@@ -77,6 +77,8 @@ export const CATALOG_REFRESH_MS = 5 * 60_000;
 /** A failed catalog read is tried again after this long (per-item isolation works meanwhile). */
 const CATALOG_RETRY_MS = 60_000;
 const EXAMPLES = 20;
+/** A configuration reload changes which source maps a variable; the status shows it within this. */
+const SOURCE_LOOKUP_MS = 10_000;
 
 export interface UnknownVariablesOptions {
   clock: Clock;
@@ -126,7 +128,7 @@ export class UnknownVariables {
 
   /** For /status: the count, the first examples with their source, counts by source. */
   snapshot(): UnknownVariablesSnapshot {
-    const sourceOf = this.unknown.size > 0 ? this.sourceOf() : () => null;
+    const sourceOf = this.unknown.size > 0 ? this.cachedSourceOf() : () => null;
     const bySource: Record<string, number> = {};
     const examples: UnknownVariablesSnapshot['examples'] = [];
     for (const u of this.unknown.values()) {
@@ -143,6 +145,15 @@ export class UnknownVariables {
       catalog_error: this.catalogError,
     };
   }
+
+  /** The source lookup, rebuilt at most every SOURCE_LOOKUP_MS (the status is read every second). */
+  private cachedSourceOf(): (variable: string) => string | null {
+    const now = this.o.clock.monotonic();
+    if (!this.lookupCache || now - this.lookupCache.at > SOURCE_LOOKUP_MS) this.lookupCache = { at: now, fn: this.sourceOf() };
+    return this.lookupCache.fn;
+  }
+
+  private lookupCache: { at: number; fn: (variable: string) => string | null } | null = null;
 
   /** Reads the catalog again when it is due (called by the sync path while unknown variables exist). */
   tick(): void {
