@@ -114,10 +114,28 @@ export class Claims {
 
   /** Moves samples (claimed rows, or items of an import-job range) to set_aside in one transaction (B2c). */
   setAside(rows: readonly BufferedRow[], info: SetAsideInfo): void {
-    if (rows.length === 0) return;
+    this.setAsideGroups([{ rows, info }]);
+  }
+
+  /**
+   * Several groups, each with its own reason, in one transaction (B2c): the sync path sets aside
+   * the samples of many unknown variables at once, each with what the service said about it
+   * (issue 24 §1), without a commit per variable.
+   */
+  setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void {
+    const all = groups.filter((g) => g.rows.length > 0);
+    if (all.length === 0) return;
     const now = this.o.clock.now();
-    const moved = inOwnTransaction(this.db, 'setAside', () => this.o.setAsideMove.moveInTransaction(rows, info, now));
-    for (const r of rows) this.o.holds.unclaim(r.seq);
+    const moved = inOwnTransaction(this.db, 'setAside', () => {
+      const sum = { fromRows: 0, fromChunks: 0 };
+      for (const g of all) {
+        const m = this.o.setAsideMove.moveInTransaction(g.rows, g.info, now);
+        sum.fromRows += m.fromRows;
+        sum.fromChunks += m.fromChunks;
+      }
+      return sum;
+    });
+    for (const g of all) for (const r of g.rows) this.o.holds.unclaim(r.seq);
     this.o.tally.rows -= moved.fromRows;
     if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());
   }

@@ -202,6 +202,11 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.refreshGauges();
   }
 
+  setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void {
+    this.claims.setAsideGroups(groups);
+    this.refreshGauges();
+  }
+
   // ---------------------------------------------------------------- import jobs (BackfillBuffer)
 
   reserveRange(range: SeqRange): void {

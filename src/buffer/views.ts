@@ -15,6 +15,8 @@ export interface SyncBuffer {
   release(rows: readonly { seq: number }[]): void;
   ack(rows: readonly { seq: number }[]): void;
   setAside(rows: readonly BufferedRow[], info: SetAsideInfo): void;
+  /** Several groups with their own reasons in one transaction. */
+  setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void;
   onChange(listener: () => void): () => void;
   readonly available: number;
 }

@@ -7,6 +7,12 @@ export interface VariableInfo {
   /** Source name (server, device or connection), or null when the setting is not a source. */
   source: string | null;
   kind: string | null;
+  /**
+   * True when the source reports this variable only when it changes (MQTT; an OPC UA subscription,
+   * with or without a deadband): a value hours old is then current, not stale (issue 24 §1).
+   * Polled sources (Modbus, OPC UA polling) and generators report on a period.
+   */
+  onChange: boolean;
   /** Machine name from annotations.machines, when a machine lists the variable. */
   machine: string | null;
   /** Settings that name the variable (`opcua.servers[0].nodes[3].variable`). */
@@ -47,7 +53,8 @@ export function variableIndex(config: GatewayConfig): Map<string, VariableInfo> 
     // The mapping entry is the object holding the `variable` setting.
     const entryPath = sourceSetting.replace(/\.variable$/, '');
     const entry = at(config, entryPath);
-    out.set(id, { id, source, kind, machine: machines.get(id) ?? null, settings, config: entry !== undefined && typeof entry === 'object' ? entry : null });
+    const onChange = kind === 'mqtt' || (kind === 'opcua' && (at(config, /^opcua\.servers\[\d+\]/.exec(sourceSetting)![0]) as { mode?: string } | undefined)?.mode !== 'polling');
+    out.set(id, { id, source, kind, onChange, machine: machines.get(id) ?? null, settings, config: entry !== undefined && typeof entry === 'object' ? entry : null });
   }
   return out;
 }

@@ -67,6 +67,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
         source: i?.source ?? null,
         machine: catalogMachines?.get(id) ?? i?.machine ?? null,
         mapped: i !== undefined,
+        on_change: i ? i.onChange : true,
         value: e ? Number(e.last.toPrecision(7)) : null,
         unit: catalogUnits?.get(id) ?? null,
         ts: e?.lastTs ?? null,

@@ -38,7 +38,13 @@ export interface SourceStatus {
   samplesRefused: Record<string, number>;
   /** Wall-clock ms of the last sample produced, or null. */
   lastSampleAt: number | null;
+  /** The last error, with its time; cleared when the source is connected again (issue 24 §1). */
   lastError: { code: string; message: string; at: number } | null;
+  /**
+   * Wall-clock ms the source last stopped being connected, while it is not; null while it is up.
+   * Unlike `since` it does not move at each retry (disconnected → connecting → disconnected).
+   */
+  downSince: number | null;
   /** Protocol-specific detail (per device state, invalid nodes, alias tables ...). */
   detail?: Record<string, unknown>;
 }
@@ -61,6 +67,7 @@ export class SourceStats {
   private readonly refusedByReason: Record<string, number> = {};
   private lastSampleAt: number | null = null;
   private lastError: SourceStatus['lastError'] = null;
+  private downSince: number | null = null;
   private readonly labels: { source: string; kind: SourceKind };
   private readonly readRate: RateMeter;
 
@@ -82,6 +89,14 @@ export class SourceStats {
     const previous = this.state;
     this.state = state;
     this.since = this.clock.now();
+    if (state === 'connected' || state === 'degraded') {
+      // Fully recovered: the error is over (it stays in the log and the error metric). Entering
+      // `degraded` keeps it: it is why the source is degraded.
+      if (state === 'connected') this.lastError = null;
+      this.downSince = null;
+    } else if (state === 'disconnected' || state === 'stopped') {
+      if (this.downSince === null) this.downSince = this.since;
+    }
     this.metrics.sourceConnected.set(this.labels, state === 'connected' || state === 'degraded' ? 1 : 0);
     for (const l of this.stateListeners) {
       try {
@@ -157,6 +172,7 @@ export class SourceStats {
       samplesRefused: { ...this.refusedByReason },
       lastSampleAt: this.lastSampleAt,
       lastError: this.lastError,
+      downSince: this.downSince,
       ...(detail ? { detail } : {}),
     };
   }

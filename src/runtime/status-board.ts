@@ -8,7 +8,7 @@ type Part<K extends keyof StatusReadings> = { status(): Pick<StatusReadings, K> 
 /** The stages' parts of the status readings. */
 export interface StatusParts {
   store: Part<'buffer' | 'ingestRate' | 'recoveredFrom' | 'setAside' | 'gaps'>;
-  uplink: Part<'maxUnsentAgeMs' | 'health' | 'budget' | 'sync' | 'backfill'>;
+  uplink: Part<'maxUnsentAgeMs' | 'batchSize' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
   sources: Part<'sources' | 'sourceRates'>;
   reloads: Part<'config'>;
   surfaces: Part<'fleet'>;

@@ -42,3 +42,10 @@ export function describeSources(config: SourceSections): Map<string, SourceInfo>
   }
   return out;
 }
+
+/** Which source's configuration names a machine variable (the first one), from the inventory. */
+export function variableSourceLookup(inventory: ReadonlyMap<string, SourceInfo>): (variable: string) => string | null {
+  const by = new Map<string, string>();
+  for (const [name, info] of inventory) for (const v of info.variables) if (!by.has(v)) by.set(v, name);
+  return (variable) => by.get(variable) ?? null;
+}

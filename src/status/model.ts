@@ -4,6 +4,7 @@ import type { SourceStatus } from '../core/source.js';
 import type { BackfillStats } from '../uplink/backfill.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
 import type { SyncSender } from '../uplink/sync-sender.js';
+import type { UnknownVariablesSnapshot } from '../uplink/unknown-variables.js';
 import type { UplinkCondition, UplinkHealth } from '../uplink/uplink-health.js';
 
 /**
@@ -59,6 +60,11 @@ export interface GatewayStatus {
     requests_last_minute: number;
     freshest_delivered_age_s: number | null;
     sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number; oldest_first_batches: number };
+    /**
+     * Machine variables the service refuses as unknown (issue 24 §1): their samples are set aside,
+     * the rest is delivered. Not an outage: the condition stays `ok`.
+     */
+    unknown_variables: UnknownVariablesSnapshot;
   };
   /** Import-job backfill. */
   backfill: BackfillStats;
@@ -67,6 +73,8 @@ export interface GatewayStatus {
   gaps?: { open: number; recent: GapView[]; annotate: boolean };
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
+  /** Whether delivery keeps up with ingest, the sync path's capacity, import jobs, the drain estimate (issue 24 §1). */
+  delivery: DeliveryOutlook;
   annotations?: Record<string, unknown>;
   /** The plant broker link and the shared request budget (fleet.mqtt, uplink.budget_sharing). */
   fleet?: { broker: FleetBrokerStatus; budget_sharing: SharingStatus | null };
@@ -118,15 +126,81 @@ export interface StatusReadings {
   gaps: { open: number; recent: GapView[]; annotate: boolean };
   /** uplink.max_unsent_age in ms. */
   maxUnsentAgeMs: number;
+  /** uplink.batch_size. */
+  batchSize: number;
   health: ReturnType<UplinkHealth['snapshot']>;
   budget: { perMinute: number; usedLastMinute: number };
   sync: ReturnType<SyncSender['stats']>;
   backfill: BackfillStats;
+  unknownVariables: UnknownVariablesSnapshot;
   /** Null when the annotations section is absent (or while annotations start). */
   annotations: Record<string, unknown> | null;
   /** Null without fleet.mqtt. */
   fleet: { broker: FleetBrokerStatus; budget_sharing: SharingStatus | null } | null;
   config: ConfigStatus;
+}
+
+/** How delivery compares with ingest (issue 24 §1): what the Overview's Backlog card says. */
+export interface DeliveryOutlook {
+  /**
+   * idle: nothing waits. keeping_up: what waits is what the next batches take (less than a batch,
+   * or delivery matches ingest). draining: the backlog shrinks (drain_eta_s says when it is gone).
+   * growing: less is delivered than arrives. unknown: too early to say (no basis yet).
+   */
+  state: 'idle' | 'keeping_up' | 'draining' | 'growing' | 'unknown';
+  ingest_per_s: number;
+  /** Delivered per second recently, sync path and import jobs together. */
+  delivered_per_s: number;
+  /** What the sync path can carry at the request budget (its share of uplink.requests_per_minute × batch_size). */
+  sync_capacity_per_s: number;
+  /** Ingest is above what the sync path can carry: only import jobs can keep the backlog down. */
+  above_sync_capacity: boolean;
+  /**
+   * Import jobs, when ingest is above the sync path's capacity: off (uplink.backfill.enabled false),
+   * waiting (the backlog is below backfill.threshold_samples, so none runs yet), keeping_up or
+   * falling_behind (sync plus import deliveries against ingest); null when not above capacity.
+   */
+  import_jobs: 'off' | 'waiting' | 'keeping_up' | 'falling_behind' | null;
+  /** Seconds until the backlog is delivered, from what was delivered recently; null without a basis. */
+  drain_eta_s: number | null;
+  /** Why there is no estimate (null when there is one). */
+  no_estimate_because: string | null;
+}
+
+/** The drain estimate needs this much running time behind its delivery rate (the sync meter's window). */
+export const ESTIMATE_MIN_UPTIME_S = 10;
+/** ...and this many samples delivered per window: less is noise (14 samples after a restart gave "82 min"). */
+export const ESTIMATE_MIN_DELIVERED = 200;
+/** Delivery within this fraction of ingest is "keeping up", not a drain or a growth. */
+const BALANCE = 0.02;
+
+/**
+ * The delivery outlook, pure. The estimate rests on what was actually delivered recently (sync
+ * and import rates), never on the budget: without ESTIMATE_MIN_UPTIME_S of running time and
+ * ESTIMATE_MIN_DELIVERED samples delivered over the sync meter's 10 s window there is no basis
+ * and it is null. A backlog of less than one batch is what the next batch takes, not a drain.
+ */
+export function deliveryOutlook(r: { backlog: number; ingestRate: number; syncRate: number; importRate: number; syncCapacity: number; batchSize: number; uptimeS: number; backfillEnabled: boolean; thresholdSamples: number }): DeliveryOutlook {
+  const delivered = r.syncRate + r.importRate;
+  const aboveCapacity = r.ingestRate > r.syncCapacity;
+  const basis = r.uptimeS >= ESTIMATE_MIN_UPTIME_S && delivered * 10 >= ESTIMATE_MIN_DELIVERED;
+  let importJobs: DeliveryOutlook['import_jobs'] = null;
+  if (aboveCapacity) {
+    if (!r.backfillEnabled) importJobs = 'off';
+    else if (r.importRate === 0 && r.backlog < r.thresholdSamples) importJobs = 'waiting';
+    else importJobs = delivered >= r.ingestRate * (1 - BALANCE) ? 'keeping_up' : 'falling_behind';
+  }
+  const base = { ingest_per_s: r.ingestRate, delivered_per_s: delivered, sync_capacity_per_s: r.syncCapacity, above_sync_capacity: aboveCapacity, import_jobs: importJobs };
+  if (r.backlog === 0) return { ...base, state: 'idle', drain_eta_s: null, no_estimate_because: 'nothing waits' };
+  if (!basis) {
+    // Above capacity the backlog grows whatever was measured: say so rather than "unknown".
+    if (aboveCapacity && importJobs !== 'keeping_up') return { ...base, state: 'growing', drain_eta_s: null, no_estimate_because: 'ingest is above what the sync path can carry' };
+    return { ...base, state: 'unknown', drain_eta_s: null, no_estimate_because: r.uptimeS < ESTIMATE_MIN_UPTIME_S ? 'just started: nothing measured yet' : 'too little delivered recently to estimate' };
+  }
+  const drain = delivered - r.ingestRate;
+  if (drain < -BALANCE * r.ingestRate) return { ...base, state: 'growing', drain_eta_s: null, no_estimate_because: 'the backlog grows: less is delivered than arrives' };
+  if (r.backlog <= r.batchSize || drain <= BALANCE * Math.max(r.ingestRate, 1)) return { ...base, state: 'keeping_up', drain_eta_s: null, no_estimate_because: 'keeping up: what waits goes with the next batches' };
+  return { ...base, state: 'draining', drain_eta_s: r.backlog / drain, no_estimate_because: null };
 }
 
 /**
@@ -143,6 +217,17 @@ export function backlogEtaSeconds(r: { backlog: number; syncRate: number; import
 export function gatewayStatus(r: StatusReadings): GatewayStatus {
   const { buffer: b, sync: s, health: h, now } = r;
   const rate = s.ratePerSecond;
+  const outlook = deliveryOutlook({
+    backlog: b.rows,
+    ingestRate: r.ingestRate,
+    syncRate: rate,
+    importRate: r.backfill.rate_per_s,
+    syncCapacity: r.backfill.sync_capacity_per_s,
+    batchSize: r.batchSize,
+    uptimeS: (now - r.gateway.startedAt) / 1000,
+    backfillEnabled: r.backfill.enabled,
+    thresholdSamples: r.backfill.threshold_samples,
+  });
   return {
     gateway: {
       name: r.gateway.name,
@@ -189,11 +274,13 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       requests_last_minute: r.budget.usedLastMinute,
       freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
       sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal, oldest_first_batches: s.oldestFirstBatches },
+      unknown_variables: r.unknownVariables,
     },
     backfill: r.backfill,
     gaps: r.gaps,
     set_aside: { samples: r.setAside },
-    backlog_eta_s: backlogEtaSeconds({ backlog: b.rows, syncRate: rate, importRate: r.backfill.rate_per_s, ingestRate: r.ingestRate }),
+    backlog_eta_s: outlook.drain_eta_s,
+    delivery: outlook,
     ...(r.annotations ? { annotations: r.annotations } : {}),
     ...(r.fleet ? { fleet: r.fleet } : {}),
     config: r.config,

@@ -59,6 +59,8 @@ export interface BackfillStats {
   sync_only_ranges: number;
   backlog_at_start: number;
   threshold_samples: number;
+  /** Samples per second the sync path can carry at the current budget (its share of it). */
+  sync_capacity_per_s: number;
 }
 
 /**
@@ -162,6 +164,7 @@ export class BackfillManager {
       sync_only_ranges: this.o.buffer.syncOnlyRanges.length,
       backlog_at_start: this.backlogAtStart,
       threshold_samples: this.thresholdSamples,
+      sync_capacity_per_s: this.syncCapacityPerSecond,
     };
   }
 

@@ -12,6 +12,7 @@ import { describeResult, outcomeOf, type TrackingClient } from './client.js';
 import { MAX_JSON_BODY_BYTES } from './config.js';
 import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
+import { saysUnknownVariable, unknownVariableInMessage, type UnknownVariable, type UnknownVariables } from './unknown-variables.js';
 
 export interface SyncSenderOptions {
   buffer: SyncBuffer;
@@ -31,7 +32,21 @@ export interface SyncSenderOptions {
   maxUnsentAgeMs?: number;
   /** True while import jobs will take the oldest samples (then the sync path leaves them alone, I5). */
   importJobsTakeOldest?: () => boolean;
+  /** Machine variables the service does not know (issue 24 §1): their samples are set aside without a request. */
+  unknown?: UnknownVariables;
 }
+
+/** A sample the service refused (or would: its variable is unknown), with why. */
+interface Refusal {
+  row: BufferedRow;
+  reason: string;
+  requestId?: string;
+  /** Refused because its machine variable is unknown: never counted towards a systematic halt. */
+  unknown?: boolean;
+}
+
+/** Claim rounds per batch while unknown variables' samples are set aside to fill it with sendable ones. */
+const MAX_FILL_ROUNDS = 50;
 
 /** A batch whose every item the service refused, across this many variables, is a systematic refusal. */
 const SYSTEMATIC_MIN_ITEMS = 20;
@@ -51,6 +66,11 @@ type DeliverResult = 'ok' | 'stopped';
  *   items go to the set-aside table with the service's message, the rest is delivered. When every
  *   item of a large, mixed batch is refused the cause is systematic (wrong item_id_field, say), so
  *   nothing is set aside: delivery halts with an alert instead of emptying the buffer into set-aside.
+ * - 400 for an unknown machine variable (issue 24 §1): not systematic and not an outage. The named
+ *   variable joins `UnknownVariables` (which reads the catalog to find the others), its samples are
+ *   set aside and the rest of the batch is sent again at once; samples of known-unknown variables
+ *   are set aside at claim time without a request, so they take no budget and the batches carry
+ *   only variables the service accepts.
  * - 429, 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
  * - 401 after a fresh token, 403, 404: alert and pause for long; samples keep buffering.
  */
@@ -137,8 +157,34 @@ export class SyncSender {
     return buffer.claimNewest(batchSize);
   }
 
+  /**
+   * Claims up to `batchSize` rows whose variables are not known to be unknown; the samples of
+   * unknown variables met on the way are set aside at once (one transaction per round), so a
+   * batch is filled with what the service will take instead of carrying one sendable sample.
+   */
+  private claimSendable(batchSize: number): BufferedRow[] {
+    const unknown = this.o.unknown;
+    if (!unknown || unknown.count === 0) return this.claim(batchSize);
+    unknown.tick();
+    const out: BufferedRow[] = [];
+    for (let round = 0; round < MAX_FILL_ROUNDS && out.length < batchSize; round++) {
+      const rows = this.claim(batchSize - out.length);
+      if (rows.length === 0) break;
+      const refused: Refusal[] = [];
+      for (const row of rows) {
+        const u = unknown.lookup(row.variable);
+        if (u) refused.push(unknownRefusal(row, u));
+        else out.push(row);
+      }
+      this.setAsideRefused(refused);
+    }
+    return out;
+  }
+
   private async loop(): Promise<void> {
     const { buffer, batchSize, flushIntervalMs, maxInFlight, clock } = this.o;
+    /** A budget slot taken for a batch whose claimed rows all turned out unknown: kept for the next. */
+    let slot = false;
     while (!this.stopping) {
       try {
         // Not ready(): that is for the request itself, which may be the one probe (uplink-health.ts).
@@ -166,14 +212,16 @@ export class SyncSender {
         }
         // The budget slot first, the rows second: rows claimed before a wait in the budget's queue
         // were as old as that wait when they left (2–3 s at 2 requests/s with four batches queued).
-        await this.o.client.reserve('data', this.abort.signal);
+        if (!slot) await this.o.client.reserve('data', this.abort.signal);
+        slot = true;
         if (this.stopping) break;
-        const rows = this.claim(batchSize);
+        const rows = this.claimSendable(batchSize);
         if (rows.length === 0) {
           await this.wake.wait(100);
           continue;
         }
         this.partialSince = null;
+        slot = false;
         this.inflight += 1;
         void this.deliverBatch(rows, true).finally(() => {
           this.inflight -= 1;
@@ -190,7 +238,7 @@ export class SyncSender {
 
   /** Delivers one claimed batch, isolating bad items; every row ends acked, set aside or released. */
   private async deliverBatch(rows: BufferedRow[], reserved: boolean): Promise<void> {
-    const refused: Array<{ row: BufferedRow; reason: string; requestId?: string }> = [];
+    const refused: Refusal[] = [];
     let result: DeliverResult;
     try {
       result = await this.deliver(rows, refused, reserved);
@@ -211,28 +259,55 @@ export class SyncSender {
       this.o.buffer.release(refused.map((r) => r.row));
       return;
     }
+    this.setAsideRefused(refused);
+  }
+
+  /** Sets refused samples aside, grouped by reason in one transaction, and logs (throttled). */
+  private setAsideRefused(refused: Refusal[]): void {
+    if (refused.length === 0) return;
+    const groups = new Map<string, { rows: BufferedRow[]; info: { path: 'sync'; reason: string; requestId?: string } }>();
     for (const r of refused) {
-      this.o.buffer.setAside([r.row], { path: 'sync', reason: r.reason, requestId: r.requestId });
+      const g = groups.get(r.reason);
+      if (g) g.rows.push(r.row);
+      else groups.set(r.reason, { rows: [r.row], info: { path: 'sync', reason: r.reason, requestId: r.requestId } });
     }
+    this.o.buffer.setAsideGroups([...groups.values()]);
     this.setAsideTotal += refused.length;
     this.o.metrics.uplinkSetAsideSamples.inc({ path: 'sync' }, refused.length);
+    // Unknown variables have their own line (unknown-variables.ts), one a minute, not one per batch.
+    const other = refused.filter((r) => !r.unknown);
+    if (other.length === 0) return;
     this.throttle.warn(
-      `set_aside:${refused[0].reason}`,
-      { count: refused.length, variables: [...new Set(refused.map((r) => r.row.variable))].slice(0, 10), reason: refused[0].reason },
+      `set_aside:${other[0].reason}`,
+      { count: other.length, variables: [...new Set(other.map((r) => r.row.variable))].slice(0, 10), reason: other[0].reason },
       'the tracking service refused samples; they are set aside (edge-gateway set-aside list)',
     );
   }
 
-  private isSystematic(batchSize: number, refused: Array<{ row: BufferedRow }>): boolean {
+  /** Unknown variables are refusals of those variables, never a sign of a systematic problem (issue 24 §1). */
+  private isSystematic(batchSize: number, refused: Refusal[]): boolean {
     if (refused.length < batchSize || batchSize < SYSTEMATIC_MIN_ITEMS) return false;
+    if (refused.some((r) => r.unknown)) return false;
     return new Set(refused.map((r) => r.row.variable)).size >= SYSTEMATIC_MIN_VARIABLES;
   }
 
   /** `reserved`: the first request may use the budget slot the loop took for this batch. */
-  private async deliver(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>, reserved = false): Promise<DeliverResult> {
+  private async deliver(rows: BufferedRow[], refused: Refusal[], reserved = false): Promise<DeliverResult> {
     if (this.stopping && this.abort.signal.aborted) {
       this.o.buffer.release(rows);
       return 'stopped';
+    }
+    const unknown = this.o.unknown;
+    if (unknown && unknown.count > 0) {
+      // Found unknown since this batch was claimed (another batch's refusal, the catalog).
+      const pass: BufferedRow[] = [];
+      for (const row of rows) {
+        const u = unknown.lookup(row.variable);
+        if (u) refused.push(unknownRefusal(row, u));
+        else pass.push(row);
+      }
+      if (pass.length === 0) return 'ok';
+      rows = pass;
     }
     const body = serializeBatch(rows, this.o.itemIdField);
     if (Buffer.byteLength(body) > MAX_JSON_BODY_BYTES && rows.length > 1) {
@@ -265,13 +340,27 @@ export class SyncSender {
           return 'ok';
         }
         return this.deliverHalves(rows, refused);
-      case 'isolate':
+      case 'isolate': {
         this.o.health.success();
+        const message = r.error?.message;
+        const named = unknownVariableInMessage(message);
+        if (unknown && message && named && rows[named.index]?.variable === named.variable) {
+          // The 400 names the unknown variable: take all its samples out and send the rest at once.
+          const u = unknown.refused(named.variable, message, r.requestId);
+          const rest: BufferedRow[] = [];
+          for (const row of rows) {
+            if (row.variable === named.variable) refused.push(unknownRefusal(row, u));
+            else rest.push(row);
+          }
+          return rest.length === 0 ? 'ok' : this.deliver(rest, refused);
+        }
         if (rows.length === 1) {
-          refused.push({ row: rows[0], reason: r.error?.message || describeResult(r), requestId: r.requestId });
+          if (unknown && saysUnknownVariable(message)) refused.push(unknownRefusal(rows[0], unknown.refused(rows[0].variable, message!, r.requestId)));
+          else refused.push({ row: rows[0], reason: message || describeResult(r), requestId: r.requestId });
           return 'ok';
         }
         return this.deliverHalves(rows, refused);
+      }
       default:
         this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r), ticket);
         this.o.buffer.release(rows);
@@ -279,7 +368,7 @@ export class SyncSender {
     }
   }
 
-  private async deliverHalves(rows: BufferedRow[], refused: Array<{ row: BufferedRow; reason: string; requestId?: string }>, reserved = false): Promise<DeliverResult> {
+  private async deliverHalves(rows: BufferedRow[], refused: Refusal[], reserved = false): Promise<DeliverResult> {
     const mid = Math.ceil(rows.length / 2);
     const first = rows.slice(0, mid);
     const second = rows.slice(mid);
@@ -299,6 +388,11 @@ export class SyncSender {
     this.o.metrics.uplinkDeliveredSamples.inc({ path: 'sync' }, rows.length);
     this.o.metrics.uplinkFreshestAge.set(Math.max(0, (this.o.clock.now() - max) / 1000));
   }
+}
+
+/** The set-aside entry of a sample whose machine variable the service does not know. */
+function unknownRefusal(row: BufferedRow, u: UnknownVariable): Refusal {
+  return { row, reason: `unknown machine variable: ${u.message}`, requestId: u.requestId, unknown: true };
 }
 
 /** `{"items": [...]}` with ISO 8601 UTC timestamps with milliseconds (CONTRACT.md batch ITEM). */

@@ -19,6 +19,12 @@ export function fmtAge(ms: number | null | undefined): string {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
+/** How long ago, as a phrase: `just now`, `42 s ago` (never "now ago", issue 24 §1). */
+export function fmtAgo(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '–';
+  return ms < 1000 ? 'just now' : `${fmtAge(ms)} ago`;
+}
+
 /** A duration in seconds: `42 s`, `7 min`, `2 h 05 min`. */
 export function fmtDuration(s: number | null | undefined): string {
   if (s === null || s === undefined || !Number.isFinite(s)) return '–';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backlogEtaSeconds, gatewayStatus, type StatusReadings } from '../../src/status/model.js';
+import { backlogEtaSeconds, deliveryOutlook, gatewayStatus, type StatusReadings } from '../../src/status/model.js';
 
 const readings = (): StatusReadings => ({
   now: Date.parse('2026-11-22T06:10:00.000Z'),
@@ -17,10 +17,12 @@ const readings = (): StatusReadings => ({
   setAside: 3,
   gaps: { open: 0, recent: [], annotate: false },
   maxUnsentAgeMs: 600_000,
+  batchSize: 200,
+  unknownVariables: { count: 0, examples: [], by_source: {}, catalog_read_at: null, catalog_error: null },
   health: { condition: 'ok', reason: '', since: Date.parse('2026-11-22T06:00:00.000Z'), resumeInMs: 0, consecutiveFailures: 0 },
   budget: { perMinute: 1_500, usedLastMinute: 40 },
   sync: { inflightBatches: 1, deliveredTotal: 3_800, setAsideTotal: 3, ratePerSecond: 80, freshestDeliveredTs: Date.parse('2026-11-22T06:09:58.000Z'), oldestFirstBatches: 0 },
-  backfill: { rate_per_s: 0 } as StatusReadings['backfill'],
+  backfill: { rate_per_s: 0, enabled: true, threshold_samples: 405_000, sync_capacity_per_s: 4_200 } as StatusReadings['backfill'],
   annotations: null,
   fleet: null,
   config: { path: null, loaded_at: '2026-11-22T06:00:00.000Z', reloads_applied: 0, reloads_refused: 0, last_reload: null },
@@ -46,5 +48,46 @@ describe('status model', () => {
     expect(backlogEtaSeconds({ backlog: 0, syncRate: 80, importRate: 0, ingestRate: 0 })).toBeNull();
     expect(backlogEtaSeconds({ backlog: 100, syncRate: 20, importRate: 0, ingestRate: 20 })).toBeNull();
     expect(backlogEtaSeconds({ backlog: 100, syncRate: 10, importRate: 15, ingestRate: 5 })).toBe(5);
+  });
+
+  // Issue 24 §1: "nothing to drain" while the backlog climbed, and "82 min" for 14 samples after a restart.
+  const outlook = (o: Partial<Parameters<typeof deliveryOutlook>[0]>) =>
+    deliveryOutlook({ backlog: 0, ingestRate: 0, syncRate: 0, importRate: 0, syncCapacity: 4_200, batchSize: 200, uptimeS: 600, backfillEnabled: true, thresholdSamples: 405_000, ...o });
+
+  it('says when ingest is above the sync path\'s capacity, and whether import jobs keep up', () => {
+    // 5,000 variables at 1 Hz against 1,400 requests/min × 200 (× 0.9): 4,200/s.
+    const below = outlook({ backlog: 60_000, ingestRate: 5_000, syncRate: 4_150 });
+    expect(below).toMatchObject({ state: 'growing', above_sync_capacity: true, import_jobs: 'waiting', drain_eta_s: null });
+    expect(below.no_estimate_because).toMatch(/grows/);
+    expect(outlook({ backlog: 600_000, ingestRate: 5_000, syncRate: 4_150, importRate: 3_000 })).toMatchObject({ state: 'draining', import_jobs: 'keeping_up' });
+    expect(outlook({ backlog: 600_000, ingestRate: 5_000, syncRate: 4_150, importRate: 200 })).toMatchObject({ state: 'growing', import_jobs: 'falling_behind' });
+    expect(outlook({ backlog: 60_000, ingestRate: 5_000, syncRate: 4_150, backfillEnabled: false })).toMatchObject({ state: 'growing', import_jobs: 'off' });
+    // Right after a start above capacity: no measurement yet, but growing all the same.
+    expect(outlook({ backlog: 3_000, ingestRate: 5_000, syncRate: 0, uptimeS: 3 })).toMatchObject({ state: 'growing', above_sync_capacity: true, drain_eta_s: null });
+    expect(outlook({ backlog: 500, ingestRate: 20, syncRate: 20 }).above_sync_capacity).toBe(false);
+    expect(outlook({ backlog: 500, ingestRate: 20, syncRate: 20 }).import_jobs).toBeNull();
+  });
+
+  it('estimates the drain only from what was delivered recently; no basis gives null, not "82 min"', () => {
+    // 14 samples after a restart: nothing measured yet.
+    expect(outlook({ backlog: 14, ingestRate: 20, syncRate: 0.003, uptimeS: 4 })).toMatchObject({ state: 'unknown', drain_eta_s: null });
+    // Running a while but next to nothing delivered: still no basis.
+    expect(outlook({ backlog: 14, ingestRate: 0.1, syncRate: 0.103 })).toMatchObject({ state: 'unknown', drain_eta_s: null });
+    // Caught up: what waits is the next batch, at delivery ≈ ingest; not a drain of 82 minutes.
+    const caughtUp = outlook({ backlog: 14, ingestRate: 20, syncRate: 20.003 });
+    expect(caughtUp).toMatchObject({ state: 'keeping_up', drain_eta_s: null });
+    expect(outlook({ backlog: 5_000, ingestRate: 20, syncRate: 20.1 })).toMatchObject({ state: 'keeping_up', drain_eta_s: null });
+    // A real drain: 12,000 waiting, 80/s delivered, 20/s arriving: 200 s.
+    expect(outlook({ backlog: 12_000, ingestRate: 20, syncRate: 80 })).toMatchObject({ state: 'draining', drain_eta_s: 200, no_estimate_because: null });
+    expect(outlook({ backlog: 0, ingestRate: 20, syncRate: 20 })).toMatchObject({ state: 'idle', drain_eta_s: null });
+  });
+
+  it('carries the outlook and the unknown variables into the status', () => {
+    const r = readings();
+    r.unknownVariables = { count: 2, examples: [{ variable: 'mvr_x', source: 'gen', message: 'unknown machine variable "mvr_x"', since: '2026-11-22T06:05:00.000Z', via: 'refusal' }], by_source: { gen: 2 }, catalog_read_at: null, catalog_error: null };
+    const st = gatewayStatus(r);
+    expect(st.delivery).toMatchObject({ state: 'draining', above_sync_capacity: false, import_jobs: null });
+    expect(st.backlog_eta_s).toBe(st.delivery.drain_eta_s);
+    expect(st.uplink.unknown_variables.count).toBe(2);
   });
 });

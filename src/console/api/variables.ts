@@ -16,6 +16,11 @@ export interface VariableRow {
   machine: string | null;
   /** Named in the configuration (false: only seen, under the name the device sent). */
   mapped: boolean;
+  /**
+   * Reported only on change (MQTT, OPC UA subscriptions; variables only seen, never mapped, come
+   * from MQTT's open-ended subscriptions): an old value is current, never stale (issue 24 §1).
+   */
+  on_change: boolean;
   value: number | null;
   /** Unit of the value, from the organisation's catalog (the configuration has none); null: none given or not read yet. */
   unit: string | null;

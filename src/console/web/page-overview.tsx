@@ -1,7 +1,7 @@
 import { h, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { GatewayStatus, OverviewResponse, RefusalRecord } from '../api/live.js';
-import { fmtAge, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
+import { fmtAge, fmtAgo, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
 import { api, messageOf, STATE_CLASS } from './lib.js';
 import { useStore } from './store.js';
 import { Chart } from './charts.js';
@@ -17,20 +17,75 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   const out: Problem[] = [];
   if (!st) return out;
   for (const s of st.sources) {
-    if (s.state === 'disconnected' || s.state === 'stopped') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down since ${fmtAge(Date.now() - s.since)}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
-    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${s.lastError ? `: ${s.lastError.message}` : ''}`, href: '#/sources' });
+    // "Down" from when it stopped being connected, not from its latest retry (issue 24 §1).
+    const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
+    const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
+    if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Date.now() - down)} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
+    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${error}`, href: '#/sources' });
   }
   if (!st.buffer.writable) out.push({ level: 'bad', text: `The buffer cannot be written (${st.buffer.last_write_error?.code ?? 'error'}): new samples are not kept.` });
   if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
   if (st.uplink.condition === 'auth_failed' || st.uplink.condition === 'halted') out.push({ level: 'bad', text: `The tracking service refuses the gateway: ${st.uplink.reason}` });
   else if (st.uplink.condition !== 'ok') out.push({ level: 'warn', text: `Uplink ${st.uplink.condition}: ${st.uplink.reason}` });
-  if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
+  const unknown = st.uplink.unknown_variables;
+  if (unknown && unknown.count > 0) out.push({ level: 'bad', text: unknownVariablesProblem(unknown, st.set_aside.samples), href: '#/set-aside' });
+  else if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
+  const d = st.delivery;
+  if (d && d.above_sync_capacity) out.push({ level: d.import_jobs === 'keeping_up' ? 'warn' : 'bad', text: capacityText(d) });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
   const reasons: Record<string, number> = {};
   for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
   for (const [reason, n] of Object.entries(reasons)) out.push({ level: 'warn', text: `Recent values refused: ${reason.replace(/_/g, ' ')} (${n} of the last refusals).`, href: '#/variables' });
   if (st.config.last_reload?.outcome === 'refused') out.push({ level: 'warn', text: `The last configuration change was refused: ${(st.config.last_reload.problems ?? []).join('; ')}` });
   return out;
+}
+
+/**
+ * Issue 24 §1: one problem for every unknown variable, naming a few, their sources and what the
+ * service said; their samples are set aside (the uplink itself is fine: the rest is delivered).
+ */
+export function unknownVariablesProblem(u: GatewayStatus['uplink']['unknown_variables'], setAside: number): string {
+  const shown = u.examples.slice(0, 3).map((e) => e.variable);
+  const names = `${shown.join(', ')}${u.count > shown.length ? ', …' : ''}`;
+  const sources = Object.entries(u.by_source)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${fmtNum(n)} from ${name}`)
+    .join(', ');
+  const said = u.examples[0] ? `; the service said: ${u.examples[0].message}` : '';
+  const word = u.count === 1 ? 'variable is' : 'variables are';
+  return `${fmtNum(u.count)} ${word} unknown to the organisation's catalog: ${names}; fix the mapping or create them (${sources}${said}). Their samples are set aside (${fmtNum(setAside)} so far); the others are delivered.`;
+}
+
+type Delivery = GatewayStatus['delivery'];
+
+const IMPORT_JOBS: Record<NonNullable<Delivery['import_jobs']>, string> = {
+  off: 'import jobs are off (uplink.backfill.enabled), so the backlog grows until ingest falls',
+  waiting: 'import jobs start when the backlog reaches uplink.backfill.threshold',
+  keeping_up: 'import jobs keep up',
+  falling_behind: 'import jobs do not keep up',
+};
+
+/** Issue 24 §1: ingest above what the sync path can carry, and whether import jobs keep up. */
+export function capacityText(d: Delivery): string {
+  return `Ingest (${fmtNum(d.ingest_per_s)} samples/s) is above the sync path's capacity (${fmtNum(d.sync_capacity_per_s)} samples/s at the request budget); ${d.import_jobs ? IMPORT_JOBS[d.import_jobs] : ''}.`;
+}
+
+/** The Backlog card's two lines: the estimate (or "–") and what it rests on. */
+export function backlogLines(st: GatewayStatus): { big: string; line: string } {
+  const d = st.delivery;
+  if (!d) return { big: st.backlog_eta_s === null ? '–' : fmtDuration(st.backlog_eta_s), line: '' };
+  switch (d.state) {
+    case 'idle':
+      return { big: 'empty', line: 'nothing waits' };
+    case 'draining':
+      return { big: fmtDuration(d.drain_eta_s ?? 0), line: `to drain at what was delivered recently (${fmtNum(d.delivered_per_s)}/s, ${fmtNum(d.ingest_per_s)}/s arriving)` };
+    case 'keeping_up':
+      return { big: '–', line: `keeping up: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+    case 'growing':
+      return { big: '–', line: `growing: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+    default:
+      return { big: '–', line: `no estimate yet: ${d.no_estimate_because ?? ''}` };
+  }
 }
 
 export function Overview() {
@@ -97,6 +152,7 @@ export function Overview() {
           </div>
           <div class="muted">
             {fmtNum(u.sync.rate_per_s)} samples/s · delivered {fmtNum(u.sync.delivered_total)}
+            {u.unknown_variables && u.unknown_variables.count > 0 ? <span data-testid="uplink-unknown"> · {fmtNum(u.unknown_variables.count)} variables refused as unknown</span> : ''}
           </div>
           <div class="bar">
             <div style={`width:${Math.min(100, (100 * u.requests_last_minute) / u.budget_per_minute).toFixed(1)}%`}></div>
@@ -107,8 +163,9 @@ export function Overview() {
         </section>
         <section class="card kpi">
           <h3>Backlog</h3>
-          <div class="big">{st.backlog_eta_s === null ? (b.samples === 0 ? 'empty' : '–') : fmtDuration(st.backlog_eta_s)}</div>
-          <div class="muted">{st.backlog_eta_s === null ? 'nothing to drain' : 'to drain at the current rates'}</div>
+          <div class="big" data-testid="backlog-eta">{backlogLines(st).big}</div>
+          <div class="muted" data-testid="backlog-line">{backlogLines(st).line}</div>
+          {st.delivery?.above_sync_capacity ? <div class="muted small" data-testid="backlog-capacity">{capacityText(st.delivery)}</div> : ''}
           <div class="muted small">
             import jobs in flight {st.backfill.jobs_in_flight ?? 0} · set aside {fmtNum(st.set_aside.samples)} · 429s {ov ? fmtNum(ov.rate_limited_total) : '–'}
           </div>
@@ -146,8 +203,8 @@ export function Overview() {
                 <td class="num">{fmtNum(rates[x.name] ?? 0)}</td>
                 <td class="num">{fmtNum(x.samplesRead)}</td>
                 <td class="num">{fmtNum(Object.values(x.samplesRefused).reduce((a, c) => a + c, 0))}</td>
-                <td>{x.lastSampleAt ? `${fmtAge(Date.now() - x.lastSampleAt)} ago` : '–'}</td>
-                <td class="err-cell">{x.lastError ? <span title={fmtTime(x.lastError.at)}>{x.lastError.message}</span> : ''}</td>
+                <td>{x.lastSampleAt ? fmtAgo(Date.now() - x.lastSampleAt) : '–'}</td>
+                <td class="err-cell">{x.lastError ? <span title={x.lastError.code}>{fmtTime(x.lastError.at)}: {x.lastError.message}</span> : ''}</td>
               </tr>
             ))}
           </tbody>

@@ -126,8 +126,8 @@ export function Sources() {
               <span>since last sample</span>
             </div>
             <div>
-              <b>{fmtAge(Date.now() - x.since)}</b>
-              <span>in this state</span>
+              <b>{fmtAge(Date.now() - (x.downSince ?? x.since))}</b>
+              <span data-testid={`state-age-${x.name}`}>{x.downSince !== null && x.downSince !== undefined ? `down (since ${fmtTime(x.downSince)})` : 'in this state'}</span>
             </div>
           </div>
           {hints(x)}

@@ -5,9 +5,9 @@ import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
 import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
+import { isStale } from './staleness.js';
 
 const ROW = 34;
-const STALE_MS = 60_000;
 
 type Filter = 'all' | 'stale' | 'refused' | 'set_aside';
 
@@ -49,14 +49,14 @@ export function Variables() {
     if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
     if (source && v.source !== source) return false;
     if (machine && v.machine !== machine) return false;
-    if (filter === 'stale' && v.ts !== null && now - v.ts < STALE_MS) return false;
+    if (filter === 'stale' && !isStale(v, now)) return false;
     if (filter === 'refused' && refusedTotal(v) === 0) return false;
     if (filter === 'set_aside' && !v.set_aside) return false;
     return true;
   });
   const first = Math.max(0, Math.floor(top / ROW) - 5);
   const last = Math.min(rows.length, first + Math.ceil(height / ROW) + 10);
-  const stale = vars.filter((v) => v.ts === null || now - v.ts >= STALE_MS).length;
+  const stale = vars.filter((v) => isStale(v, now)).length;
   const refused = vars.filter((v) => refusedTotal(v) > 0).length;
   if (s.varsError && !s.vars) return <div class="empty">{s.varsError}</div>;
   if (!s.vars) return <div class="empty">Loading variables…</div>;
@@ -131,7 +131,7 @@ export function Variables() {
                 {fmtNum(v.value)}
                 {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
               </span>
-              <span class={`num ${v.ts !== null && now - v.ts >= STALE_MS ? 'stale' : ''}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
+              <span class={`num ${v.ts !== null && isStale(v, now) ? 'stale' : ''}`} data-testid={`age-${v.id}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
               <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
               <span class="ellipsis" data-testid={`refused-${v.id}`}>
                 {v.refused

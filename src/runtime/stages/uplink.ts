@@ -8,6 +8,7 @@ import { RequestBudget } from '../../uplink/budget.js';
 import { TrackingClient } from '../../uplink/client.js';
 import type { ServiceConfig, UplinkConfig } from '../../uplink/config.js';
 import { SyncSender } from '../../uplink/sync-sender.js';
+import { UnknownVariables } from '../../uplink/unknown-variables.js';
 import { UplinkHealth } from '../../uplink/uplink-health.js';
 import type { RuntimeServices, Stage } from './stage.js';
 import type { StoreStage } from './store.js';
@@ -26,9 +27,11 @@ export interface UplinkStage extends Stage {
   readonly client: TrackingClient;
   readonly sync: SyncSender;
   readonly backfill: BackfillManager;
+  /** Machine variables the service does not know (issue 24 §1). */
+  readonly unknown: UnknownVariables;
   /** Starts sending: the sync path and import jobs (after every stage is assembled, so a fleet budget share is in force first). */
   open(): void;
-  status(): Pick<StatusReadings, 'maxUnsentAgeMs' | 'health' | 'budget' | 'sync' | 'backfill'>;
+  status(): Pick<StatusReadings, 'maxUnsentAgeMs' | 'batchSize' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
 }
 
 /**
@@ -42,6 +45,12 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
   const budget = new RequestBudget(uplink.requests_per_minute, clock, metrics);
   const health = (deps.makeHealth ?? ((c, l, m) => new UplinkHealth(c, l, m)))(clock, logger.child({ component: 'uplink' }), metrics);
   const client = new TrackingClient({ service, budget, metrics, logger: logger.child({ component: 'client' }), clock, connections: uplink.max_in_flight + 4 });
+  const unknown = new UnknownVariables({
+    clock,
+    logger: logger.child({ component: 'sync' }),
+    // Every page of the organisation's machine variables (§4.10, §8); ahead of data in the budget.
+    readCatalog: async (signal) => new Set((await client.listAll('machine_variables', {}, signal)).map((v) => v.id)),
+  });
   const sync = new SyncSender({
     buffer,
     client,
@@ -55,6 +64,7 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     clock,
     maxUnsentAgeMs: uplink.max_unsent_age,
     importJobsTakeOldest: () => backfill.takesOldest(),
+    unknown,
   });
   const backfill = new BackfillManager({
     buffer,
@@ -81,19 +91,23 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     client,
     sync,
     backfill,
+    unknown,
     open() {
       sync.start();
       backfill.start();
     },
     status: () => ({
       maxUnsentAgeMs: uplink.max_unsent_age,
+      batchSize: uplink.batch_size,
       health: health.snapshot(),
       budget: { perMinute: budget.perMinute, usedLastMinute: budget.usedLastMinute() },
       sync: sync.stats(),
       backfill: backfill.stats(),
+      unknownVariables: unknown.snapshot(),
     }),
     async stop() {
       unbindEta();
+      unknown.stop();
       await Promise.all([sync.stop(3_000), backfill.stop()]);
       budget.close();
       await client.close();

@@ -1,0 +1,100 @@
+import { Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/core/logger.js';
+import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { itemMessage, unknownVariableInMessage } from '../../src/uplink/unknown-variables.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { holdsFor, waitFor } from '../helpers/wait.js';
+
+/**
+ * Issue 24 §1: batches refused (400) because some machine variables are unknown to the service.
+ * The emulator's fixture knows mvr_gen_1..20; a generator maps mvr_gen_1..500, so 480 are unknown.
+ * Before: the uplink flapped halted/resumed, thousands of batches were refused, nothing was
+ * delivered or set aside, and /status said "ok".
+ */
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+function capture() {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+      cb();
+    },
+  });
+  return { logger: createLogger({ level: 'info', format: 'json', destination: stream }), lines };
+}
+
+const KNOWN = new Set(DEMO_FIXTURE.machine_variables.map((v) => v.id));
+
+describe('a batch refused for unknown machine variables (issue 24 §1)', () => {
+  it('parses the [A] 400 message that names the unknown item', () => {
+    expect(unknownVariableInMessage('items[17].machine_variable_id: unknown machine variable "mvr_x"')).toEqual({ index: 17, variable: 'mvr_x' });
+    expect(unknownVariableInMessage('items[0].value: "a" is not a number')).toBeNull();
+    expect(itemMessage('items[17].machine_variable_id: unknown machine variable "mvr_x"')).toBe('machine_variable_id: unknown machine variable "mvr_x"');
+  });
+
+  it('500 mapped variables, 480 unknown: known ones delivered, unknown named and set aside, one problem, no flapping', async () => {
+    const emu: EmulatorHandle = await startEmulator({ port: 0 });
+    cleanup.push(() => emu.close());
+    const { logger, lines } = capture();
+    const gw: TestGateway = await startTestGateway(emu, { generator: [{ name: 'gen', variables: { prefix: 'mvr_gen_', count: 500 }, interval: 1000 }] }, { logger });
+    cleanup.push(() => gw.destroy());
+
+    // Uplink condition transitions, sampled every 5 ms besides the log lines below.
+    let transitions = 0;
+    let last = gw.handle.health.condition;
+    const watch = setInterval(() => {
+      const c = gw.handle.health.condition;
+      if (c !== last) transitions++;
+      last = c;
+    }, 5);
+    cleanup.push(async () => clearInterval(watch));
+
+    const started = performance.now();
+    const st = await waitFor(
+      () => {
+        const s = gw.handle.status();
+        return s.uplink.unknown_variables?.count === 480 ? s : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 50, what: '480 unknown variables identified' },
+    );
+    const identifiedInS = (performance.now() - started) / 1000;
+    expect(identifiedInS).toBeLessThan(20);
+    // Which variable, which source, what the service said.
+    const ex = st.uplink.unknown_variables.examples[0];
+    expect(KNOWN.has(ex.variable)).toBe(false);
+    expect(ex.source).toBe('gen');
+    expect(st.uplink.unknown_variables.by_source).toEqual({ gen: 480 });
+    expect(st.uplink.unknown_variables.examples.some((e) => /unknown machine variable "mvr_gen_\d+"/.test(e.message))).toBe(true);
+
+    // The known variables are delivered, and keep being delivered.
+    await waitFor(() => [...KNOWN].filter((v) => v.startsWith('mvr_gen_')).every((v) => (emu.valueCounts()[v] ?? 0) >= 3), { timeoutMs: 30_000, what: 'known variables delivered 3 times each' });
+    const counts = emu.valueCounts();
+    for (const v of Object.keys(counts)) expect(KNOWN.has(v), `${v} stored upstream`).toBe(true);
+
+    // The unknown ones are set aside, each with the service's message; nothing piles up in the buffer.
+    await waitFor(() => gw.handle.status().set_aside.samples >= 480 * 3, { timeoutMs: 30_000, what: 'three rounds of unknown samples set aside' });
+    const rows = gw.handle.buffer.setAsideStore.list({ limit: 2000 });
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(KNOWN.has(r.variable!)).toBe(false);
+      expect(r.reason).toMatch(/unknown machine variable/);
+    }
+    await holdsFor(() => gw.handle.buffer.stats().rows < 2_000, { forMs: 3_000, intervalMs: 100, what: 'the buffer does not grow with unknown samples' });
+
+    // Ends quickly: a handful of refused batches, not thousands; the uplink stays ok.
+    const batch = emu.stats().requests['POST /machine-data/batch'] ?? {};
+    expect(batch['400'] ?? 0).toBeLessThan(60);
+    expect(gw.handle.status().uplink.condition).toBe('ok');
+    expect(transitions).toBe(0);
+    expect(lines.filter((l) => /delivery resumes|delivery stops/.test(String(l.msg)))).toEqual([]);
+    // One log line for the unknown variables (throttled to one a minute), not one per batch.
+    const unknownLines = lines.filter((l) => /unknown to the organisation's catalog/.test(String(l.msg)));
+    expect(unknownLines.length).toBe(1);
+    expect(String(unknownLines[0].msg)).not.toContain('secret');
+  }, 90_000);
+});
