@@ -91,9 +91,9 @@ export interface Proc {
  * compiled dist/cli.js when it exists (what users run; the tsx loader would add its own thread and
  * memory to the figures), else the TypeScript sources through tsx.
  */
-export async function startCli(args: string[], readyText: RegExp, env: Record<string, string> = {}): Promise<Proc> {
+export async function startCli(args: string[], readyText: RegExp, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<Proc> {
   const useDist = existsSync(join(ROOT, 'dist', 'cli.js')) && process.env.BENCH_FROM_SOURCES !== '1';
-  const argv = useDist ? [join(ROOT, 'dist', 'cli.js'), ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args];
+  const argv = [...nodeArgs, ...(useDist ? [join(ROOT, 'dist', 'cli.js'), ...args] : ['--import', 'tsx', join(ROOT, 'src', 'cli.ts'), ...args])];
   // Launched as the container image launches it (NODE_OPTIONS there: a small young generation).
   const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: `--max-semi-space-size=2 ${process.env.NODE_OPTIONS ?? ''}`.trim(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -139,11 +139,11 @@ export async function startEmulatorProcess(opts: { port: number; rateLimit?: num
   return { ...p, base: `http://127.0.0.1:${opts.port}` };
 }
 
-/** A gateway in its own process with a config written from `config`. */
-export async function startGatewayProcess(config: Record<string, unknown>, dir: string): Promise<Proc> {
+/** A gateway in its own process with a config written from `config`; `nodeArgs` go to node itself (--cpu-prof is not allowed in NODE_OPTIONS). */
+export async function startGatewayProcess(config: Record<string, unknown>, dir: string, nodeArgs: string[] = []): Promise<Proc> {
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify(config));
-  return startCli(['run', '--config', file], /gateway started/);
+  return startCli(['run', '--config', file], /gateway started/, {}, nodeArgs);
 }
 
 export async function getJson<T>(url: string): Promise<T> {

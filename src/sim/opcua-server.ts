@@ -54,6 +54,12 @@ export interface OpcuaSimulatorOptions {
    * fresh temp folder.
    */
   pkiDir?: string;
+  /**
+   * Server.ServerCapabilities.OperationLimits (Part 5 §6.3.11), enforced by node-opcua (a call
+   * beyond them is answered BadTooManyOperations). Default 10,000 each; small numbers stand in for
+   * an embedded PLC server.
+   */
+  operationLimits?: { maxMonitoredItemsPerCall?: number; maxNodesPerRead?: number; maxNodesPerBrowse?: number; maxNodesPerHistoryReadData?: number };
   /** Most sessions at once (default 100); a small number stands in for a PLC with few session slots. */
   maxSessions?: number;
   /** Accept unknown client (and user) certificates (default true: a lab server). */
@@ -266,7 +272,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     buildInfo: { productName: 'edge-gateway OPC UA simulator', manufacturerName: 'edge-gateway', softwareVersion: '1.0' },
     serverInfo: { applicationUri: 'urn:edge-gateway:sim:opcua-server', productUri: 'urn:edge-gateway:sim', applicationName: { text: 'Press1 simulator' } },
     transportSettings: misbehavingTransportSettings(opts.misbehave),
-    serverCapabilities: { maxSessions: opts.maxSessions ?? 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000 } },
+    serverCapabilities: { maxSessions: opts.maxSessions ?? 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000, ...opts.operationLimits } },
   });
   await server.initialize();
 

@@ -17,6 +17,7 @@ import type { Metrics } from '../../core/metrics.js';
 import { SamplesRefusedError, type Sample, type SampleSink } from '../../core/sample.js';
 import { decodeDataValue, severityOf, type NodeBinding } from './decode.js';
 import { isResponseTooLarge } from './errors.js';
+import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 
 /**
  * OPC UA historical backfill (issue 14 §1; OPC UA Part 11 §6.4.3 ReadRawModifiedDetails, Part 4
@@ -83,7 +84,7 @@ const APPEND_SLICE = 10_000;
 export const MAX_STALLED_PAGES = 3;
 /** Pages per node and gap, as a multiple of the pages `max_values_per_gap` needs at `values_per_request`. */
 const PAGES_SLACK = 10;
-/** Attribute reads per Read request when checking AccessLevel. */
+/** Nodes per Read request when checking AccessLevel (two attributes each), lowered to the server's MaxNodesPerRead. */
 const READ_CHUNK = 500;
 
 interface NodeWindow {
@@ -131,6 +132,8 @@ interface Run {
   wake: (() => void) | null;
   /** Buffer appends of responses not yet committed. */
   appends: Array<Promise<void>>;
+  /** The server's operation limits, read at connect (operation-limits.ts). */
+  limits: OperationLimits;
 }
 
 export interface HistoryStatus {
@@ -173,14 +176,14 @@ export class HistoryBackfill {
    * A link was (re)established or repaired: remember where each variable's data stops (before the
    * subscription delivers anything) and start a backfill that waits for the first live values.
    */
-  begin(session: ClientSession, bindings: readonly NodeBinding[]): void {
+  begin(session: ClientSession, bindings: readonly NodeBinding[], limits: OperationLimits = NO_OPERATION_LIMITS): void {
     this.end();
     const starts = new Map<number, number>();
     for (const b of bindings) {
       const lc = this.o.ctx.lastCommitted.get(b.variable);
       if (lc !== null) starts.set(b.index, lc);
     }
-    const run: Run = { id: ++this.runSeq, aborted: false, stopped: [], firstLive: new Map(), waitingFor: 0, wake: null, appends: [] };
+    const run: Run = { id: ++this.runSeq, aborted: false, stopped: [], firstLive: new Map(), waitingFor: 0, wake: null, appends: [], limits };
     this.current = run;
     void this.execute(run, session, bindings, starts).catch((err) => {
       this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: historical backfill failed; the gap stays pending and is read again at the next connect`);
@@ -229,7 +232,7 @@ export class HistoryBackfill {
     if (candidates.length === 0) return;
 
     this.state = 'waiting_for_live';
-    const historized = await this.historizedNodes(session, candidates);
+    const historized = await this.historizedNodes(session, candidates, run.limits);
     if (run.aborted) return;
     const readable = candidates.filter((b) => historized.has(b.index) && !this.refused.has(b.variable));
     this.noteWithoutHistory(candidates.filter((b) => !historized.has(b.index)), 'its AccessLevel/UserAccessLevel has no HistoryRead bit (the server keeps no history for it, or not for this user)');
@@ -349,10 +352,11 @@ export class HistoryBackfill {
   }
 
   /** Reads AccessLevel and UserAccessLevel; a node is historized when both have HistoryRead (bit 2, Part 3 §5.6.2). */
-  private async historizedNodes(session: ClientSession, bindings: readonly NodeBinding[]): Promise<Set<number>> {
+  private async historizedNodes(session: ClientSession, bindings: readonly NodeBinding[], limits: OperationLimits): Promise<Set<number>> {
     const out = new Set<number>();
-    for (let start = 0; start < bindings.length; start += READ_CHUNK) {
-      const chunk = bindings.slice(start, start + READ_CHUNK);
+    const perRead = entriesPerCall(READ_CHUNK, limits.maxNodesPerRead, 2);
+    for (let start = 0; start < bindings.length; start += perRead) {
+      const chunk = bindings.slice(start, start + perRead);
       const results = await session.read(chunk.flatMap((b) => [
         { nodeId: resolveNodeId(b.nodeId), attributeId: AttributeIds.AccessLevel },
         { nodeId: resolveNodeId(b.nodeId), attributeId: AttributeIds.UserAccessLevel },
@@ -383,7 +387,7 @@ export class HistoryBackfill {
     for (const w of windows) for (const [from, to] of w.ranges) units.push({ binding: w.binding, from, to });
     units.sort((a, b) => a.from - b.from || a.to - b.to);
     let total = 0;
-    const perRequest = nodesPerRequest(this.o.settings.values_per_request);
+    const perRequest = entriesPerCall(nodesPerRequest(this.o.settings.values_per_request), run.limits.maxNodesPerHistoryReadData);
     const fresh = (unit: Unit): Cursor => ({ unit, cp: null, after: unit.from - 1, pages: 0, values: 0, stalled: 0 });
     // Groups to read; a node that must start again without its continuation point comes back alone.
     const work: Cursor[][] = [];

@@ -1,7 +1,9 @@
 import { AttributeIds, resolveNodeId, type ClientSession, type DataValue, type NodeId } from 'node-opcua';
 import type { Clock } from '../../core/clock.js';
 import type { NodeBinding } from './decode.js';
+import { entriesPerCall } from './operation-limits.js';
 
+/** Nodes per Read request, lowered to the server's MaxNodesPerRead (operation-limits.ts). */
 const READ_CHUNK = 500;
 
 export interface PollingCallbacks {
@@ -23,6 +25,7 @@ export class PollingReader {
   private stopped = false;
   private running: Promise<void> | null = null;
   private readonly nodes: Array<{ binding: NodeBinding; nodeId: NodeId }>;
+  private readonly perRead: number;
 
   constructor(
     private readonly session: ClientSession,
@@ -30,7 +33,9 @@ export class PollingReader {
     private readonly intervalMs: number,
     private readonly clock: Clock,
     private readonly cb: PollingCallbacks,
+    maxNodesPerRead = 0,
   ) {
+    this.perRead = entriesPerCall(READ_CHUNK, maxNodesPerRead);
     this.nodes = bindings.map((binding) => ({ binding, nodeId: resolveNodeId(binding.nodeId) }));
   }
 
@@ -52,8 +57,8 @@ export class PollingReader {
 
   private async cycle(): Promise<void> {
     let ok = true;
-    for (let start = 0; start < this.nodes.length && !this.stopped; start += READ_CHUNK) {
-      const chunk = this.nodes.slice(start, start + READ_CHUNK);
+    for (let start = 0; start < this.nodes.length && !this.stopped; start += this.perRead) {
+      const chunk = this.nodes.slice(start, start + this.perRead);
       try {
         const results = await this.session.read(
           chunk.map((n) => ({ nodeId: n.nodeId, attributeId: AttributeIds.Value })),

@@ -21,6 +21,7 @@ import { PollingReader } from './polling-reader.js';
 import { SampleQueue } from './sample-queue.js';
 import { startSubscription, type SubscriptionReader } from './subscription-reader.js';
 import { planNodes, type InvalidNode } from './validate-nodes.js';
+import { NO_OPERATION_LIMITS, readServerOperationLimits, type OperationLimits } from './operation-limits.js';
 import { Watchdog } from './watchdog.js';
 import { HistoryBackfill } from './history.js';
 import { startConditionReader, type ConditionReader } from './condition-reader.js';
@@ -42,6 +43,8 @@ interface Link {
   /** Alarms & Conditions (events:), with its own subscription; null when not configured. */
   conditions: ConditionReader | null;
   namespaceArray: string[];
+  /** The server's operation limits, read at connect. */
+  limits: OperationLimits;
   /** Valid nodes of this link (the historical backfill reads these). */
   bindings: NodeBinding[];
   established: boolean;
@@ -243,6 +246,7 @@ export class OpcuaSource implements Source {
       watchdog: null,
       conditions: null,
       namespaceArray: [],
+      limits: NO_OPERATION_LIMITS,
       bindings: [],
       established: false,
       broken,
@@ -336,7 +340,11 @@ export class OpcuaSource implements Source {
     link.namespaceArray = await session.readNamespaceArray();
     await this.checkClock(link, cm, true);
     if (!current()) return;
-    const plan = await planNodes(session, this.cfg, link.namespaceArray);
+    // Every Read, CreateMonitoredItems and HistoryRead below is split to fit these (Part 5 §6.3.11).
+    const limits = await readServerOperationLimits(session);
+    link.limits = limits;
+    if (!current()) return;
+    const plan = await planNodes(session, this.cfg, link.namespaceArray, limits);
     if (!current()) return;
 
     const onValue = (b: NodeBinding, dv: DataValue) => {
@@ -347,9 +355,9 @@ export class OpcuaSource implements Source {
     let invalid = plan.invalid;
     link.bindings = plan.valid;
     // Before the subscription exists, so the first live value cannot move where the gap starts.
-    this.history?.begin(session, plan.valid);
+    this.history?.begin(session, plan.valid, limits);
     if (this.cfg.mode === 'subscription') {
-      const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed() });
+      const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed() }, limits);
       link.subscription = sub;
       invalid = [...invalid, ...sub.refused].sort((a, b) => a.index - b.index);
       this.monitored = sub.monitored;
@@ -369,7 +377,7 @@ export class OpcuaSource implements Source {
           this.throttle.warn('poll-error', { code: e.code }, e.message);
         },
         onRequest: (outcome) => this.ctx.metrics.sourceRequests.inc({ source: this.name, kind: 'opcua', device: this.name, outcome }),
-      });
+      }, limits.maxNodesPerRead);
       link.poller = poller;
       this.monitored = plan.valid.length;
       this.publishingInterval = null;
@@ -410,7 +418,7 @@ export class OpcuaSource implements Source {
     });
     // A repaired session may have missed values (a subscription re-created, not transferred): read
     // them back from history (issue 14 §1). Overlap with transferred values is harmless.
-    if (link.session && this.link === link) this.history?.begin(link.session, link.bindings);
+    if (link.session && this.link === link) this.history?.begin(link.session, link.bindings, link.limits);
     // Part 9 §5.5.7: conditions that changed while the connection was broken are resent.
     if (this.link === link) link.conditions?.refresh('connection re-established');
     if (link.session) await this.checkClock(link, this.certificateManager, false);

@@ -12,9 +12,10 @@ import {
 } from 'node-opcua';
 import type { OpcuaServerConfig } from './config.js';
 import type { NodeBinding } from './decode.js';
+import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 import type { InvalidNode } from './validate-nodes.js';
 
-/** Monitored items per CreateMonitoredItems call; below every server limit we have met. */
+/** Monitored items per CreateMonitoredItems call, lowered to the server's MaxMonitoredItemsPerCall (operation-limits.ts). */
 const CREATE_CHUNK = 1_000;
 /** Room per data change notification in a Publish response, bytes (generous: about 40 are used). */
 const NOTIFICATION_BYTES = 64;
@@ -45,7 +46,7 @@ export interface SubscriptionReader {
  * (Part 4 §5.13.7, TransferSubscriptions) with the values queued meanwhile. We ask for about two
  * minutes, and at least 3 × the keep-alive count as §5.13.2 requires.
  */
-export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: NodeBinding[], cb: SubscriptionCallbacks): Promise<SubscriptionReader> {
+export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: NodeBinding[], cb: SubscriptionCallbacks, limits: OperationLimits = NO_OPERATION_LIMITS): Promise<SubscriptionReader> {
   const lifetime = Math.max(cfg.keep_alive_count * 3, Math.ceil(120_000 / cfg.publishing_interval));
   const subscription = await session.createSubscription2({
     requestedPublishingInterval: cfg.publishing_interval,
@@ -72,9 +73,10 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
   const refused: InvalidNode[] = [];
   const created: ClientMonitoredItemGroup[] = [];
   let monitored = 0;
+  const perCall = entriesPerCall(CREATE_CHUNK, limits.maxMonitoredItemsPerCall);
   for (const list of groups.values()) {
-    for (let start = 0; start < list.length; start += CREATE_CHUNK) {
-      const chunk = list.slice(start, start + CREATE_CHUNK);
+    for (let start = 0; start < list.length; start += perCall) {
+      const chunk = list.slice(start, start + perCall);
       const first = chunk[0];
       const filter = first.deadband
         ? new DataChangeFilter({

@@ -2,6 +2,7 @@ import { AttributeIds, DataType, NodeId, resolveNodeId as toNodeId, type ClientS
 import type { OpcuaNodeConfig, OpcuaServerConfig } from './config.js';
 import { isNumericBuiltin, severityOf, type NodeBinding } from './decode.js';
 import { parseNodeId, resolveNodeId } from './node-id.js';
+import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 
 /** A configured node that cannot be monitored, with the reason in plain words. */
 export interface InvalidNode {
@@ -16,7 +17,7 @@ export interface NodePlan {
   invalid: InvalidNode[];
 }
 
-/** Nodes per Read request; servers commonly allow 1,000+ (Server.ServerCapabilities.OperationLimits). */
+/** Nodes per Read request (three attributes each), lowered to the server's MaxNodesPerRead (operation-limits.ts). */
 const READ_CHUNK = 500;
 
 /** Abstract numeric types of namespace 0 (Part 5 §12.2: Number i=26, Integer i=27, UInteger i=28). */
@@ -30,7 +31,7 @@ const BASE_DATA_TYPE = 24;
  * (or Boolean) data type. Non-numeric nodes are refused here, at connect, naming the node id
  * (issue §2). An invalid node never stops the others.
  */
-export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, namespaceArray: readonly string[]): Promise<NodePlan> {
+export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, namespaceArray: readonly string[], limits: OperationLimits = NO_OPERATION_LIMITS): Promise<NodePlan> {
   const valid: NodeBinding[] = [];
   const invalid: InvalidNode[] = [];
   const candidates: Array<{ index: number; node: OpcuaNodeConfig; nodeId: string }> = [];
@@ -49,8 +50,9 @@ export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, 
   });
 
   const typeCache = new Map<string, DataType>();
-  for (let start = 0; start < candidates.length; start += READ_CHUNK) {
-    const chunk = candidates.slice(start, start + READ_CHUNK);
+  const perRead = entriesPerCall(READ_CHUNK, limits.maxNodesPerRead, 3);
+  for (let start = 0; start < candidates.length; start += perRead) {
+    const chunk = candidates.slice(start, start + perRead);
     const toRead = chunk.flatMap((c) => {
       const nodeId = toNodeId(c.nodeId);
       return [

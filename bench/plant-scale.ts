@@ -1,0 +1,565 @@
+/**
+ * Plant scale (issue 25): one gateway fed by a whole plant through real protocols, at 10k, 30k and
+ * 100k variables changing once a second. For each protocol and step:
+ *
+ *   server / publisher  in its own process: a node-opcua server with N variables that change at
+ *                       every sampling (opcua); a publisher sending JSON metrics documents with 100
+ *                       values each through mosquitto (mqtt); a Sparkplug B edge node with devices
+ *                       of 100 metrics sending DDATA through mosquitto (sparkplug); N holding
+ *                       registers over 50 Modbus TCP devices (modbus).
+ *   baseline            a bare protocol client doing nothing but receiving, in its own process:
+ *                       node-opcua client with the same monitored items; mqtt.js subscriber
+ *                       (messages counted, payloads not decoded); modbus-serial polling the same
+ *                       registers once a second in blocks of 125.
+ *   gateway             the compiled gateway in its own process (startGatewayProcess), durable
+ *                       buffer, default settings except the variable lists, delivering to the
+ *                       emulator (startEmulatorProcess) in a fourth process.
+ *
+ * Measured over BENCH_SECONDS after a BENCH_WARMUP once everything is set up (from /proc for CPU
+ * and RSS, from the gateway's /status and /metrics for the rest): CPU in cores, peak and steady
+ * (median) RSS, commit rate against the expected N/s, freshness of the newest value the service
+ * acknowledged (status uplink.freshest_delivered_age_s, sampled every second: p50/p99), the largest
+ * backlog (buffer.samples) and oldest unsent age, the worst p99 event-loop delay between two
+ * /metrics scrapes (gateway_process_nodejs_eventloop_lag_p99_seconds, perf_hooks'
+ * monitorEventLoopDelay, 10 ms resolution), and for OPC UA the time from the gateway's start to
+ * every item monitored (the bare client: connect to every item created). Load averages are
+ * printed beside each step: the machine is shared.
+ *
+ *   npm run build && nice -n 10 npx tsx bench/plant-scale.ts
+ *   BENCH_PROTOCOLS=opcua BENCH_STEPS=10000 BENCH_SECONDS=60 npx tsx bench/plant-scale.ts
+ *
+ * Env: BENCH_PROTOCOLS (opcua,mqtt,sparkplug,modbus; default all), BENCH_STEPS (default
+ * 10000,30000,100000; modbus takes only steps ≤ 10,000 unless BENCH_MODBUS_ANY=1, the issue's
+ * Modbus target being 10k registers), BENCH_SECONDS (measured, default 60), BENCH_WARMUP (default
+ * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>), BENCH_GATEWAY_LOG.
+ */
+import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { loadavg, tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssSampler, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+
+const SELF = fileURLToPath(import.meta.url);
+const PROTOCOLS = (process.env.BENCH_PROTOCOLS ?? 'opcua,mqtt,sparkplug,modbus').split(',').map((s) => s.trim()).filter(Boolean);
+const STEPS = (process.env.BENCH_STEPS ?? '10000,30000,100000').split(',').map(Number);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
+const SETUP_DEADLINE_MS = 600_000;
+const MOSQUITTO = '/usr/sbin/mosquitto';
+const MODBUS_DEVICES = 50;
+const PER_MESSAGE = 100;
+
+type Protocol = 'opcua' | 'mqtt' | 'sparkplug' | 'modbus';
+const variableOf = (p: Protocol, i: number) => `mvr_${p}_${i + 1}`;
+
+// ================================================================ child roles
+
+/** Sends `msg` to the parent, then answers {count} to every 'count' message. */
+function serveCount(count: () => number, ready: Record<string, unknown>): void {
+  process.send?.(ready);
+  process.on('message', (m) => {
+    if (m === 'count') process.send?.({ count: count() });
+    if (m === 'stop') process.exit(0);
+  });
+}
+
+async function opcuaServer(n: number): Promise<void> {
+  const { startOpcuaSimulator } = await import('../src/sim/opcua-server.js');
+  const sim = await startOpcuaSimulator({ bulkVariables: n, updateIntervalMs: 1_000, securityModes: ['None'], pkiDir: join(tmpdir(), 'plant-scale-sim-pki'), historize: false });
+  serveCount(() => 0, { endpointUrl: sim.endpointUrl, nodeIds: Array.from({ length: n }, (_, i) => sim.bulkNodeId(i + 1)) });
+}
+
+/**
+ * Calls `slice` ten times a second by the clock, catching up on ticks a busy machine delayed, so
+ * the publisher sends its N values a second whatever its timer's lateness.
+ */
+function catchUp(slice: () => void): void {
+  const t0 = performance.now();
+  let done = 0;
+  setInterval(() => {
+    const due = Math.floor((performance.now() - t0) / 100);
+    while (done < due) {
+      slice();
+      done += 1;
+    }
+  }, 20);
+}
+
+/** JSON metrics documents, 100 values each, QoS 1, spread over the second in 10 slices. */
+async function mqttPublisher(n: number, url: string): Promise<void> {
+  const mqtt = (await import('mqtt')).default;
+  const client = await mqtt.connectAsync(url, { clientId: `plant-scale-pub-${process.pid}`, clean: true });
+  const messages = Math.ceil(n / PER_MESSAGE);
+  let sent = 0;
+  let tick = 0;
+  const slice = () => {
+    const from = Math.floor((messages * (tick % 10)) / 10);
+    const to = Math.floor((messages * ((tick % 10) + 1)) / 10);
+    tick += 1;
+    const ts = Date.now();
+    for (let g = from; g < to; g++) {
+      const metrics = [];
+      for (let k = g * PER_MESSAGE; k < Math.min(n, (g + 1) * PER_MESSAGE); k++) metrics.push({ name: variableOf('mqtt', k), value: k + (tick % 1000) / 1000 });
+      void client.publishAsync(`plant/json/g${g}`, JSON.stringify({ timestamp: ts, metrics }), { qos: 1 }).then(() => (sent += 1), () => undefined);
+    }
+  };
+  catchUp(slice);
+  serveCount(() => sent * PER_MESSAGE, { ok: true });
+}
+
+/** A Sparkplug B edge node with n/100 devices of 100 metrics (aliases after the BIRTH), DDATA at QoS 0. */
+async function sparkplugPublisher(n: number, url: string): Promise<void> {
+  const mqtt = (await import('mqtt')).default;
+  const { sparkplugCodec } = await import('../src/sources/mqtt/decoders/sparkplug.js');
+  const group = 'plant';
+  const node = 'scale';
+  const devices = Math.ceil(n / PER_MESSAGE);
+  let bdSeq = 0;
+  let seq = 0;
+  const nextSeq = () => {
+    const s = seq;
+    seq = (seq + 1) % 256;
+    return s;
+  };
+  const client = await mqtt.connectAsync(url, {
+    clientId: `plant-scale-sp-${process.pid}`,
+    clean: true,
+    will: { topic: `spBv1.0/${group}/NDEATH/${node}`, payload: Buffer.from(sparkplugCodec.encodePayload({ timestamp: Date.now(), metrics: [{ name: 'bdSeq', type: 'UInt64', value: bdSeq }] })), qos: 1, retain: false },
+  });
+  const metricsOf = (d: number) => Array.from({ length: Math.min(PER_MESSAGE, n - d * PER_MESSAGE) }, (_, j) => d * PER_MESSAGE + j);
+  let births = 0;
+  const birth = () => {
+    seq = 0;
+    const now = Date.now();
+    client.publish(`spBv1.0/${group}/NBIRTH/${node}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics: [{ name: 'bdSeq', type: 'UInt64', value: bdSeq, timestamp: now }, { name: 'Node Control/Rebirth', alias: 1_000_000, type: 'Boolean', value: false, timestamp: now }] })), { qos: 0 });
+    for (let d = 0; d < devices; d++) {
+      const metrics = metricsOf(d).map((k) => ({ name: variableOf('sparkplug', k), alias: k + 1, type: 'Double' as const, value: k, timestamp: now }));
+      client.publish(`spBv1.0/${group}/DBIRTH/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics })), { qos: 0 });
+    }
+    births += 1;
+  };
+  await client.subscribeAsync(`spBv1.0/${group}/NCMD/${node}`, { qos: 1 });
+  client.on('message', () => birth()); // the only command sent to us is a Rebirth request (spec §6.4.9)
+  birth();
+  let sent = 0;
+  let tick = 0;
+  catchUp(() => {
+    const from = Math.floor((devices * (tick % 10)) / 10);
+    const to = Math.floor((devices * ((tick % 10) + 1)) / 10);
+    tick += 1;
+    const now = Date.now();
+    for (let d = from; d < to; d++) {
+      const metrics = metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: k + (tick % 1000) / 1000, timestamp: now }));
+      client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics })), { qos: 0 });
+      sent += 1;
+    }
+  });
+  serveCount(() => sent * PER_MESSAGE, { ok: true });
+  void births;
+}
+
+/** 50 Modbus TCP devices, each with n/50 holding registers that all change every second. */
+async function modbusDevices(n: number): Promise<void> {
+  const { startModbusSimulator } = await import('../src/sim/modbus-device.js');
+  const per = Math.ceil(n / MODBUS_DEVICES);
+  const sims = await Promise.all(Array.from({ length: MODBUS_DEVICES }, () => startModbusSimulator({ port: 0, demo: false })));
+  let tick = 0;
+  setInterval(() => {
+    tick += 1;
+    for (const s of sims) for (let a = 0; a < per; a++) s.setRegister('holding', a, (a + tick) % 65_536);
+  }, 1_000);
+  serveCount(() => 0, { ports: sims.map((s) => s.port) });
+}
+
+async function bareOpcua(endpointUrl: string, nodeIds: string[]): Promise<void> {
+  const { AttributeIds, ClientMonitoredItemGroup, OPCUAClient, OPCUACertificateManager, TimestampsToReturn } = await import('node-opcua');
+  // A PKI folder kept between runs: the certificate is made once, not inside a measurement.
+  const client = OPCUAClient.create({ clientCertificateManager: new OPCUACertificateManager({ rootFolder: join(tmpdir(), 'plant-scale-bare-pki') }), endpointMustExist: false });
+  const t0 = performance.now();
+  await client.connect(endpointUrl);
+  const session = await client.createSession();
+  const subscription = await session.createSubscription2({ requestedPublishingInterval: 1_000, requestedMaxKeepAliveCount: 10, requestedLifetimeCount: 120, maxNotificationsPerPublish: 0, publishingEnabled: true });
+  let values = 0;
+  for (let start = 0; start < nodeIds.length; start += 1_000) {
+    const chunk = nodeIds.slice(start, start + 1_000);
+    const group = ClientMonitoredItemGroup.create(subscription, chunk.map((nodeId) => ({ nodeId, attributeId: AttributeIds.Value })), { samplingInterval: 1_000, queueSize: 1, discardOldest: true }, TimestampsToReturn.Both);
+    await new Promise<void>((r) => group.on('initialized', () => r()));
+    group.on('changed', () => void (values += 1));
+  }
+  serveCount(() => values, { setupMs: performance.now() - t0 });
+}
+
+async function bareMqtt(url: string, topic: string, perMessage: number): Promise<void> {
+  const mqtt = (await import('mqtt')).default;
+  const client = await mqtt.connectAsync(url, { clientId: `plant-scale-bare-${process.pid}`, clean: true });
+  let messages = 0;
+  client.on('message', () => void (messages += 1));
+  await client.subscribeAsync(topic, { qos: 1 });
+  serveCount(() => messages * perMessage, { setupMs: 0 });
+}
+
+async function bareModbus(ports: number[], per: number): Promise<void> {
+  const modbusSerial = (await import('modbus-serial')).default;
+  let values = 0;
+  for (const port of ports) {
+    const c = new modbusSerial.default();
+    c.on('error', () => undefined);
+    await c.connectTCP('127.0.0.1', { port });
+    c.setID(1);
+    c.setTimeout(1_000);
+    const poll = async () => {
+      for (let a = 0; a < per; a += 125) {
+        const r = await c.readHoldingRegisters(a, Math.min(125, per - a)).catch(() => null);
+        if (r) values += r.data.length;
+      }
+    };
+    setInterval(() => void poll(), 1_000);
+  }
+  serveCount(() => values, { setupMs: 0 });
+}
+
+// ================================================================ orchestration helpers
+
+/** A child in `role`; its arguments go over IPC (100,000 node ids do not fit a command line). */
+function child(role: string, args: Serializable): ChildProcess {
+  const cp = fork(SELF, [role], { execArgv: process.execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  cp.send(args);
+  return cp;
+}
+
+function nextMessage<T>(cp: ChildProcess): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onExit = (code: number | null) => reject(new Error(`child exited (${code}) before answering`));
+    cp.once('exit', onExit);
+    cp.once('message', (m) => {
+      cp.off('exit', onExit);
+      resolve(m as T);
+    });
+  });
+}
+
+async function countOf(cp: ChildProcess): Promise<number> {
+  const answer = nextMessage<{ count: number }>(cp);
+  cp.send('count');
+  return (await answer).count;
+}
+
+async function stopChild(cp: ChildProcess): Promise<void> {
+  if (cp.exitCode !== null || cp.signalCode !== null) return;
+  const exited = new Promise<void>((r) => cp.once('exit', () => r()));
+  cp.send('stop');
+  const t = setTimeout(() => cp.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(t);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const load = () => loadavg().map((l) => l.toFixed(1)).join(' / ');
+
+function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = createConnection(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) return;
+    await sleep(50);
+  }
+  throw new Error(`mosquitto did not listen on ${port}`);
+}
+
+/** mosquitto in its own process; the in-flight window raised so QoS 1 at 1,000 msg/s is not held to 20 per round trip. */
+async function startMosquitto(dir: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const conf = join(dir, 'mosquitto.conf');
+  writeFileSync(conf, [`user ${userInfo().username}`, `listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', 'max_inflight_messages 1000', 'log_dest none'].join('\n') + '\n');
+  const proc = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
+  await waitForPort(port);
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    pid: proc.pid!,
+    stop: () =>
+      new Promise<void>((r) => {
+        if (proc.exitCode !== null) return r();
+        proc.once('exit', () => r());
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
+interface Measured {
+  cores: number;
+  /** CPU of the server or publisher (and broker) processes in the same window: are they the limit? */
+  sourceCores: number;
+  /** Values the publisher sent per second in the window (MQTT, Sparkplug), else null. */
+  published: number | null;
+  peakRss: number;
+  steadyRss: number;
+  rate: number;
+  setupS: number | null;
+}
+
+/** CPU (cores), RSS and the count's rate of process `pid` over SECONDS. */
+async function window(pid: number, src: Source, count: () => Promise<number>, during?: () => Promise<void>): Promise<Omit<Measured, 'setupS'>> {
+  const sourcePids = src.pids;
+  const p0 = (await src.published?.()) ?? null;
+  const rss = rssSampler(pid, 500);
+  const sourceCpu = () => sourcePids.reduce((t, p) => t + cpuSecondsOf(p), 0);
+  const s0 = sourceCpu();
+  const c0 = cpuSecondsOf(pid);
+  const n0 = await count();
+  const t0 = performance.now();
+  const end = t0 + SECONDS * 1_000;
+  while (performance.now() < end) {
+    await sleep(Math.min(1_000, end - performance.now()));
+    await during?.();
+  }
+  const n1 = await count();
+  const p1 = (await src.published?.()) ?? null;
+  const s = (performance.now() - t0) / 1_000;
+  const cpu = cpuSecondsOf(pid) - c0;
+  const sourceCores = (sourceCpu() - s0) / s;
+  const { peak, samples } = rss.stop();
+  return { cores: cpu / s, sourceCores, published: p0 !== null && p1 !== null ? (p1 - p0) / s : null, peakRss: peak, steadyRss: percentile(samples, 50), rate: (n1 - n0) / s };
+}
+
+// ================================================================ one step
+
+interface Source {
+  /** The gateway configuration's source sections. */
+  config: Record<string, unknown>;
+  /** Starts the bare client process; resolves with it once set up. */
+  bare(): Promise<{ cp: ChildProcess; setupMs: number }>;
+  /** Server, publisher and broker processes. */
+  pids: number[];
+  /** Values published so far (MQTT, Sparkplug publishers). */
+  published?: () => Promise<number>;
+  stop(): Promise<void>;
+}
+
+async function startSource(p: Protocol, n: number, dir: string): Promise<Source> {
+  if (p === 'opcua') {
+    const server = child('opcua-server', { n });
+    const { endpointUrl, nodeIds } = await nextMessage<{ endpointUrl: string; nodeIds: string[] }>(server);
+    return {
+      // The gateway's certificate kept between runs (opcua.pki_dir): the set-up time is the session's, not key generation's.
+      config: { opcua: { pki_dir: join(tmpdir(), 'plant-scale-gw-pki'), servers: [{ name: 'plant', endpoint: endpointUrl, security_mode: 'None', publishing_interval: '1s', nodes: nodeIds.map((node_id, i) => ({ node_id, variable: variableOf(p, i) })) }] } },
+      bare: async () => {
+        const cp = child('bare-opcua', { endpointUrl, nodeIds });
+        return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
+      },
+      pids: [server.pid!],
+      stop: () => stopChild(server),
+    };
+  }
+  if (p === 'mqtt' || p === 'sparkplug') {
+    const broker = await startMosquitto(dir);
+    const pub = child(p === 'mqtt' ? 'mqtt-publisher' : 'sparkplug-publisher', { n, url: broker.url });
+    await nextMessage(pub);
+    const subscription =
+      p === 'mqtt'
+        ? { topic: 'plant/json/#', format: 'metrics', qos: 1, payload_variables: ['mvr_mqtt_*'] }
+        : { topic: 'spBv1.0/plant/#', format: 'sparkplug', qos: 1, payload_variables: ['mvr_sparkplug_*'] };
+    return {
+      config: { mqtt: { connections: [{ name: 'plant', url: broker.url, client_id: `plant-scale-gw-${p}`, clean: true, subscriptions: [subscription] }] } },
+      bare: async () => {
+        const cp = child('bare-mqtt', { url: broker.url, topic: p === 'mqtt' ? 'plant/json/#' : 'spBv1.0/plant/DDATA/#', perMessage: PER_MESSAGE });
+        return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
+      },
+      pids: [pub.pid!, broker.pid],
+      published: () => countOf(pub),
+      stop: async () => {
+        await stopChild(pub);
+        await broker.stop();
+      },
+    };
+  }
+  const sims = child('modbus-devices', { n });
+  const { ports } = await nextMessage<{ ports: number[] }>(sims);
+  const per = Math.ceil(n / MODBUS_DEVICES);
+  return {
+    config: {
+      modbus: {
+        name: 'plant',
+        devices: ports.map((port, d) => ({ name: `dev${d + 1}`, transport: 'tcp', host: '127.0.0.1', port, unit_id: 1, registers: Array.from({ length: per }, (_, a) => ({ variable: variableOf(p, d * per + a), table: 'holding', address: a, type: 'uint16' })) })),
+      },
+    },
+    bare: async () => {
+      const cp = child('bare-modbus', { ports, per });
+      return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
+    },
+    pids: [sims.pid!],
+    stop: () => stopChild(sims),
+  };
+}
+
+interface GatewayFigures extends Measured {
+  freshP50: number;
+  freshP99: number;
+  backlogMax: number;
+  oldestMax: number;
+  /** Samples read and not yet committed (buffer.pending_commit + the sources' pending_samples): a gateway falling behind. */
+  pendingMax: number;
+  loopP99Max: number;
+  loopMaxMax: number;
+}
+
+interface Status {
+  buffer: { samples: number; committed_total: number; oldest_unsent_age_s: number | null; pending_commit: number };
+  uplink: { freshest_delivered_age_s: number | null };
+  sources: Array<{ detail?: Record<string, unknown> }>;
+}
+
+async function runGateway(p: Protocol, n: number, src: Source, dir: string): Promise<GatewayFigures> {
+  const { DEMO_FIXTURE } = await import('../src/emulator/demo-fixture.js');
+  const fixture = { ...DEMO_FIXTURE, machine_variables: [...DEMO_FIXTURE.machine_variables, ...Array.from({ length: n }, (_, i) => ({ id: variableOf(p, i), name: variableOf(p, i), machine: 'mch_gen1', unit: '' }))] };
+  const emu = await startEmulatorProcess({ port: await freePort(), dir, fixture, jobDelayMs: 200 });
+  const httpPort = await freePort();
+  const base = `http://127.0.0.1:${httpPort}`;
+  let gw: Proc | null = null;
+  try {
+    const profDir = process.env.BENCH_CPU_PROF;
+    if (profDir) mkdirSync(profDir, { recursive: true });
+    const t0 = performance.now();
+    gw = await startGatewayProcess(
+      {
+        gateway: { name: `scale-${p}`, data_dir: join(dir, 'data'), status_interval: 0 },
+        log: { level: 'info', format: 'json' },
+        service: { base_url: `${emu.base}/tracking/v1`, auth_url: emu.base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
+        buffer: { path: join(dir, 'buffer.db') },
+        http: { enabled: true, host: '127.0.0.1', port: httpPort },
+        ...src.config,
+      },
+      dir,
+      profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}.cpuprofile`] : [],
+    );
+    const pid = gw.child.pid!;
+    // Set-up: every variable read at least once (OPC UA: every item monitored).
+    let setupS: number | null = null;
+    for (;;) {
+      const s = await getJson<Status>(`${base}/status`).catch(() => null);
+      const monitored = Number(s?.sources[0]?.detail?.nodes_monitored ?? -1);
+      if (p === 'opcua' ? monitored === n : (s?.buffer.committed_total ?? 0) >= n) {
+        setupS = (performance.now() - t0) / 1_000;
+        break;
+      }
+      if (performance.now() - t0 > SETUP_DEADLINE_MS) throw new Error(`${p} ${n}: not set up after ${SETUP_DEADLINE_MS / 1000} s (monitored ${monitored}, committed ${s?.buffer.committed_total})`);
+      await sleep(250);
+    }
+    await sleep(WARMUP * 1_000);
+    const fresh: number[] = [];
+    let backlogMax = 0;
+    let oldestMax = 0;
+    let pendingMax = 0;
+    let loopP99Max = 0;
+    let loopMaxMax = 0;
+    const status = () => getJson<Status>(`${base}/status`);
+    let scrape = 0;
+    const m = await window(
+      pid,
+      src,
+      async () => (await status()).buffer.committed_total,
+      async () => {
+        const s = await status().catch(() => null);
+        if (s) {
+          if (s.uplink.freshest_delivered_age_s !== null) fresh.push(s.uplink.freshest_delivered_age_s);
+          backlogMax = Math.max(backlogMax, s.buffer.samples);
+          oldestMax = Math.max(oldestMax, s.buffer.oldest_unsent_age_s ?? 0);
+          pendingMax = Math.max(pendingMax, s.buffer.pending_commit + s.sources.reduce((t, x) => t + Number(x.detail?.pending_samples ?? 0), 0));
+        }
+        // prom-client resets its event-loop histogram at every scrape: one scrape every 5 s.
+        if (++scrape % 5 === 0) {
+          const text = await fetch(`${base}/metrics`).then((r) => r.text()).catch(() => '');
+          const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+          loopP99Max = Math.max(loopP99Max, read('gateway_process_nodejs_eventloop_lag_p99_seconds'));
+          loopMaxMax = Math.max(loopMaxMax, read('gateway_process_nodejs_eventloop_lag_max_seconds'));
+        }
+      },
+    );
+    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax };
+  } finally {
+    await gw?.stop();
+    await emu.stop();
+  }
+}
+
+async function runBare(src: Source): Promise<Measured> {
+  const { cp, setupMs } = await src.bare();
+  try {
+    await sleep(WARMUP * 1_000);
+    const m = await window(cp.pid!, src, () => countOf(cp));
+    return { ...m, setupS: setupMs > 0 ? setupMs / 1_000 : null };
+  } finally {
+    await stopChild(cp);
+  }
+}
+
+// ================================================================ main
+
+async function main(): Promise<void> {
+  const role = process.argv[2];
+  const a = role ? await new Promise<Record<string, unknown>>((r) => process.once('message', (m) => r(m as Record<string, unknown>))) : {};
+  switch (role) {
+    case 'opcua-server':
+      return opcuaServer(a.n as number);
+    case 'mqtt-publisher':
+      return mqttPublisher(a.n as number, a.url as string);
+    case 'sparkplug-publisher':
+      return sparkplugPublisher(a.n as number, a.url as string);
+    case 'modbus-devices':
+      return modbusDevices(a.n as number);
+    case 'bare-opcua':
+      return bareOpcua(a.endpointUrl as string, a.nodeIds as string[]);
+    case 'bare-mqtt':
+      return bareMqtt(a.url as string, a.topic as string, a.perMessage as number);
+    case 'bare-modbus':
+      return bareModbus(a.ports as number[], a.per as number);
+  }
+
+  if (!existsSync(join(import.meta.dirname, '..', 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
+  console.log(`Plant scale: ${PROTOCOLS.join(', ')} at ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} variables changing at 1 Hz; ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
+  const rows: Array<Record<string, string | number>> = [];
+  for (const p of PROTOCOLS as Protocol[]) {
+    if (!['opcua', 'mqtt', 'sparkplug', 'modbus'].includes(p)) throw new Error(`BENCH_PROTOCOLS: unknown protocol ${JSON.stringify(p)} (opcua, mqtt, sparkplug, modbus)`);
+    for (const n of STEPS) {
+      if (p === 'modbus' && n > 10_000 && process.env.BENCH_MODBUS_ANY !== '1') continue;
+      const dir = mkdtempSync(join(tmpdir(), `plant-scale-${p}-${n}-`));
+      const src = await startSource(p, n, dir);
+      try {
+        process.stdout.write(`${p} ${n}: bare client ... (load ${load()})\n`);
+        const loadBare = load();
+        const bare = await runBare(src);
+        process.stdout.write(`${p} ${n}: gateway ... (load ${load()})\n`);
+        const g = await runGateway(p, n, src, dir);
+        const loadGw = load();
+        const pct = (r: number) => `${((r / n) * 100).toFixed(1)} %`;
+        const pub = (m: Measured) => (m.published === null ? '' : `, sent ${Math.round(m.published)}`);
+        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'bare client', 'CPU cores': bare.cores.toFixed(3), 'source CPU': bare.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(bare.peakRss)} / ${mb(bare.steadyRss)}`, 'rate /s (of expected)': `${Math.round(bare.rate)} (${pct(bare.rate)}${pub(bare)})`, 'set-up s': bare.setupS === null ? '-' : bare.setupS.toFixed(1), 'fresh p50/p99 s': '-', 'backlog max': '-', 'pending max': '-', 'oldest unsent s': '-', 'loop p99/max ms': '-', load: loadBare });
+        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}`, load: loadGw });
+        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': (g.cores / bare.cores).toFixed(2), 'source CPU': '', 'RSS peak/steady MB': `${(g.peakRss / bare.peakRss).toFixed(2)} / ${(g.steadyRss / bare.steadyRss).toFixed(2)}`, 'rate /s (of expected)': (g.rate / bare.rate).toFixed(3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
+        process.stdout.write(`${table(rows.slice(-3))}\n\n`);
+      } finally {
+        await src.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+  console.log(`\n${table(rows)}\n`);
+  console.log('Targets (issue 25, 2-core machine): every change committed (100 %), gateway ≤ 1 core and ≤ 400 MB RSS, freshness ≤ 5 s (p99), oldest unsent ≤ 120 s, event-loop p99 ≤ 100 ms.');
+  console.log('Load average (1/5/15 min) at the end of each side: the machine is shared.');
+  console.log(NOISY_MACHINE_NOTE);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
