@@ -31,7 +31,12 @@ function parseFilter(body: unknown): SetAsideFilter {
  * buffer, and 503 `{error: {code, message}, requeued, remaining}` when the buffer refused a step
  * (refuse_new on a full buffer): what was requeued before stays requeued, the rest stays set aside.
  */
-export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuffer): void {
+export interface SetAsideRouteHooks {
+  /** Samples matching `filter` went back into the queue (the uplink forgets them as unknown). */
+  onRequeued?: (filter: SetAsideFilter) => void;
+}
+
+export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuffer, hooks: SetAsideRouteHooks = {}): void {
   const store = buffer.setAsideStore;
   // Requeue works in steps and yields between them; one write at a time keeps a second request
   // from taking the same rows (or dropping rows a requeue step has just committed).
@@ -49,6 +54,8 @@ export function registerSetAsideRoutes(http: LocalHttpServer, buffer: SampleBuff
   }, { name: 'set-aside list' });
   http.route('POST', '/api/set-aside/requeue', async (ctx) => {
     const filter = parseFilter(await ctx.json());
+    // Before the first step is committed, so the sync path does not set them aside again at once.
+    if (store.count(filter) > 0) hooks.onRequeued?.(filter);
     const r = await serialized(() => store.requeue(buffer, filter));
     if (r.refused) {
       const message = `${r.requeued} sample(s) requeued, ${r.remaining} stay set aside: ${r.refused.reason}`;

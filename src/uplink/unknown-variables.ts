@@ -126,6 +126,19 @@ export class UnknownVariables {
     return entry;
   }
 
+  /**
+   * The operator requeued set-aside samples of these variables (or of all): that says the mapping
+   * or the catalog was fixed, so they are tried again at once instead of being set aside again
+   * until the next catalog read. The cached catalog goes too (it may predate the fix); a variable
+   * that is still unknown is named by the next refusal and found again.
+   */
+  forget(variables: readonly string[] | 'all'): void {
+    if (variables === 'all') this.unknown.clear();
+    else for (const v of variables) this.unknown.delete(v);
+    this.catalog = null;
+    this.nextReadMono = 0;
+  }
+
   /** For /status: the count, the first examples with their source, counts by source. */
   snapshot(): UnknownVariablesSnapshot {
     const sourceOf = this.unknown.size > 0 ? this.cachedSourceOf() : () => null;

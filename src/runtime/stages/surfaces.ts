@@ -101,7 +101,7 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
     metrics,
   });
   registerOpsRoutes(http, { status, metrics, buffer: store.buffer, health: uplink.health });
-  registerSetAsideRoutes(http, store.buffer);
+  registerSetAsideRoutes(http, store.buffer, { onRequeued: (f) => uplink.unknown.forget(f.variable ? [f.variable] : 'all') });
   registerGapRoutes(http, store.gaps);
   return http;
 }
