@@ -72,7 +72,8 @@ describe.skipIf(!available)('edge-gateway demo: commissionable', () => {
     // (c) the banner names the console.
     await waitFor(() => demo.out().includes(`console   ${gateway}/console/`), { timeoutMs: 90_000, intervalMs: 250, ...what('the console in the banner') });
     const file = join(dir, 'demo.yaml');
-    expect(demo.out()).toContain(`configuration written to ${file}`);
+    // Printed after the banner, in its own line: waited for, not assumed to be there already.
+    await waitFor(() => demo.out().includes(`configuration written to ${file}`), { timeoutMs: 30_000, intervalMs: 250, ...what('the note that the configuration was written') });
     const written = readFileSync(file, 'utf8');
     expect(written).toMatch(/^# Written by `edge-gateway demo` at its first start/);
     expect(written).toContain(`opc.tcp://127.0.0.1:${base + 2}/UA/Press1`);
