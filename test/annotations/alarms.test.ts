@@ -238,6 +238,9 @@ describe('machine conditions into annotations (real OPC UA alarms)', () => {
     const jamFrom = jam.transitionTime()!;
     r.sim.setValue('state', 0);
     await openAlarm(r, 'Jam');
+    // The gateway has seen the press stopped (the value comes with the next publish; a downtime
+    // shorter than that would rightly be contradicted by the "running" it last saw).
+    await waitFor(() => r.gw!.handle.annotations!.detector.status()[0].state === 'pending', { timeoutMs: 20_000, what: 'the stop at the detector' });
     expect((await post('/api/machines/press1/downtime/start', { reason: 'Breakdown' })).status).toBe(201);
     await delay(200);
     jam.deactivate();
