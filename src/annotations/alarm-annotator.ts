@@ -211,38 +211,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
         return t.add(source, 'updated');
       }
       const machine = rule.machine;
-      const row: AlarmRow = {
-        key,
-        server: source,
-        conditionId,
-        state: 'open',
-        externalId: alarmExternalId(this.o.gatewayName, 'r', source, conditionId, at),
-        machine,
-        conditionName: e.conditionName,
-        sourceName: e.sourceName,
-        sourceNode: e.sourceNode,
-        eventType: e.eventType,
-        eventTypeName: e.eventTypeName,
-        severity: e.severity,
-        message: e.message,
-        reasonCode: rule.reasonCode,
-        category: rule.category,
-        ruleText: rule.text,
-        machineVariables: rule.machineVariables ?? (machine ? (this.o.machines.get(machine)?.machineVariables ?? []) : []),
-        startedAt: at,
-        endedAt: null,
-        endInferred: null,
-        active: true,
-        acked: e.acked,
-        confirmed: e.confirmed,
-        retain: e.retain,
-        firstEventId: e.eventId,
-        lastEventId: e.eventId,
-        lastEventAt: e.time,
-        seenAt: now,
-        createdAt: now,
-        updatedAt: now,
-      };
+      const row = this.rowOf({ key, source, e, rule, machine, state: 'open', conditionId, externalId: alarmExternalId(this.o.gatewayName, 'r', source, conditionId, at), at, now, active: true });
       this.o.alarms.insert(row);
       this.o.logger.info({ source, condition: e.conditionName, machine, reason_code: rule.reasonCode, since: toIsoUtc(at), external_id: row.externalId }, 'machine condition active: downtime range opened');
       return t.add(source, 'opened');
@@ -355,15 +324,15 @@ export class AlarmAnnotator implements ConditionEventTarget {
     this.instant(source, e, rule, key, alarmExternalId(this.o.gatewayName, 'e', source, `${id}|${e.eventId}`, 0), e.time, t);
   }
 
-  private instant(source: string, e: ConditionEvent, rule: MatchedRule | null, key: string, externalId: string, at: number, t: Tally): void {
-    const now = this.o.clock.now();
-    const machine = rule?.machine ?? this.rules.machineOf(source);
-    const row: AlarmRow = {
-      key,
-      server: source,
-      conditionId: e.conditionId ?? e.eventId,
-      state: 'instant',
-      externalId,
+  /** A condition's row as its first event describes it (an opened range or an instant). */
+  private rowOf(o: { key: string; source: string; e: ConditionEvent; rule: MatchedRule | null; machine: string | null; state: 'open' | 'instant'; conditionId: string; externalId: string; at: number; now: number; active: boolean | null }): AlarmRow {
+    const { e, rule, machine, now } = o;
+    return {
+      key: o.key,
+      server: o.source,
+      conditionId: o.conditionId,
+      state: o.state,
+      externalId: o.externalId,
       machine,
       conditionName: e.conditionName,
       sourceName: e.sourceName,
@@ -376,10 +345,10 @@ export class AlarmAnnotator implements ConditionEventTarget {
       category: rule?.category ?? null,
       ruleText: rule?.text ?? null,
       machineVariables: rule?.machineVariables ?? (machine ? (this.o.machines.get(machine)?.machineVariables ?? []) : []),
-      startedAt: at,
+      startedAt: o.at,
       endedAt: null,
       endInferred: null,
-      active: e.active,
+      active: o.active,
       acked: e.acked,
       confirmed: e.confirmed,
       retain: e.retain,
@@ -390,6 +359,12 @@ export class AlarmAnnotator implements ConditionEventTarget {
       createdAt: now,
       updatedAt: now,
     };
+  }
+
+  private instant(source: string, e: ConditionEvent, rule: MatchedRule | null, key: string, externalId: string, at: number, t: Tally): void {
+    const now = this.o.clock.now();
+    const machine = rule?.machine ?? this.rules.machineOf(source);
+    const row = this.rowOf({ key, source, e, rule, machine, state: 'instant', conditionId: e.conditionId ?? e.eventId, externalId, at, now, active: e.active });
     this.o.alarms.insert(row);
     const { created } = this.o.store.insert(
       { type: 'instant', occurredAt: at, startedAt: null, endedAt: null, text: conditionText(row), machineVariables: row.machineVariables, site: this.o.site, machine, externalId, origin: 'alarm' },
