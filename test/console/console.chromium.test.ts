@@ -191,7 +191,7 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     await waitFor(() => gw.handle.status().uplink.sync.set_aside_total > before, { timeoutMs: 30_000, what: 'the requeued sample sent again' });
   });
 
-  it('build: browses Press 1, ticks and maps nodes, and the snippet passes check', async () => {
+  it('build: browses Press 1, ticks and maps nodes, adds them to the configuration, and the result passes check', async () => {
     await page.goto(url('build'));
     await page.getByTestId('opcua-endpoint').fill(opcua.endpointUrl);
     await page.getByTestId('opcua-browse').click();
@@ -201,8 +201,11 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     // Mapped from the organisation's catalog (GET /machine-variables): Press 1's, not Mixer 1's.
     await expect.poll(() => page.getByTestId('map-Press1/Temperature').inputValue()).toBe('mvr_press1_temperature');
     expect(await page.getByTestId('tick-Press1/RecipeName').isDisabled()).toBe(true); // a String
-    await page.getByTestId('make-snippet').click();
-    const snippet = (await page.getByTestId('snippet').textContent())!;
+    await page.getByTestId('add-opcua').click();
+    // The editor opens with the merged text and the diff of what was added (nothing written yet).
+    await expect.poll(() => page.getByTestId('added-to-config').textContent(), { timeout: 10_000 }).toMatch(/Added 2 mappings to opcua\.servers\[0\] \(new\)/);
+    expect(await page.getByTestId('added-to-config').getByTestId('config-diff').textContent()).toMatch(/\+\s+- node_id: nsu=urn:edge-gateway:sim:press1;s=Press1\.Temperature # Press1\/Temperature \(Double\)/);
+    const snippet = await page.getByTestId('config-text').inputValue();
     expect(snippet).toMatch(/nsu=urn:edge-gateway:sim:press1;s=Press1\.Temperature/);
 
     const raw = testConfigInput(emu, dir);

@@ -86,3 +86,31 @@ export interface ProbeResponse {
   registers: number[];
   candidates: CandidateRow[];
 }
+
+/**
+ * POST /console/api/config/merge: "Add to configuration" (issue 24 §3). The editor's text and
+ * what to add (OPC UA nodes of one server, or Modbus registers of one device); the answer is the
+ * merged text (console/config-merge.ts) and the diff from the posted text. Nothing is written:
+ * the text goes back into the editor, and Apply shows the diff against the file again.
+ */
+export interface MergeRequest {
+  yaml: string;
+  opcua?: {
+    server: { name: string; endpoint: string; security_mode?: 'None' | 'Sign' | 'SignAndEncrypt'; security_policy?: string; user?: string };
+    nodes: Array<{ node_id: string; variable: string; comment?: string }>;
+  };
+  modbus?: {
+    device: { name: string; transport: 'tcp' | 'rtu' | 'rtu_over_tcp'; host?: string; port?: number; path?: string; unit_id: number };
+    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; byte_order?: string; scale?: number; offset?: number; comment?: string }>;
+  };
+}
+export interface MergeResponse {
+  yaml: string;
+  /** Unified diff from the posted text to the merged one ('' when nothing was added). */
+  diff: string;
+  /** Setting that received the mappings (`opcua.servers[1]`), and whether the merge created it. */
+  target: string;
+  created: boolean;
+  added: number;
+  skipped: Array<{ what: string; reason: string }>;
+}

@@ -1,0 +1,236 @@
+import { h, Fragment } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse } from '../api/config.js';
+import { api, ApiError, messageOf } from './lib.js';
+import type { Added } from './page-build.js';
+
+/** The diff Apply would make, line by line, coloured like a unified diff. */
+export function Diff({ text }: { text: string }) {
+  if (!text)
+    return (
+      <p class="muted" data-testid="config-diff">
+        No changes: the text is the file as it is.
+      </p>
+    );
+  const cls = (l: string) => (l.startsWith('@@') ? 'hunk' : l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : '');
+  return (
+    <pre class="code diff" data-testid="config-diff">
+      {text
+        .replace(/\n$/, '')
+        .split('\n')
+        .map((l) => (
+          <span class={cls(l)}>{`${l}\n`}</span>
+        ))}
+    </pre>
+  );
+}
+
+/** The check shown next to the editor: the last check, or the problems a preview or Apply found. */
+interface CheckShown {
+  ok: boolean;
+  problems: Array<{ line: number | null; message: string }>;
+  more_problems?: number;
+  warnings?: string[];
+}
+type Preview = Extract<ConfigPreviewResponse, { ok: true }>;
+
+/** Build the config → Configuration: the file's text, checked as it is typed; Apply shows the diff first. */
+export function ConfigEditor({ text, setText, added }: { text: string; setText: (t: string) => void; added: Added | null }) {
+  const [path, setPath] = useState<string | null>(null);
+  const [check, setCheck] = useState<CheckShown | null>(null);
+  const [note, setNote] = useState<{ ok: boolean; text: string } | null>(null);
+  const [preview, setPreview] = useState<Preview | null>(null);
+  // Why there is no file to write: the gateway's note, or why the file could not be read.
+  const [noFile, setNoFile] = useState<string | null>('reading the configuration file…');
+  useEffect(() => {
+    api<ConfigReadResponse>('/console/api/config').then(
+      (r) => {
+        setPath(r.path);
+        setNoFile(r.path === null ? `${r.note}; start it with --config FILE to edit and apply it here` : null);
+        if (r.yaml) setText(r.yaml);
+      },
+      (e: unknown) => {
+        setNoFile(`the configuration file could not be read: ${messageOf(e)}`);
+        setNote({ ok: false, text: messageOf(e) });
+      },
+    );
+  }, []);
+  useEffect(() => {
+    if (!text) return;
+    setPreview(null);
+    const t = setTimeout(
+      () =>
+        api<ConfigCheckResponse>('/console/api/config/check', { method: 'POST', body: { yaml: text } }).then(setCheck, (e: unknown) => setCheck({ ok: false, problems: [{ line: null, message: messageOf(e) }] })),
+      600,
+    );
+    return () => clearTimeout(t);
+  }, [text]);
+  // Apply shows the diff first (and any secret sent somewhere new); the second step sends the
+  // confirmation of exactly that diff (issue 21 §3).
+  const review = async () => {
+    setNote(null);
+    try {
+      const r = await api<ConfigPreviewResponse>('/console/api/config/preview', { method: 'POST', body: { yaml: text } });
+      if (!r.ok) {
+        setCheck({ ok: false, problems: r.problems, more_problems: r.more_problems });
+        return;
+      }
+      setPreview(r);
+    } catch (e) {
+      setNote({ ok: false, text: messageOf(e) });
+    }
+  };
+  const apply = async () => {
+    if (!preview) return;
+    try {
+      const r = await api<ConfigApplyResponse>('/console/api/config', { method: 'PUT', body: { yaml: text, confirm: preview.confirm } });
+      setPreview(null);
+      setNote({ ok: true, text: `Written to ${r.written}. Changed: ${r.changed.join(', ') || 'nothing'}${r.restart_required.length ? `; needs a restart: ${r.restart_required.join(', ')}` : ''}.` });
+    } catch (e) {
+      const body = e instanceof ApiError ? (e.body as ConfigApplyRefusal | null) : null;
+      if (body?.confirm) setPreview({ ...preview, diff: body.diff ?? '', confirm: body.confirm, secret_changes: body.secret_changes ?? [] });
+      else setPreview(null);
+      setNote({ ok: false, text: messageOf(e) });
+      if (body?.problems) setCheck({ ok: false, problems: body.problems, more_problems: body.more_problems });
+    }
+  };
+  const lines = text.split('\n').length;
+  const count = check ? check.problems.length + (check.more_problems ?? 0) : 0;
+  // Issue 24 §2: a disabled Apply says why.
+  const applyBlocked = noFile ?? (!text.trim() ? 'the editor is empty' : !check ? 'the text is being checked…' : !check.ok ? `the check finds ${count} problem${count === 1 ? '' : 's'} (listed below); Apply is possible once it passes` : null);
+  const more = check?.more_problems ? (
+    <li class="bad">
+      <span class="dot"></span>… and {check.more_problems} more
+    </li>
+  ) : (
+    ''
+  );
+  return (
+    <section class="card">
+      <div class="card-head">
+        <h2>Configuration {path ? <span class="muted small mono">{path}</span> : ''}</h2>
+        <div class="row">
+          <span class={`pill ${check ? (check.ok ? 'ok' : 'bad') : 'warn'}`} data-testid="check-state">
+            {check ? (check.ok ? 'check passes' : `${count} problem${count === 1 ? '' : 's'}`) : 'not checked'}
+          </span>
+          <button class="primary" disabled={applyBlocked !== null} title={applyBlocked ?? undefined} onClick={review} data-testid="apply-config">
+            Apply…
+          </button>
+        </div>
+      </div>
+      {applyBlocked ? (
+        <p class="hint warn small" data-testid="apply-reason">
+          Apply is not possible: {applyBlocked}
+        </p>
+      ) : (
+        ''
+      )}
+      {added ? (
+        <div class="preview" data-testid="added-to-config">
+          <h3>
+            {added.added === 0 ? 'Nothing added' : `Added ${added.added} mapping${added.added === 1 ? '' : 's'} to `}
+            {added.added ? <span class="mono">{added.target}</span> : ''}
+            {added.created ? ' (new)' : ''}: not written yet; Apply shows the changes to the file
+          </h3>
+          {added.skipped.length ? (
+            <ul class="problems" data-testid="added-skipped">
+              {added.skipped.map((k) => (
+                <li class="warn">
+                  <span class="dot"></span>
+                  <span>
+                    <b class="mono">{k.what}</b> left out: {k.reason}
+                  </span>
+                </li>
+              ))}
+            </ul>
+          ) : (
+            ''
+          )}
+          {added.diff ? <Diff text={added.diff} /> : ''}
+        </div>
+      ) : (
+        ''
+      )}
+      <p class="muted small">
+        Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Secrets written in the file show hidden and are kept as they are. Apply shows the changes first, then writes the file and reloads the gateway.
+      </p>
+      <div class="editor">
+        <pre class="gutter">{Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}</pre>
+        <textarea spellcheck={false} value={text} onInput={(e) => setText(e.currentTarget.value)} data-testid="config-text"></textarea>
+      </div>
+      {check && !check.ok ? (
+        <ul class="problems" data-testid="check-problems">
+          {check.problems.map((p) => (
+            <li class="bad">
+              <span class="dot"></span>
+              {p.line ? (
+                <>
+                  <b>line {p.line}</b> ·{' '}
+                </>
+              ) : (
+                ''
+              )}
+              {p.message}
+            </li>
+          ))}
+          {more}
+        </ul>
+      ) : (
+        ''
+      )}
+      {check?.ok && check.warnings?.length ? (
+        <ul class="problems">
+          {check.warnings.map((w) => (
+            <li class="warn">
+              <span class="dot"></span>
+              {w}
+            </li>
+          ))}
+        </ul>
+      ) : (
+        ''
+      )}
+      {preview ? (
+        <div class="preview" data-testid="config-preview">
+          <h3>Changes to {path}</h3>
+          {preview.secret_changes.length ? (
+            <>
+              <p class={preview.refused ? 'err-line' : 'muted small'}>{preview.refused ? preview.message : 'These changes send secrets where they were not sent before; check each destination:'}</p>
+              <ul class="problems" data-testid="secret-changes">
+                {preview.secret_changes.map((c) => (
+                  <li class={preview.refused ? 'bad' : 'warn'}>
+                    <span class="dot"></span>
+                    <span>
+                      <b class="mono">{c.setting}</b>: {c.secret} → <b class="mono">{c.destination}</b> ({c.reason})
+                    </span>
+                  </li>
+                ))}
+              </ul>
+            </>
+          ) : (
+            ''
+          )}
+          <Diff text={preview.diff} />
+          <div class="row">
+            <button class="primary" disabled={preview.refused || !preview.diff} onClick={apply} data-testid="confirm-apply">
+              {preview.secret_changes.length ? 'Send the secrets there and apply' : 'Apply these changes'}
+            </button>
+            <button onClick={() => setPreview(null)} data-testid="cancel-apply">
+              Cancel
+            </button>
+          </div>
+        </div>
+      ) : (
+        ''
+      )}
+      {note ? (
+        <p class={note.ok ? 'ok-line' : 'err-line'} data-testid="apply-note">
+          {note.text}
+        </p>
+      ) : (
+        ''
+      )}
+    </section>
+  );
+}
+
