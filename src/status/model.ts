@@ -204,30 +204,29 @@ export function deliveryOutlook(r: { backlog: number; ingestRate: number; syncRa
 }
 
 /**
- * Seconds until the backlog is delivered at the current rates, or null when nothing is pending or
- * it does not shrink. The backlog shrinks at what is delivered (sync and import jobs) minus what
- * keeps arriving. Also what `gateway_backlog_eta_seconds` reports (-1 for null).
+ * The outlook from the readings the status and `gateway_backlog_eta_seconds` share, so the metric
+ * and the console say the same (issue 24 §1: the metric kept the old estimate, 82 min for 14
+ * samples after a restart).
  */
-export function backlogEtaSeconds(r: { backlog: number; syncRate: number; importRate: number; ingestRate: number }): number | null {
-  const drain = r.syncRate + r.importRate - r.ingestRate;
-  return r.backlog > 0 && drain > 0 ? r.backlog / drain : null;
+export function outlookOf(r: { backlog: number; ingestRate: number; sync: { ratePerSecond: number }; backfill: Pick<StatusReadings['backfill'], 'rate_per_s' | 'sync_capacity_per_s' | 'enabled' | 'threshold_samples'>; batchSize: number; uptimeS: number }): DeliveryOutlook {
+  return deliveryOutlook({
+    backlog: r.backlog,
+    ingestRate: r.ingestRate,
+    syncRate: r.sync.ratePerSecond,
+    importRate: r.backfill.rate_per_s,
+    syncCapacity: r.backfill.sync_capacity_per_s,
+    batchSize: r.batchSize,
+    uptimeS: r.uptimeS,
+    backfillEnabled: r.backfill.enabled,
+    thresholdSamples: r.backfill.threshold_samples,
+  });
 }
 
 /** The gateway's status from its readings. Pure: same readings, same status. */
 export function gatewayStatus(r: StatusReadings): GatewayStatus {
   const { buffer: b, sync: s, health: h, now } = r;
   const rate = s.ratePerSecond;
-  const outlook = deliveryOutlook({
-    backlog: b.rows,
-    ingestRate: r.ingestRate,
-    syncRate: rate,
-    importRate: r.backfill.rate_per_s,
-    syncCapacity: r.backfill.sync_capacity_per_s,
-    batchSize: r.batchSize,
-    uptimeS: (now - r.gateway.startedAt) / 1000,
-    backfillEnabled: r.backfill.enabled,
-    thresholdSamples: r.backfill.threshold_samples,
-  });
+  const outlook = outlookOf({ backlog: b.rows, ingestRate: r.ingestRate, sync: s, backfill: r.backfill, batchSize: r.batchSize, uptimeS: (now - r.gateway.startedAt) / 1000 });
   return {
     gateway: {
       name: r.gateway.name,

@@ -45,6 +45,22 @@ describe('gateway stages', () => {
     await expect(gw.handle.reload(next)).rejects.toThrow(/stopping/);
   });
 
+  it('gateway_backlog_eta_seconds says what /status says: no estimate for a few samples with nothing measured (issue 24 §1)', async () => {
+    const emu = await emulator();
+    const gw = await startTestGateway(emu);
+    cleanup.push(() => gw.destroy());
+    // A trickle delivered, then an outage with 14 samples waiting: the old estimate divided them by
+    // the trickle's rate (14 samples → 82 min); there is no basis for an estimate.
+    await gw.handle.buffer.append([{ variable: 'mvr_gen_1', ts: T0, value: 1 }]);
+    await waitFor(() => gw.handle.sync.stats().deliveredTotal >= 1, { what: 'the first sample delivered' });
+    emu.setFaults({ outage_seconds: 600 });
+    await gw.handle.buffer.append(Array.from({ length: 14 }, (_, i) => ({ variable: 'mvr_gen_1', ts: T0 + 1 + i, value: i })));
+    await waitFor(() => gw.handle.buffer.stats().rows === 14, { what: '14 samples waiting' });
+    expect(gw.handle.sync.stats().ratePerSecond).toBeGreaterThan(0);
+    expect(gw.handle.status().backlog_eta_s).toBeNull();
+    expect(await gw.handle.metrics.registry.metrics()).toMatch(/^gateway_backlog_eta_seconds -1$/m);
+  });
+
   it('reads the gauges that follow the status when they are scraped, without status()', async () => {
     const emu = await emulator();
     const gw = await startTestGateway(emu);

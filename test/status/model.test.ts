@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backlogEtaSeconds, deliveryOutlook, gatewayStatus, type StatusReadings } from '../../src/status/model.js';
+import { deliveryOutlook, outlookOf, gatewayStatus, type StatusReadings } from '../../src/status/model.js';
 
 const readings = (): StatusReadings => ({
   now: Date.parse('2026-11-22T06:10:00.000Z'),
@@ -44,10 +44,14 @@ describe('status model', () => {
     expect('annotations' in a || 'fleet' in a).toBe(false);
   });
 
-  it('has no backlog ETA when nothing is pending or the backlog does not shrink', () => {
-    expect(backlogEtaSeconds({ backlog: 0, syncRate: 80, importRate: 0, ingestRate: 0 })).toBeNull();
-    expect(backlogEtaSeconds({ backlog: 100, syncRate: 20, importRate: 0, ingestRate: 20 })).toBeNull();
-    expect(backlogEtaSeconds({ backlog: 100, syncRate: 10, importRate: 15, ingestRate: 5 })).toBe(5);
+  it('has no backlog ETA when nothing is pending, the backlog does not shrink, or there is no basis yet', () => {
+    const of = (o: { backlog: number; sync: number; imports: number; ingest: number; uptimeS?: number }) =>
+      outlookOf({ backlog: o.backlog, ingestRate: o.ingest, sync: { ratePerSecond: o.sync }, backfill: { rate_per_s: o.imports, sync_capacity_per_s: 4_200, enabled: true, threshold_samples: 405_000 }, batchSize: 200, uptimeS: o.uptimeS ?? 600 }).drain_eta_s;
+    expect(of({ backlog: 0, sync: 80, imports: 0, ingest: 0 })).toBeNull();
+    expect(of({ backlog: 10_000, sync: 200, imports: 0, ingest: 200 })).toBeNull();
+    expect(of({ backlog: 10_000, sync: 100, imports: 150, ingest: 50 })).toBe(50);
+    // Just restarted: 14 samples wait and nothing was measured (the old estimate said 82 min).
+    expect(of({ backlog: 14, sync: 0.003, imports: 0, ingest: 0, uptimeS: 3 })).toBeNull();
   });
 
   // Issue 24 §1: "nothing to drain" while the backlog climbed, and "82 min" for 14 samples after a restart.

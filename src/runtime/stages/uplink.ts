@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.js';
 import type { Metrics } from '../../core/metrics.js';
-import { backlogEtaSeconds, type StatusReadings } from '../../status/model.js';
+import { outlookOf, type StatusReadings } from '../../status/model.js';
 import { BackfillManager } from '../../uplink/backfill.js';
 import { RequestBudget } from '../../uplink/budget.js';
 import { TrackingClient } from '../../uplink/client.js';
@@ -81,8 +81,10 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     metrics,
     clock,
   });
+  // The drain estimate /status shows (status/model.ts outlookOf); uptime counts from this stage's start.
+  const startedAt = clock.monotonic();
   const unbindEta = metrics.backlogEtaSeconds.readFrom(
-    () => backlogEtaSeconds({ backlog: buffer.stats().rows, syncRate: sync.stats().ratePerSecond, importRate: backfill.stats().rate_per_s, ingestRate: buffer.ingestRate() }) ?? -1,
+    () => outlookOf({ backlog: buffer.stats().rows, ingestRate: buffer.ingestRate(), sync: sync.stats(), backfill: backfill.stats(), batchSize: uplink.batch_size, uptimeS: (clock.monotonic() - startedAt) / 1000 }).drain_eta_s ?? -1,
   );
 
   return {
