@@ -126,15 +126,21 @@ export class Claims {
     const all = groups.filter((g) => g.rows.length > 0);
     if (all.length === 0) return;
     const now = this.o.clock.now();
-    const moved = inOwnTransaction(this.db, 'setAside', () => {
-      const sum = { fromRows: 0, fromChunks: 0 };
-      for (const g of all) {
-        const m = this.o.setAsideMove.moveInTransaction(g.rows, g.info, now);
-        sum.fromRows += m.fromRows;
-        sum.fromChunks += m.fromChunks;
-      }
-      return sum;
-    });
+    let moved: { fromRows: number; fromChunks: number } | undefined;
+    try {
+      moved = inOwnTransaction(this.db, 'setAside', () => {
+        const sum = { fromRows: 0, fromChunks: 0 };
+        for (const g of all) {
+          const m = this.o.setAsideMove.moveInTransaction(g.rows, g.info, now);
+          sum.fromRows += m.fromRows;
+          sum.fromChunks += m.fromChunks;
+        }
+        return sum;
+      });
+    } finally {
+      // Reached without `moved` only when the transaction threw (and rolled back).
+      this.o.setAsideMove.settle(moved !== undefined);
+    }
     for (const g of all) for (const r of g.rows) this.o.holds.unclaim(r.seq);
     this.o.tally.rows -= moved.fromRows;
     if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());

@@ -125,8 +125,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       lastCommitted: this.lastCommitted,
       afterCommit: (c) => this.afterCommit(c),
     });
-    const setAsideMove = new SetAsideMove(db, this.store);
     this.setAsideStore = new SetAsideStore(db);
+    const setAsideMove = new SetAsideMove(db, this.store, this.setAsideStore.counts);
     this.claims = new Claims(db, { logger, clock, holds: this.holds, store: this.store, tally: this.tally, dict, ingest: this.ingest, setAsideMove, changed });
     this.reader = new SampleReader(db, { store: this.store, tally: this.tally, dict });
     this.ranges = new ImportRanges(db, { clock, holds: this.holds, store: this.store, tally: this.tally, ledger: this.importLedger, reader: this.reader, setAsideMove, changed });
@@ -205,6 +205,10 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void {
     this.claims.setAsideGroups(groups);
     this.refreshGauges();
+  }
+
+  trimSetAside(prefix: string, keep: number): number {
+    return this.setAsideStore.trimReason(prefix, keep);
   }
 
   // ---------------------------------------------------------------- import jobs (BackfillBuffer)

@@ -70,10 +70,13 @@ export interface SetAsideInfo {
  */
 export class SetAsideMove {
   private readonly st: { insert: Statement; deleteSeq: Statement };
+  /** Rows inserted by the transaction running now, told to the counts once it committed. */
+  private pending: Array<{ variables: string[]; reason: string }> = [];
 
   constructor(
     db: Database,
     private readonly store: ChunkStore,
+    private readonly counts: SetAsideCounts,
   ) {
     this.st = {
       insert: db.prepare('INSERT INTO set_aside (variable, ts, value, path, reason, detail, job_id, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
@@ -81,11 +84,15 @@ export class SetAsideMove {
     };
   }
 
-  /** Call inside a transaction; returns how many left the rows and how many left chunks. */
+  /**
+   * Call inside a transaction; returns how many left the rows and how many left chunks. The caller
+   * calls `settle(true)` once its transaction committed, `settle(false)` when it rolled back.
+   */
   moveInTransaction(rows: readonly BufferedRow[], info: SetAsideInfo, now: number): { fromRows: number; fromChunks: number } {
     const detail = info.detail === undefined ? null : JSON.stringify(info.detail);
     let fromRows = 0;
     const sealed: number[] = [];
+    this.pending.push({ variables: rows.map((r) => r.variable), reason: info.reason });
     for (const r of rows) {
       this.st.insert.run(r.variable, r.ts, toRowValue(r.value), info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
       if (this.st.deleteSeq.run(r.seq).changes > 0) fromRows++;
@@ -95,6 +102,12 @@ export class SetAsideMove {
     const fromChunks = sealed.length > 0 ? this.store.removeSeqs(sealed) : 0;
     return { fromRows, fromChunks };
   }
+
+  /** The transaction of the moves since the last call ended: committed, or rolled back. */
+  settle(committed: boolean): void {
+    if (committed) for (const p of this.pending) this.counts.added(p.variables, p.reason);
+    this.pending = [];
+  }
 }
 
 export interface SetAsideSummary {
@@ -102,11 +115,97 @@ export interface SetAsideSummary {
   by_variable: Array<{ variable: string | null; count: number; reason: string }>;
 }
 
-export class SetAsideStore {
+/**
+ * How many samples are set aside, in all, per variable and per tracked reason prefix, kept in
+ * memory (issue 24 §4: with thousands of unknown variables set_aside grows by thousands of rows a
+ * second, and a `count(*)` for every status read took longer the longer it ran). Read once from
+ * the table when first asked, then kept by every change this process makes: the gateway owns the
+ * file while it runs (file/owner-lock.ts), so no other process changes set_aside meanwhile. A
+ * change whose effect on the counts is not known row by row (an operator's drop or requeue)
+ * forgets them; the next read counts again.
+ */
+export class SetAsideCounts {
+  private byVariable: Map<string | null, number> | null = null;
+  private all = 0;
+  private readonly prefixes = new Map<string, number | null>();
+
   constructor(private readonly db: Database) {}
 
+  total(): number {
+    this.load();
+    return this.all;
+  }
+
+  /** Samples per variable (null: job-level notes without a sample). */
+  perVariable(): ReadonlyMap<string | null, number> {
+    this.load();
+    return this.byVariable!;
+  }
+
+  /** Samples whose reason starts with `prefix` (counted from the table the first time). */
+  withReason(prefix: string): number {
+    let n = this.prefixes.get(prefix);
+    if (n === undefined || n === null) {
+      n = this.db.prepare("SELECT count(*) FROM set_aside WHERE substr(reason, 1, ?) = ? AND variable IS NOT NULL").pluck(true).get(prefix.length, prefix) as number;
+      this.prefixes.set(prefix, n);
+    }
+    return n;
+  }
+
+  /** Rows inserted (after their transaction committed): one per entry of `variables`. */
+  added(variables: ReadonlyArray<string | null>, reason: string): void {
+    this.change(variables, reason, 1);
+  }
+
+  removed(variables: ReadonlyArray<string | null>, reason: string): void {
+    this.change(variables, reason, -1);
+  }
+
+  /** Rows deleted, each with its own reason (a requeue step). */
+  removedRows(rows: ReadonlyArray<{ variable: string | null; reason: string }>): void {
+    const byReason = new Map<string, Array<string | null>>();
+    for (const r of rows) {
+      const list = byReason.get(r.reason);
+      if (list) list.push(r.variable);
+      else byReason.set(r.reason, [r.variable]);
+    }
+    for (const [reason, variables] of byReason) this.change(variables, reason, -1);
+  }
+
+  /** Forget the counts: the next read counts the table again. */
+  forget(): void {
+    this.byVariable = null;
+    for (const k of this.prefixes.keys()) this.prefixes.set(k, null);
+  }
+
+  private change(variables: ReadonlyArray<string | null>, reason: string, sign: 1 | -1): void {
+    for (const [prefix, n] of this.prefixes) if (n !== null && reason.startsWith(prefix)) this.prefixes.set(prefix, n + sign * variables.filter((v) => v !== null).length);
+    if (!this.byVariable) return;
+    for (const v of variables) {
+      const n = (this.byVariable.get(v) ?? 0) + sign;
+      if (n > 0) this.byVariable.set(v, n);
+      else this.byVariable.delete(v);
+    }
+    this.all += sign * variables.length;
+  }
+
+  private load(): void {
+    if (this.byVariable) return;
+    const rows = this.db.prepare('SELECT variable, count(*) FROM set_aside GROUP BY variable').raw(true).all() as Array<[string | null, number]>;
+    this.byVariable = new Map(rows);
+    this.all = rows.reduce((sum, [, n]) => sum + n, 0);
+  }
+}
+
+export class SetAsideStore {
+  readonly counts: SetAsideCounts;
+
+  constructor(private readonly db: Database) {
+    this.counts = new SetAsideCounts(db);
+  }
+
   summary(): SetAsideSummary {
-    const total = this.db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number;
+    const total = this.counts.total();
     const by = this.db
       .prepare('SELECT variable, count(*) AS count, max(reason) AS reason FROM set_aside GROUP BY variable ORDER BY count DESC LIMIT 50')
       .all() as Array<{ variable: string | null; count: number; reason: string }>;
@@ -115,12 +214,28 @@ export class SetAsideStore {
 
   /** Samples set aside in all. */
   total(): number {
-    return this.db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number;
+    return this.counts.total();
   }
 
-  /** Set-aside samples per variable (the console's variables page), at most `limit` variables. */
-  countsByVariable(limit = 50_000): Array<{ variable: string | null; n: number }> {
-    return this.db.prepare('SELECT variable, count(*) AS n FROM set_aside GROUP BY variable LIMIT ?').all(limit) as Array<{ variable: string | null; n: number }>;
+  /** Set-aside samples per variable (the console's variables page). */
+  countsByVariable(): ReadonlyMap<string | null, number> {
+    return this.counts.perVariable();
+  }
+
+  /**
+   * Keeps at most `keep` samples whose reason starts with `prefix`, deleting the oldest beyond
+   * (issue 24 §4: the samples of thousands of unknown variables must not fill the disk). Returns
+   * how many were deleted; at most `maxStep` per call, so one call stays short.
+   */
+  trimReason(prefix: string, keep: number, maxStep = 50_000): number {
+    const over = this.counts.withReason(prefix) - keep;
+    if (over <= 0) return 0;
+    const gone = this.db
+      .prepare('DELETE FROM set_aside WHERE id IN (SELECT id FROM set_aside WHERE substr(reason, 1, ?) = ? AND variable IS NOT NULL ORDER BY id LIMIT ?) RETURNING variable')
+      .pluck(true)
+      .all(prefix.length, prefix, Math.min(over, maxStep)) as string[];
+    this.counts.removed(gone, prefix);
+    return gone.length;
   }
 
   list(options: { limit?: number; variable?: string } = {}): SetAsideRow[] {
@@ -134,7 +249,9 @@ export class SetAsideStore {
   /** Deletes matching rows; returns how many. */
   drop(filter: SetAsideFilter): number {
     const { where, args } = whereOf(filter);
-    return this.db.prepare(`DELETE FROM set_aside WHERE ${where}`).run(...args).changes;
+    const n = this.db.prepare(`DELETE FROM set_aside WHERE ${where}`).run(...args).changes;
+    this.counts.forget();
+    return n;
   }
 
   /** Sample rows matching `filter` (job-level notes have none). */
@@ -165,7 +282,7 @@ export class SetAsideStore {
     let requeued = 0;
     let refused: RequeueResult['refused'] = null;
     for (;;) {
-      const rows = read.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer]>;
+      const rows = read.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer, string]>;
       if (rows.length === 0) break;
       const samples: Sample[] = new Array(rows.length);
       for (let i = 0; i < rows.length; i++) samples[i] = { variable: rows[i][1], ts: rows[i][2], value: fromRowValue(rows[i][3]) };
@@ -183,6 +300,7 @@ export class SetAsideStore {
       // gateway runs between them.
       await nextTurn();
       remove.run(...args, afterId, lastId);
+      this.counts.removedRows(rows.map((r) => ({ variable: r[1], reason: r[4] })));
       requeued += rows.length;
       afterId = lastId;
       if (rows.length < stepRows) break;
@@ -212,7 +330,7 @@ export class SetAsideStore {
     let afterId = 0;
     let requeued = 0;
     const moveStep = this.db.transaction((): number => {
-      const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer]>;
+      const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer, string]>;
       if (rows.length === 0) return 0;
       // A seq is never reused (B3), also not one of a sealed chunk.
       let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1, ((maxChunkSeq.get() as number | null) ?? 0) + 1);
@@ -228,13 +346,15 @@ export class SetAsideStore {
     for (;;) {
       const n = moveStep.immediate();
       requeued += n;
-      if (n < stepRows) return requeued;
+      if (n < stepRows) break;
     }
+    this.counts.forget();
+    return requeued;
   }
 
-  /** Matching sample rows in (afterId, maxId], oldest first, as [id, variable, ts, value]. */
+  /** Matching sample rows in (afterId, maxId], oldest first, as [id, variable, ts, value, reason]. */
   private stepQuery(where: string): Statement {
-    return this.db.prepare(`SELECT id, variable, ts, value FROM set_aside WHERE (${where}) AND variable IS NOT NULL AND id > ? AND id <= ? ORDER BY id LIMIT ?`).raw(true);
+    return this.db.prepare(`SELECT id, variable, ts, value, reason FROM set_aside WHERE (${where}) AND variable IS NOT NULL AND id > ? AND id <= ? ORDER BY id LIMIT ?`).raw(true);
   }
 }
 

@@ -17,6 +17,8 @@ export interface SyncBuffer {
   setAside(rows: readonly BufferedRow[], info: SetAsideInfo): void;
   /** Several groups with their own reasons in one transaction. */
   setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void;
+  /** Keeps at most `keep` set-aside samples whose reason starts with `prefix`, deleting the oldest; returns how many went. */
+  trimSetAside(prefix: string, keep: number): number;
   onChange(listener: () => void): () => void;
   readonly available: number;
 }

@@ -9,7 +9,7 @@ export interface ConsoleBufferReads {
   /** Unsent samples and the time stamp of the oldest (the queue is sent oldest first). */
   queue(): { rows: number; oldestTs: number | null };
   /** Samples set aside, by variable (at most 50,000 variables). */
-  setAsideByVariable(): Map<string, number>;
+  setAsideByVariable(): ReadonlyMap<string | null, number>;
 }
 
 export function consoleBufferReads(buffer: SampleBuffer): ConsoleBufferReads {
@@ -18,10 +18,6 @@ export function consoleBufferReads(buffer: SampleBuffer): ConsoleBufferReads {
       const s = buffer.stats();
       return { rows: s.rows, oldestTs: s.oldestTs };
     },
-    setAsideByVariable: setAsideCountsByVariable(buffer),
+    setAsideByVariable: () => buffer.setAsideStore.countsByVariable(),
   };
-}
-
-function setAsideCountsByVariable(buffer: SampleBuffer): () => Map<string, number> {
-  return () => new Map(buffer.setAsideStore.countsByVariable().flatMap((r) => (r.variable === null ? [] : [[r.variable, r.n] as const])));
 }

@@ -142,23 +142,7 @@ export class FixtureIndex {
       org.machines.push(machine);
       org.machinesBySite.get(site.id)!.push(machine);
     }
-    for (const v of fixture.machine_variables) {
-      const machine = this.machines.get(v.machine)!;
-      const variable: VariableRecord = {
-        id: v.id,
-        name: v.name,
-        unit: v.unit,
-        machineId: machine.id,
-        siteId: machine.siteId,
-        organisationId: machine.organisationId,
-        ordinal: this.variableList.length,
-      };
-      this.variables.set(v.id, variable);
-      this.variableList.push(variable);
-      const org = this.organisations.get(machine.organisationId)!;
-      org.variables.push(variable);
-      org.variablesBySite.get(machine.siteId)!.push(variable);
-    }
+    for (const v of fixture.machine_variables) this.indexVariable(v);
     const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
     for (const org of this.organisations.values()) {
       org.machines.sort(byId);
@@ -168,6 +152,41 @@ export class FixtureIndex {
     }
     for (const c of fixture.clients) this.clients.set(c.client_id, { clientId: c.client_id, secret: c.client_secret, organisations: new Set(c.organisations) });
     for (const k of fixture.api_keys) this.apiKeys.set(k.key, { organisationId: k.organisation, sites: new Set(k.sites) });
+  }
+
+  /**
+   * A machine variable created while the emulator runs (POST /_emulator/machine-variables), as an
+   * operator creates one in the service: listed and accepted from now on. Throws naming the field
+   * when the id is taken or the machine is unknown.
+   */
+  addVariable(v: { id: string; name: string; unit: string; machine: string }): VariableRecord {
+    if (this.variables.has(v.id)) throw new Error(`id: machine variable "${v.id}" already exists`);
+    if (!this.machines.has(v.machine)) throw new Error(`machine: unknown machine "${v.machine}"`);
+    const variable = this.indexVariable(v);
+    const org = this.organisations.get(variable.organisationId)!;
+    const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+    org.variables.sort(byId);
+    org.variablesBySite.get(variable.siteId)!.sort(byId);
+    return variable;
+  }
+
+  private indexVariable(v: { id: string; name: string; unit: string; machine: string }): VariableRecord {
+    const machine = this.machines.get(v.machine)!;
+    const variable: VariableRecord = {
+      id: v.id,
+      name: v.name,
+      unit: v.unit,
+      machineId: machine.id,
+      siteId: machine.siteId,
+      organisationId: machine.organisationId,
+      ordinal: this.variableList.length,
+    };
+    this.variables.set(v.id, variable);
+    this.variableList.push(variable);
+    const org = this.organisations.get(machine.organisationId)!;
+    org.variables.push(variable);
+    org.variablesBySite.get(machine.siteId)!.push(variable);
+    return variable;
   }
 }
 

@@ -21,6 +21,7 @@ import type { Store } from './store.js';
  *   GET    /_emulator/fixture    (client secrets and API keys redacted)
  *   POST   /_emulator/tokens/expire
  *   POST   /_emulator/reset      optional body {"tokens": true, "faults": true}
+ *   POST   /_emulator/machine-variables   {"id", "name", "unit", "machine"}: create a variable now
  */
 
 export interface InspectorDeps {
@@ -35,6 +36,12 @@ export interface InspectorDeps {
 }
 
 const resetSchema = z.strictObject({ tokens: z.boolean().optional(), faults: z.boolean().optional() });
+const variableSchema = z.strictObject({
+  id: z.string().regex(/^mvr_[A-Za-z0-9_]+$/, { error: 'is not a machine variable id (mvr_...)' }),
+  name: z.string().min(1).max(200),
+  unit: z.string().max(50).default(''),
+  machine: z.string().min(1),
+});
 
 const ENDPOINTS = [
   'GET /_emulator/stats',
@@ -51,6 +58,7 @@ const ENDPOINTS = [
   'POST /_emulator/tokens/expire',
   'POST /_emulator/reset',
   'POST /_emulator/reset with body {"tokens": true, "faults": true}',
+  'POST /_emulator/machine-variables with body {"id": "mvr_...", "name": "...", "unit": "°C", "machine": "mch_..."}',
 ];
 
 /** ?limit=&path=&status= of GET /_emulator/requests; 400 naming the parameter. */
@@ -133,6 +141,18 @@ export class Inspector {
         return notAllowed('GET, DELETE');
       case '/fixture':
         return method === 'GET' ? { status: 200, body: this.deps.publicFixture() } : notAllowed('GET');
+      case '/machine-variables': {
+        // An operator creating a machine variable in the service, while the emulator runs.
+        if (method !== 'POST') return notAllowed('POST');
+        const parsed = variableSchema.safeParse(await readJson(req));
+        if (!parsed.success) throw badRequest(formatIssues(parsed.error.issues, [], variableSchema).join('; '));
+        try {
+          const v = this.deps.fixture.addVariable(parsed.data);
+          return { status: 201, body: { id: v.id, name: v.name, unit: v.unit, machine: v.machineId } };
+        } catch (err) {
+          throw badRequest((err as Error).message);
+        }
+      }
       case '/tokens/expire':
         return method === 'POST' ? { status: 200, body: { expired: this.deps.expireTokens() } } : notAllowed('POST');
       default:

@@ -69,7 +69,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         return features.annotations;
       },
       logger, metrics, buffer: store.buffer, gaps: store.gaps, sources: sources.list, http, httpUrl: http?.url ?? null,
-      client: uplink.client, health: uplink.health, budget: uplink.budget, sync: uplink.sync, backfill: uplink.backfill,
+      client: uplink.client, health: uplink.health, budget: uplink.budget, sync: uplink.sync, backfill: uplink.backfill, unknown: uplink.unknown,
       status: board.status,
       reload: (next) => reloads.apply(next),
       reloadRefused: (problems) => reloads.refused(problems),

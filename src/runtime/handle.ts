@@ -12,6 +12,7 @@ import type { GatewayStatus } from '../status/model.js';
 import type { BackfillManager } from '../uplink/backfill.js';
 import type { RequestBudget } from '../uplink/budget.js';
 import type { TrackingClient } from '../uplink/client.js';
+import type { UnknownVariables } from '../uplink/unknown-variables.js';
 import type { SyncSender } from '../uplink/sync-sender.js';
 import type { ReloadResult } from './reload.js';
 import type { MakeUplinkHealth } from './stages/uplink.js';
@@ -42,6 +43,8 @@ export interface GatewayHandle {
   readonly budget: RequestBudget;
   readonly sync: SyncSender;
   readonly backfill: BackfillManager;
+  /** Machine variables the service does not know (issue 24 §1). */
+  readonly unknown: UnknownVariables;
   readonly http: LocalHttpServer | null;
   /** Operator annotations (outbox, local API, HMI page, detectors), when configured. */
   readonly annotations: AnnotationsRuntime | null;

@@ -126,6 +126,27 @@ export const budgetSharingSchema = z
   })
   .meta({ description: 'Sharing the per-address request budget (§8) among the gateways behind one address' });
 
+/** What happens to the samples of machine variables the service does not know (issue 24 §1, §4). */
+const unknownVariablesSchema = z
+  .strictObject({
+    keep_set_aside: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_000_000_000)
+      .default(1_000_000)
+      .meta({
+        description:
+          'Most samples of unknown machine variables kept in the set-aside list (about 100 bytes each on disk). Beyond it the oldest of them are deleted, counted in gateway_set_aside_dropped_samples_total{reason="unknown_variable"} and logged once a minute, so a mapping to variables the organisation does not have cannot fill the disk (5,000 unknown variables at 1 Hz are 18 million samples an hour). 0 keeps none',
+        examples: [1_000_000],
+      }),
+    requeue_when_created: z
+      .boolean()
+      .default(true)
+      .meta({ description: 'When a catalog read (every 5 minutes while unknown variables exist) lists a variable that was unknown, its set-aside samples go back into the queue by themselves, as `edge-gateway set-aside requeue --variable` would do', examples: [true] }),
+  })
+  .meta({ description: 'Samples of machine variables the organisation\'s catalog does not list: set aside, bounded, and sent once the variable exists' });
+
 export const uplinkSchema = z
   .strictObject({
     requests_per_minute: z
@@ -141,6 +162,7 @@ export const uplinkSchema = z
     max_unsent_age: durationMs({ min: 10_000, max: 86_400_000 }).default(180_000).meta({ description: 'Bound on the age (by sample timestamp) of the oldest unsent sample that no import job will take: beyond it the sync path alternates newest-first and oldest-first batches, so no sample waits behind live data for long', examples: ['3m'] }),
     backfill: backfillSchema.prefault({}),
     budget_sharing: budgetSharingSchema.prefault({}),
+    unknown_variables: unknownVariablesSchema.prefault({}),
   })
   .meta({ description: 'Delivery to the tracking service' });
 

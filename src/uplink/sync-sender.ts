@@ -12,7 +12,7 @@ import { describeResult, outcomeOf, type TrackingClient } from './client.js';
 import { MAX_JSON_BODY_BYTES } from './config.js';
 import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
-import { saysUnknownVariable, unknownVariableInMessage, type UnknownVariable, type UnknownVariables } from './unknown-variables.js';
+import { saysUnknownVariable, UNKNOWN_VARIABLE_REASON, unknownVariableInMessage, type UnknownVariable, type UnknownVariables } from './unknown-variables.js';
 
 export interface SyncSenderOptions {
   buffer: SyncBuffer;
@@ -34,6 +34,8 @@ export interface SyncSenderOptions {
   importJobsTakeOldest?: () => boolean;
   /** Machine variables the service does not know (issue 24 §1): their samples are set aside without a request. */
   unknown?: UnknownVariables;
+  /** Most set-aside samples of unknown variables kept (uplink.unknown_variables.keep_set_aside); the oldest beyond are deleted. */
+  keepUnknownSetAside?: number;
 }
 
 /** A sample the service refused (or would: its variable is unknown), with why. */
@@ -85,6 +87,8 @@ export class SyncSender {
   private freshestTs: number | null = null;
   private deliveredTotal = 0;
   private setAsideTotal = 0;
+  /** Set-aside samples of unknown variables deleted beyond keepUnknownSetAside since start. */
+  private unknownDropped = 0;
   private readonly unsubscribe: () => void;
   private readonly idle = new WakeSignal();
   /** Alternation state for the age bound: the next batch is oldest-first when true. */
@@ -274,6 +278,7 @@ export class SyncSender {
     this.o.buffer.setAsideGroups([...groups.values()]);
     this.setAsideTotal += refused.length;
     this.o.metrics.uplinkSetAsideSamples.inc({ path: 'sync' }, refused.length);
+    if (refused.some((r) => r.unknown)) this.trimUnknownSetAside();
     // Unknown variables have their own line (unknown-variables.ts), one a minute, not one per batch.
     const other = refused.filter((r) => !r.unknown);
     if (other.length === 0) return;
@@ -281,6 +286,25 @@ export class SyncSender {
       `set_aside:${other[0].reason}`,
       { count: other.length, variables: [...new Set(other.map((r) => r.row.variable))].slice(0, 10), reason: other[0].reason },
       'the tracking service refused samples; they are set aside (edge-gateway set-aside list)',
+    );
+  }
+
+  /**
+   * The set-aside samples of unknown variables are bounded (issue 24 §4): 5,000 unknown variables
+   * at 1 Hz set aside 18 million rows an hour, and counted against buffer.max_bytes they would push
+   * the full policy onto real data. The oldest beyond the bound go, counted and logged.
+   */
+  private trimUnknownSetAside(): void {
+    const keep = this.o.keepUnknownSetAside;
+    if (keep === undefined) return;
+    const dropped = this.o.buffer.trimSetAside(UNKNOWN_VARIABLE_REASON, keep);
+    if (dropped === 0) return;
+    this.unknownDropped += dropped;
+    this.o.metrics.setAsideDroppedSamples.inc({ reason: 'unknown_variable' }, dropped);
+    this.throttle.warn(
+      'set_aside_unknown_trimmed',
+      { dropped_total: this.unknownDropped, keep_set_aside: keep },
+      `set-aside samples of unknown machine variables reached uplink.unknown_variables.keep_set_aside (${keep}); the oldest of them are deleted (${this.unknownDropped} since start). Fix the mapping or create the variables upstream`,
     );
   }
 
@@ -392,7 +416,7 @@ export class SyncSender {
 
 /** The set-aside entry of a sample whose machine variable the service does not know. */
 function unknownRefusal(row: BufferedRow, u: UnknownVariable): Refusal {
-  return { row, reason: `unknown machine variable: ${u.message}`, requestId: u.requestId, unknown: true };
+  return { row, reason: `${UNKNOWN_VARIABLE_REASON}${u.message}`, requestId: u.requestId, unknown: true };
 }
 
 /** `{"items": [...]}` with ISO 8601 UTC timestamps with milliseconds (CONTRACT.md batch ITEM). */

@@ -19,9 +19,14 @@ import { LogThrottle } from '../core/log-throttle.js';
  *   of them. It is read again every CATALOG_REFRESH_MS while unknown variables exist, and a variable
  *   that appeared upstream (created by the operator) is delivered again from then on.
  *
- * There is no setting to hold such samples in the buffer instead: the set-aside list is where
- * refused samples wait (`edge-gateway set-aside requeue` after the variable was created upstream).
+ * Their samples wait in the set-aside list, bounded by uplink.unknown_variables.keep_set_aside
+ * (sync-sender.ts trims the oldest beyond it), and go back into the queue by themselves when a
+ * catalog read lists the variable (`onCreated`, wired in runtime/stages/uplink.ts when
+ * requeue_when_created is on), or when the operator requeues them.
  */
+
+/** Every set-aside reason of an unknown variable starts with this (the cap counts them by it). */
+export const UNKNOWN_VARIABLE_REASON = 'unknown machine variable: ';
 
 /** What the registry remembers about an unknown variable. */
 export interface UnknownVariable {
@@ -85,6 +90,8 @@ export interface UnknownVariablesOptions {
   logger: Logger;
   /** Every machine variable id the organisation's catalog lists; null when it cannot be read. */
   readCatalog?: (signal: AbortSignal) => Promise<ReadonlySet<string>>;
+  /** Variables that were unknown and that a catalog read now lists (created upstream). */
+  onCreated?: (variables: string[]) => void;
 }
 
 export class UnknownVariables {
@@ -173,6 +180,14 @@ export class UnknownVariables {
     if (this.unknown.size > 0) this.readCatalogSoon();
   }
 
+  /** Reads the catalog now, not at the next refresh (an operator says the variables were created). */
+  async readCatalogNow(): Promise<void> {
+    await this.reading;
+    this.nextReadMono = 0;
+    this.readCatalogSoon();
+    await this.reading;
+  }
+
   /** Waits for a catalog read in flight (tests, stop). */
   async settled(): Promise<void> {
     await this.reading;
@@ -206,7 +221,9 @@ export class UnknownVariables {
         this.catalogError = null;
         this.nextReadMono = this.o.clock.monotonic() + CATALOG_REFRESH_MS;
         // A variable created upstream since it was refused is delivered again from now on.
-        for (const v of [...this.unknown.keys()]) if (ids.has(v)) this.unknown.delete(v);
+        const created = [...this.unknown.keys()].filter((v) => ids.has(v));
+        for (const v of created) this.unknown.delete(v);
+        if (created.length > 0) this.o.onCreated?.(created);
       } catch (err) {
         this.catalogError = describeError(err);
         this.nextReadMono = this.o.clock.monotonic() + CATALOG_RETRY_MS;

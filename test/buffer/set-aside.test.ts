@@ -169,6 +169,44 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
     expect(b.buffer.stats().droppedTotal).toBe(0);
   });
 
+  it('the counts kept in memory match the table through set-aside, trim, requeue and drop (no count(*) per status read)', async () => {
+    const b = openTestBuffer();
+    cleanup.push(() => b.destroy());
+    const db = b.db;
+    const store = b.buffer.setAsideStore;
+    const inTable = () => ({
+      total: db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number,
+      perVariable: new Map(db.prepare('SELECT variable, count(*) FROM set_aside GROUP BY variable').raw(true).all() as Array<[string, number]>),
+      unknown: db.prepare("SELECT count(*) FROM set_aside WHERE reason LIKE 'unknown machine variable: %'").pluck(true).get() as number,
+    });
+    const same = () => {
+      const t = inTable();
+      expect(store.total()).toBe(t.total);
+      expect(new Map(store.countsByVariable())).toEqual(t.perVariable);
+      expect(store.counts.withReason('unknown machine variable: ')).toBe(t.unknown);
+    };
+    same(); // read from the (empty) table, then kept
+    await b.buffer.append(Array.from({ length: 3_000 }, (_, i) => ({ variable: `mvr_${i % 3}`, ts: T0 + i, value: i })));
+    await b.buffer.flush();
+    const rows = b.buffer.claimNewest(3_000);
+    b.buffer.setAsideGroups([
+      { rows: rows.filter((r) => r.variable === 'mvr_0'), info: { path: 'sync', reason: 'unknown machine variable: "mvr_0"' } },
+      { rows: rows.filter((r) => r.variable === 'mvr_1'), info: { path: 'sync', reason: 'unknown machine variable: "mvr_1"' } },
+      { rows: rows.filter((r) => r.variable === 'mvr_2'), info: { path: 'sync', reason: 'value out of range' } },
+    ]);
+    same();
+    expect(store.trimReason('unknown machine variable: ', 1_500)).toBe(500);
+    same();
+    const r = await store.requeue(b.buffer, { variable: 'mvr_1' }, { stepRows: 300 });
+    expect(r.requeued).toBeGreaterThan(0);
+    same();
+    expect(store.drop({ variable: 'mvr_2' })).toBe(1_000);
+    same();
+    expect(store.trimReason('unknown machine variable: ', 0)).toBeGreaterThan(0);
+    same();
+    expect(store.total()).toBe(0);
+  });
+
   it('requeue in the file (no gateway) moves every sample in steps, each step one transaction', async () => {
     const b = openTestBuffer();
     cleanup.push(() => b.destroy());

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
@@ -96,5 +97,54 @@ describe('a batch refused for unknown machine variables (issue 24 §1)', () => {
     const unknownLines = lines.filter((l) => /unknown to the organisation's catalog/.test(String(l.msg)));
     expect(unknownLines.length).toBe(1);
     expect(String(unknownLines[0].msg)).not.toContain('secret');
+  }, 90_000);
+
+  it('keeps at most uplink.unknown_variables.keep_set_aside of their samples: the oldest go, counted and logged once (issue 24 §4)', async () => {
+    const emu: EmulatorHandle = await startEmulator({ port: 0 });
+    cleanup.push(() => emu.close());
+    const { logger, lines } = capture();
+    const keep = 1_500;
+    const gw = await startTestGateway(emu, { generator: [{ name: 'gen', variables: { prefix: 'mvr_gen_', count: 500 }, interval: 200 }], uplink: { unknown_variables: { keep_set_aside: keep } } }, { logger });
+    cleanup.push(() => gw.destroy());
+    await waitFor(async () => /gateway_set_aside_dropped_samples_total\{reason="unknown_variable"\} [1-9]/.test(await gw.handle.metrics.registry.metrics()), { timeoutMs: 60_000, what: 'the oldest unknown samples dropped' });
+    // Another few rounds: the list stays at the bound while 2,400 unknown samples a second arrive.
+    const firstKept = gw.handle.buffer.setAsideStore.list({ limit: 1 })[0];
+    await waitFor(() => (gw.handle.buffer.setAsideStore.list({ limit: 1 })[0]?.id ?? 0) > firstKept.id + keep, { timeoutMs: 30_000, what: 'the oldest kept replaced by newer ones' });
+    await holdsFor(() => gw.handle.status().set_aside.samples <= keep, { forMs: 2_000, intervalMs: 50, what: 'the set-aside list stays at the bound' });
+    // The kept ones are the newest: every kept sample is newer than every dropped one.
+    const kept = gw.handle.buffer.setAsideStore.list({ limit: 10_000 });
+    expect(kept.length).toBeGreaterThan(keep / 2);
+    expect(Math.min(...kept.map((r) => r.id))).toBeGreaterThan(firstKept.id);
+    // The in-memory counts agree with the table.
+    const { default: Database } = await import('better-sqlite3');
+    await gw.close();
+    const db = new Database(join(gw.dir, 'buffer.db'), { readonly: true });
+    cleanup.push(async () => db.close());
+    const inFile = db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number;
+    expect(inFile).toBeLessThanOrEqual(keep);
+    // (Kept in memory, read without the file: the counts are not read again after a trim.)
+    expect(gw.handle.buffer.setAsideStore.total()).toBe(inFile);
+    const trimmed = lines.filter((l) => /keep_set_aside/.test(String(l.msg)));
+    expect(trimmed.length).toBe(1);
+  }, 120_000);
+
+  it('a variable created upstream gets its set-aside samples back in the queue, and they are delivered (issue 24 §1)', async () => {
+    const emu: EmulatorHandle = await startEmulator({ port: 0 });
+    cleanup.push(() => emu.close());
+    const gw = await startTestGateway(emu, { generator: [{ name: 'gen', variables: { prefix: 'mvr_gen_', count: 22 }, interval: 200 }] });
+    cleanup.push(() => gw.destroy());
+    const setAsideOf = (v: string) => gw.handle.buffer.setAsideStore.count({ variable: v });
+    await waitFor(() => setAsideOf('mvr_gen_21') >= 10 && gw.handle.status().uplink.unknown_variables?.count === 2, { timeoutMs: 30_000, what: 'mvr_gen_21 unknown, samples set aside' });
+    expect(emu.valueCounts().mvr_gen_21 ?? 0).toBe(0);
+    // The operator creates it in the service; the next catalog read (here: now) finds it.
+    emu.fixture.addVariable({ id: 'mvr_gen_21', name: 'generated 21', unit: '', machine: 'mch_gen1' });
+    const waiting = setAsideOf('mvr_gen_21');
+    await gw.handle.unknown.readCatalogNow();
+    await waitFor(() => setAsideOf('mvr_gen_21') === 0, { timeoutMs: 30_000, what: 'mvr_gen_21 requeued' });
+    await waitFor(() => (emu.valueCounts().mvr_gen_21 ?? 0) >= waiting, { timeoutMs: 30_000, what: 'its set-aside samples delivered' });
+    expect(gw.handle.status().uplink.unknown_variables?.count).toBe(1);
+    // mvr_gen_22 is still unknown: its samples stay set aside.
+    expect(setAsideOf('mvr_gen_22')).toBeGreaterThan(0);
+    expect(await gw.handle.metrics.registry.metrics()).toMatch(/gateway_set_aside_requeued_samples_total\{reason="variable_created"\} [1-9]/);
   }, 90_000);
 });

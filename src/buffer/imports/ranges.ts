@@ -77,15 +77,21 @@ export class ImportRanges {
     const now = this.o.clock.now();
     let fromRows = 0;
     let fromChunks = 0;
-    inOwnTransaction(this.db, 'finishJob', () => {
-      for (const { row, error } of refused) {
-        const message = (error as { message?: unknown }).message;
-        const moved = this.o.setAsideMove.moveInTransaction([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined }, now);
-        fromRows += moved.fromRows;
-        fromChunks += moved.fromChunks;
-      }
-      this.o.ledger.update(entry.id, { state: 'finishing' });
-    });
+    let committed = false;
+    try {
+      inOwnTransaction(this.db, 'finishJob', () => {
+        for (const { row, error } of refused) {
+          const message = (error as { message?: unknown }).message;
+          const moved = this.o.setAsideMove.moveInTransaction([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined }, now);
+          fromRows += moved.fromRows;
+          fromChunks += moved.fromChunks;
+        }
+        this.o.ledger.update(entry.id, { state: 'finishing' });
+      });
+      committed = true;
+    } finally {
+      this.o.setAsideMove.settle(committed);
+    }
     if (refused.length > 0) {
       this.o.tally.rows -= fromRows;
       if (fromChunks > 0) this.o.tally.resync(this.o.store.totals());

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import { outlookOf, type StatusReadings } from '../../status/model.js';
 import { BackfillManager } from '../../uplink/backfill.js';
@@ -50,7 +51,30 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     logger: logger.child({ component: 'sync' }),
     // Every page of the organisation's machine variables (§4.10, §8); ahead of data in the budget.
     readCatalog: async (signal) => new Set((await client.listAll('machine_variables', {}, signal)).map((v) => v.id)),
+    onCreated: uplink.unknown_variables.requeue_when_created ? (variables) => requeueCreated(variables) : undefined,
   });
+  // Variables created upstream: their set-aside samples go back into the queue, one variable after
+  // the other (a requeue works in steps and yields between them).
+  const requeueLog = logger.child({ component: 'sync' });
+  let requeues = Promise.resolve();
+  let stopping = false;
+  const requeueCreated = (variables: string[]) => {
+    requeues = requeues.then(async () => {
+      let total = 0;
+      for (const variable of variables) {
+        if (stopping) return;
+        const r = await buffer.setAsideStore.requeue(buffer, { variable });
+        total += r.requeued;
+        if (r.refused) {
+          if (stopping) return;
+          requeueLog.warn({ variable, reason: r.refused.reason }, 'a variable was created upstream, but the buffer refused its set-aside samples; they stay set aside (edge-gateway set-aside requeue)');
+          break;
+        }
+      }
+      metrics.setAsideRequeuedSamples.inc({ reason: 'variable_created' }, total);
+      if (total > 0) requeueLog.info({ variables: variables.slice(0, 20), count: variables.length, samples: total }, `${variables.length} machine variable(s) now exist upstream; their ${total} set-aside samples are back in the queue`);
+    }).catch((err: unknown) => requeueLog.error({ err: describeError(err) }, 'requeue of the set-aside samples of created variables failed; they stay set aside'));
+  };
   const sync = new SyncSender({
     buffer,
     client,
@@ -65,6 +89,7 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     maxUnsentAgeMs: uplink.max_unsent_age,
     importJobsTakeOldest: () => backfill.takesOldest(),
     unknown,
+    keepUnknownSetAside: uplink.unknown_variables.keep_set_aside,
   });
   const backfill = new BackfillManager({
     buffer,
@@ -110,6 +135,9 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     async stop() {
       unbindEta();
       unknown.stop();
+      // A requeue in progress stops at its next step (the buffer refuses once closed); what it did
+      // not move stays set aside and is requeued after the next catalog read.
+      stopping = true;
       await Promise.all([sync.stop(3_000), backfill.stop()]);
       budget.close();
       await client.close();
