@@ -81,6 +81,35 @@ describe('OPC UA recovery without operator action', () => {
     expect(h.source.status().state).toBe('connected');
   }, 90_000);
 
+  it('"down since" stays put across the retries of a stopped server and clears once connected (issue 24 §1)', async () => {
+    const first = await sim();
+    const h = start({ endpoint: first.endpointUrl, watchdog_multiplier: 10, nodes: [{ node_id: first.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
+    await flowingAfter(h, 'mvr_press1_temperature', 0);
+    expect(h.source.status().downSince).toBeNull();
+    const stoppedAt = Date.now();
+    await first.close();
+    const down = await waitFor(() => h.source.status().downSince ?? null, { timeoutMs: 20_000, what: 'downSince set' });
+    expect(down).toBeGreaterThanOrEqual(stoppedAt - 1);
+    // Several reconnect attempts (each changes the state and its `since`); downSince does not move.
+    const states = new Set<string>();
+    const sinces = new Set<number>();
+    const retries = () => metricValue(h.metrics, 'gateway_source_reconnects_total', { source: 'press1' });
+    const r0 = await retries();
+    await waitFor(
+      async () => {
+        const st = h.source.status();
+        states.add(st.state);
+        sinces.add(st.since);
+        expect(st.downSince).toBe(down);
+        return (await retries()) >= r0 + 3 && sinces.size >= 2;
+      },
+      { timeoutMs: 40_000, intervalMs: 20, what: 'three reconnect attempts while the server is away' },
+    );
+    await sim(first.port);
+    await flowingAfter(h, 'mvr_press1_temperature', Date.now());
+    await waitFor(() => h.source.status().downSince === null && h.source.status().lastError === null, { timeoutMs: 20_000, what: 'downSince and the error cleared' });
+  }, 90_000);
+
   it('resumes after a longer outage through the watchdog and its own reconnect loop', async () => {
     const first = await sim();
     const h = start({ endpoint: first.endpointUrl, watchdog_multiplier: 10, nodes: [{ node_id: first.nodeIds.temperature, variable: 'mvr_press1_temperature' }] });
