@@ -232,4 +232,27 @@ describe.skipIf(!available)('Build → OPC UA: browse with security, map, add, a
       );
     }
   }, 180_000);
+
+  it('when the catalog cannot be read, says the ids cannot be checked instead of flagging them', async () => {
+    const other = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
+    other.on('pageerror', (e) => pageErrors.push(e.message));
+    // The gateway's answer when the service cannot be read (console/catalog.ts), for this page only.
+    await other.route('**/console/api/catalog', (r) => r.fulfill({ status: 502, json: { error: { code: 'catalog_unavailable', message: 'the tracking service is unreachable' } } }));
+    await other.goto(`${gw.httpUrl}/console#/build`);
+    await other.getByTestId('token-input').fill(TOKEN);
+    await other.getByTestId('token-save').click();
+    await expect.poll(() => other.getByTestId('catalog-state').textContent(), { timeout: 20_000 }).toBe(
+      "The organisation's catalog could not be read (the tracking service is unreachable): the ids cannot be checked against it; type them.",
+    );
+    await other.getByTestId('opcua-endpoint').fill(line1.endpointUrl);
+    await other.getByTestId('opcua-browse').click();
+    await other.getByTestId('expand-Press1').click({ timeout: 60_000 });
+    await other.getByTestId('tick-Press1/PartCount').check({ timeout: 60_000 });
+    // No catalog to guess from: a placeholder, and no "not in the catalog" flag for it or a typed id.
+    expect(await other.getByTestId('map-Press1/PartCount').inputValue()).toBe('mvr_CHANGE_ME_press1_partcount');
+    await other.getByTestId('map-Press1/PartCount').fill('mvr_press1_parts_made');
+    expect(await other.getByTestId('flag-Press1/PartCount').count()).toBe(0);
+    expect(await other.getByTestId('add-opcua').textContent()).toBe('Add 1 node to the configuration');
+    await other.close();
+  }, 120_000);
 });
