@@ -6,7 +6,9 @@ import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
 import { HttpError } from '../http/server.js';
-import type { BrowseResponse, ProbeResponse } from './api/build.js';
+import { SECURITY_MODES, type SECURITY_POLICIES } from '../sources/opcua/config.js';
+import type { UserIdentityInfo } from 'node-opcua';
+import { SECURITY_POLICY_CHOICES, type BrowseResponse, type ProbeResponse } from './api/build.js';
 
 /** Turns a zod failure of a request body into a 400 naming the field. */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
@@ -17,23 +19,44 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.outp
 
 // --- OPC UA browse -------------------------------------------------------------------------------
 
+/**
+ * POST /console/api/opcua/browse (api/build.ts BrowseRequest). The console's tree asks for one
+ * level at a time: the children of `root` (default the Objects folder, i=85), `depth` 1.
+ */
 export const browseSchema = z.strictObject({
   endpoint: z.string().regex(/^opc\.tcp:\/\//, { error: 'must start with opc.tcp://' }),
-  root: z.string().min(1).default('i=85'),
-  depth: z.number().int().min(1).max(10).default(4),
+  root: z.string().min(1).max(4_096).default('i=85'),
+  depth: z.number().int().min(1).max(10).default(1),
   max_nodes: z.number().int().min(1).max(20_000).default(5_000),
-  security_mode: z.enum(['None', 'Sign', 'SignAndEncrypt']).default('None'),
+  security_mode: z.enum(SECURITY_MODES).default('None'),
+  security_policy: z.enum(SECURITY_POLICY_CHOICES).optional(),
+  user: z.string().min(1).max(128).optional(),
+  // Never echoed: config/issues.ts shows no value under a setting named password.
+  password: z.string().max(1_024).optional(),
+  trust_server: z.boolean().default(false),
+  include_properties: z.boolean().default(false),
+  path: z.string().max(4_096).default(''),
 });
+
+/** The browse form's policies (api/build.ts, for the browser) are the ones the config accepts: a compile-time check. */
+type SameMembers<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const policyChoicesMatch: SameMembers<(typeof SECURITY_POLICY_CHOICES)[number], (typeof SECURITY_POLICIES)[number]> = true;
 
 /** A console browse stops after this long (and after max_nodes), whatever the server does (issue 21 §2). */
 export const BROWSE_TIMEOUT_MS = 60_000;
 
 /**
  * Browses a server with the code of `edge-gateway browse` (src/sources/opcua/browse.ts): one
- * anonymous session, one attempt, certificates in the console's own PKI folder under the data dir.
+ * session per request, one attempt, certificates in the console's own PKI folder under the data
+ * dir. A session per request rather than one kept open between the expansions of the tree: a PLC
+ * has few session slots (the gateway's own sources use one), and nothing of the engineer's login,
+ * password included, stays in the gateway once the answer is sent. The password goes into the
+ * session's identity token and nowhere else: not into a Secret (which would register it for log
+ * redaction for the life of the process), an error, a log line or the answer.
  */
 export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: string): Promise<BrowseResponse> {
-  const [{ opcuaServerSchema, effectivePolicy }, { browseAddressSpace }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }, { toNsuForm }] = await Promise.all([
+  if (input.password !== undefined && input.user === undefined) throw new HttpError(400, 'bad_request', 'password: given without a user name (user); leave both empty to log in anonymously', 'user');
+  const [{ opcuaServerSchema, effectivePolicy }, { browseAddressSpace, BrowseRootError, nodeComment }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }, { toNsuForm }, { UserTokenType }] = await Promise.all([
     import('../sources/opcua/config.js'),
     import('../sources/opcua/browse.js'),
     import('../sources/opcua/client-options.js'),
@@ -42,13 +65,22 @@ export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: 
     import('../sources/opcua/certificate-validity.js'),
     import('../sources/opcua/own-certificate.js'),
     import('../sources/opcua/node-id.js'),
+    import('node-opcua'),
   ]);
   installNodeOpcuaLogging();
-  const parsed = opcuaServerSchema.safeParse({ name: 'console', endpoint: input.endpoint, security_mode: input.security_mode, nodes: [{ node_id: 'i=2258', variable: 'mvr_browse' }] });
-  if (!parsed.success) throw new HttpError(400, 'bad_request', formatIssues(parsed.error.issues).join('; '), 'endpoint');
+  const parsed = opcuaServerSchema.safeParse({
+    name: 'console',
+    endpoint: input.endpoint,
+    security_mode: input.security_mode,
+    ...(input.security_policy ? { security_policy: input.security_policy } : {}),
+    trust_on_first_use: input.trust_server,
+    nodes: [{ node_id: 'i=2258', variable: 'mvr_browse' }],
+  });
+  if (!parsed.success) throw new HttpError(400, 'bad_request', formatIssues(parsed.error.issues).join('; '), String(parsed.error.issues[0]?.path[0] ?? 'endpoint'));
   const cfg = parsed.data;
+  const identity: UserIdentityInfo = input.user !== undefined ? { type: UserTokenType.UserName, userName: input.user, password: input.password ?? '' } : userIdentity(cfg, 'browse');
   mkdirSync(pkiDir, { recursive: true });
-  const cm = new ClockTolerantCertificateManager({ rootFolder: pkiDir, automaticallyAcceptUnknownCertificate: false, name: 'PKI' });
+  const cm = new ClockTolerantCertificateManager({ rootFolder: pkiDir, automaticallyAcceptUnknownCertificate: cfg.trust_on_first_use, name: 'PKI' });
   await cm.initialize();
   await ensureOwnCertificate(cm, cfg.application_name).catch(() => undefined);
   const client = createClient({ ...cfg, reconnect: { initial_delay: 500, max_delay: 1_000 } }, cm);
@@ -56,25 +88,30 @@ export async function browseOpcua(input: z.output<typeof browseSchema>, pkiDir: 
   (client as unknown as { connectionStrategy: { maxRetry: number } }).connectionStrategy.maxRetry = 0;
   try {
     await client.connect(cfg.endpoint);
-    const session = await client.createSession(userIdentity(cfg, 'browse'));
+    const session = await client.createSession(identity);
     try {
-      const result = await browseAddressSpace(session, { root: input.root, depth: input.depth, maxNodes: input.max_nodes, includeStandard: false, timeoutMs: BROWSE_TIMEOUT_MS });
+      const result = await browseAddressSpace(session, { root: input.root, depth: input.depth, maxNodes: input.max_nodes, includeStandard: false, includeProperties: input.include_properties, rootPath: input.path, timeoutMs: BROWSE_TIMEOUT_MS });
       return {
         endpoint: cfg.endpoint,
         security_mode: cfg.security_mode,
         security_policy: effectivePolicy(cfg),
+        ...(input.user !== undefined ? { user: input.user } : {}),
+        root: input.root,
         namespaces: result.namespaces,
         truncated: result.truncated,
         stopped_by: result.stoppedBy,
-        nodes: result.nodes.map((n) => ({ ...n, nsu: toNsuForm(n.nodeId, result.namespaces), mappable: n.nodeClass === 'Variable' && n.numeric === true && n.scalar !== false })),
+        nodes: result.nodes.map((n) => ({ ...n, nsu: toNsuForm(n.nodeId, result.namespaces), mappable: n.nodeClass === 'Variable' && n.numeric === true && n.scalar !== false, comment: nodeComment(n) })),
       };
     } finally {
       await session.close().catch(() => undefined);
     }
   } catch (err) {
     if (err instanceof HttpError) throw err;
-    const e = classifyConnectError(err, { path: 'browse', endpoint: cfg.endpoint, securityMode: cfg.security_mode, securityPolicy: effectivePolicy(cfg), pkiDir });
-    throw new HttpError(502, 'browse_failed', e.message.replace(/^browse(\.user)?: /, ''));
+    if (err instanceof BrowseRootError) throw new HttpError(400, 'bad_request', err.message, 'root');
+    const e = classifyConnectError(err, { path: 'browse', endpoint: cfg.endpoint, securityMode: cfg.security_mode, securityPolicy: effectivePolicy(cfg), pkiDir, ...(input.user !== undefined ? { user: input.user } : {}) });
+    // The console's words for the settings the message names (it was written for the config file).
+    const message = e.message.replace(/^browse(\.user)?: /, '').replace(/, or set browse\.trust_on_first_use: true/, ', or tick "Trust the server certificate" and browse again');
+    throw new HttpError(502, 'browse_failed', message);
   } finally {
     await client.disconnect().catch(() => undefined);
     await cm.dispose().catch(() => undefined);

@@ -22,6 +22,8 @@ import {
   ConditionInfo,
   Variant,
   VariantArrayType,
+  standardUnits,
+  type EUInformation,
   type Namespace,
   type UAAlarmConditionEx,
   type UAObject,
@@ -287,21 +289,23 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
 
   const vars = {} as Record<SimVariableName, UAVariable>;
   const id = (name: SimVariableName) => `s=Press1.${BROWSE_NAMES[name]}`;
-  const analog = (name: SimVariableName, low: number, high: number, unit: string, initial: number) =>
+  // AnalogItemType (Part 8): EURange and EngineeringUnits are properties of the variable, as a PLC
+  // publishes them; the browse shows them as the variable's unit and range.
+  const analog = (name: SimVariableName, low: number, high: number, unit: EUInformation, initial: number) =>
     ns.addAnalogDataItem({
       componentOf: press,
       browseName: BROWSE_NAMES[name],
       nodeId: id(name),
       dataType: 'Double',
       engineeringUnitsRange: { low, high },
-      engineeringUnits: undefined,
-      description: unit,
+      engineeringUnits: unit,
+      description: unit.displayName.text ?? '',
       value: new Variant({ dataType: DataType.Double, value: initial }),
     } as Parameters<Namespace['addAnalogDataItem']>[0]);
-  vars.temperature = analog('temperature', 0, 200, '°C', 62);
-  vars.pressure = analog('pressure', 0, 400, 'bar', 180);
-  vars.speed = analog('speed', 0, 3000, 'rpm', 1200);
-  vars.setpoint = analog('setpoint', 0, 200, '°C', 65);
+  vars.temperature = analog('temperature', 0, 200, standardUnits.degree_celsius, 62);
+  vars.pressure = analog('pressure', 0, 400, standardUnits.bar, 180);
+  vars.speed = analog('speed', 0, 3000, standardUnits.revolutions_per_minute, 1200);
+  vars.setpoint = analog('setpoint', 0, 200, standardUnits.degree_celsius, 65);
   const plain = (name: SimVariableName, dataType: string, value: Variant) =>
     ns.addVariable({ componentOf: press, browseName: BROWSE_NAMES[name], nodeId: id(name), dataType, value });
   vars.state = plain('state', 'Int32', new Variant({ dataType: DataType.Int32, value: 1 }));

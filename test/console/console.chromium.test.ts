@@ -196,15 +196,22 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     await page.getByTestId('opcua-endpoint').fill(opcua.endpointUrl);
     await page.getByTestId('opcua-browse').click();
     await page.getByTestId('opcua-tree').waitFor({ timeout: 60_000 });
+    // A tree loaded one level at a time: Press1's children come when it is expanded.
+    expect(await page.locator('[data-testid^="node-Press1/"]').count()).toBe(0);
+    await page.getByTestId('expand-Press1').click();
+    await page.getByTestId('node-Press1/Temperature').waitFor({ timeout: 60_000 });
     await page.getByTestId('tick-Press1/Temperature').check();
     await page.getByTestId('tick-Press1/Pressure').check();
     // Mapped from the organisation's catalog (GET /machine-variables): Press 1's, not Mixer 1's.
     await expect.poll(() => page.getByTestId('map-Press1/Temperature').inputValue()).toBe('mvr_press1_temperature');
+    // Mapped by this gateway already: flagged inline. The merge below reads the editor's text,
+    // empty here (the gateway runs without a configuration file), so it adds them all the same.
+    await expect.poll(() => page.getByTestId('flag-Press1/Temperature').textContent(), { timeout: 20_000 }).toMatch(/already mapped by press1/);
     expect(await page.getByTestId('tick-Press1/RecipeName').isDisabled()).toBe(true); // a String
     await page.getByTestId('add-opcua').click();
     // The editor opens with the merged text and the diff of what was added (nothing written yet).
     await expect.poll(() => page.getByTestId('added-to-config').textContent(), { timeout: 10_000 }).toMatch(/Added 2 mappings to opcua\.servers\[0\] \(new\)/);
-    expect(await page.getByTestId('added-to-config').getByTestId('config-diff').textContent()).toMatch(/\+\s+- node_id: nsu=urn:edge-gateway:sim:press1;s=Press1\.Temperature # Press1\/Temperature \(Double\)/);
+    expect(await page.getByTestId('added-to-config').getByTestId('config-diff').textContent()).toMatch(/\+\s+- node_id: nsu=urn:edge-gateway:sim:press1;s=Press1\.Temperature # Press1\/Temperature \(Double, °C\)/);
     const snippet = await page.getByTestId('config-text').inputValue();
     expect(snippet).toMatch(/nsu=urn:edge-gateway:sim:press1;s=Press1\.Temperature/);
 

@@ -31,15 +31,63 @@ export interface BrowseNode {
   numeric?: boolean;
   scalar?: boolean;
   value?: string;
+  /** Children other than properties (an object or variable the tree can expand); undefined: not known (the browse stopped early). */
+  hasChildren?: boolean;
+  /** Browse names of its properties (EURange, EngineeringUnits ...), not listed as nodes unless include_properties. */
+  properties?: string[];
+  /** A variable's EngineeringUnits (`°C`) and EURange. */
+  unit?: string;
+  range?: { low: number; high: number };
   nsu: string;
   mappable: boolean;
+  /** The comment written after the node id when it is mapped: `Press1/Temperature (Double, °C)`. */
+  comment: string;
+}
+
+export type SecurityMode = 'None' | 'Sign' | 'SignAndEncrypt';
+export const SECURITY_MODE_CHOICES: readonly SecurityMode[] = ['None', 'Sign', 'SignAndEncrypt'];
+/**
+ * The policies the browse form offers: those opcua.servers[].security_policy accepts
+ * (sources/opcua/config.ts SECURITY_POLICIES, which build-tools.ts checks this list against at
+ * compile time; written out here because the browser code cannot load the config schema).
+ */
+export const SECURITY_POLICY_CHOICES = ['None', 'Basic256Sha256', 'Aes128_Sha256_RsaOaep', 'Aes256_Sha256_RsaPss'] as const;
+
+/**
+ * POST /console/api/opcua/browse: the children of `root` (the tree asks one level at a time), on a
+ * session of its own with the given security and user. The password is used for that session and
+ * nowhere else: never stored, logged or sent back (build-tools.ts browseOpcua).
+ */
+export interface BrowseRequest {
+  endpoint: string;
+  /** Node id (`ns=`, `i=` or `nsu=` form); default i=85, the Objects folder. */
+  root?: string;
+  /** Levels below root (default 1). */
+  depth?: number;
+  max_nodes?: number;
+  security_mode?: SecurityMode;
+  /** Default: None with mode None, Basic256Sha256 otherwise. */
+  security_policy?: (typeof SECURITY_POLICY_CHOICES)[number];
+  /** User name; anonymous when absent. */
+  user?: string;
+  password?: string;
+  /** Trust an unknown server certificate and remember it in the console's trust folder (<data_dir>/console/pki). */
+  trust_server?: boolean;
+  /** List property nodes too (default: they are details of their parent). */
+  include_properties?: boolean;
+  /** Browse path of root, put before the paths of the nodes found (the tree asks one level at a time). */
+  path?: string;
 }
 
 /** POST /console/api/opcua/browse. */
 export interface BrowseResponse {
   endpoint: string;
-  security_mode: 'None' | 'Sign' | 'SignAndEncrypt';
+  security_mode: SecurityMode;
   security_policy: string;
+  /** The user name the session logged in with (absent: anonymous). */
+  user?: string;
+  /** The node whose children these are (as asked). */
+  root: string;
   namespaces: string[];
   truncated: boolean;
   /** Why the browse stopped early (issue 21 §2): the node limit or the time limit; null when it ran to the end. */

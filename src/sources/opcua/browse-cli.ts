@@ -10,8 +10,9 @@ const MAX_BROWSE_DEPTH = 20;
 
 export const BROWSE_USAGE = `Usage: edge-gateway browse --endpoint URL [options]
 
-Prints the address space of an OPC UA server (objects, and variables with their data type and
-current value) and, with --snippet, a config snippet for the numeric variables.
+Prints the address space of an OPC UA server (objects, and variables with their data type, current
+value, unit and range) and, with --snippet, a config snippet for the numeric variables. Properties
+(EURange, EngineeringUnits, ...) are details of their node, not listed unless --properties.
 
 Options:
   --endpoint URL          opc.tcp:// endpoint of the server (required)
@@ -20,6 +21,7 @@ Options:
   --max-nodes N           stop after this many nodes (default 5000)
   --timeout SECONDS       stop browsing after this long (default 60)
   --include-standard      also descend into namespace 0 objects (Server, ...)
+  --properties            also list property nodes (EURange, EngineeringUnits, ...)
   --snippet               print an opcua: config snippet for the numeric variables
   --filter REGEX          only variables whose browse path or node id matches go in the snippet
   --name NAME             server name used in the snippet (default plc1)
@@ -60,6 +62,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
         'max-nodes': { type: 'string', default: '5000' },
         timeout: { type: 'string', default: '60' },
         'include-standard': { type: 'boolean', default: false },
+        properties: { type: 'boolean', default: false },
         snippet: { type: 'boolean', default: false },
         filter: { type: 'string' },
         name: { type: 'string', default: 'plc1' },
@@ -132,7 +135,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
   mkdirSync(pkiDir, { recursive: true });
   // node-opcua takes seconds to load: it is loaded only once the arguments are good, so --help and
   // usage mistakes answer at once.
-  const [{ MessageSecurityMode }, { browseAddressSpace, renderSnippet, renderTree }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }] = await Promise.all([
+  const [{ MessageSecurityMode }, { browseAddressSpace, renderSnippet, renderTree, BrowseRootError }, { createClient, userIdentity }, { installNodeOpcuaLogging }, { classifyConnectError }, { ClockTolerantCertificateManager }, { ensureOwnCertificate }] = await Promise.all([
     import('node-opcua'),
     import('./browse.js'),
     import('./client-options.js'),
@@ -160,7 +163,7 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
     const endpoints = await client.getEndpoints().catch(() => [] as EndpointDescription[]);
     const session = await client.createSession(userIdentity(cfg, 'browse'));
     try {
-      const result = await browseAddressSpace(session, { root: values.root as string, depth, maxNodes, includeStandard: Boolean(values['include-standard']), timeoutMs: timeoutS * 1000 });
+      const result = await browseAddressSpace(session, { root: values.root as string, depth, maxNodes, includeStandard: Boolean(values['include-standard']), includeProperties: Boolean(values.properties), timeoutMs: timeoutS * 1000 });
       const out: string[] = [];
       out.push(`Endpoint: ${cfg.endpoint} (connected with ${cfg.security_mode}/${effectivePolicy(cfg)})`);
       if (endpoints.length > 0) out.push(`Offered:  ${[...new Set(endpoints.map((e) => describeEndpoint(e, MessageSecurityMode[e.securityMode])))].join(', ')}`);
@@ -178,7 +181,11 @@ export async function runBrowseCli(argv: string[], io: CliIo = defaultIo): Promi
     }
     return 0;
   } catch (err) {
-    const e = classifyConnectError(err, { path: 'browse', endpoint: cfg.endpoint, securityMode: cfg.security_mode, securityPolicy: effectivePolicy(cfg), pkiDir });
+    if (err instanceof BrowseRootError) {
+      io.stderr(`browse: --${err.message}\n`);
+      return 2;
+    }
+    const e = classifyConnectError(err, { path: 'browse', endpoint: cfg.endpoint, securityMode: cfg.security_mode, securityPolicy: effectivePolicy(cfg), pkiDir, ...(values.user ? { user: values.user as string } : {}) });
     const message = e.message.replace(/browse\.trust_on_first_use: true/, '--trust-server').replace(/^browse(\.user)?: /, '');
     io.stderr(`browse: ${message}\n`);
     return 1;

@@ -58,6 +58,8 @@ export interface ErrorContext {
   clockOffsetMs?: number | null;
   /** The session timeout the gateway requests (opcua.servers[].session_timeout), ms. */
   sessionTimeoutMs?: number;
+  /** User name of a username identity: named when the server refuses it (the password never is). */
+  user?: string;
 }
 
 const AUTH = /BadUserAccessDenied|BadIdentityTokenRejected|BadIdentityTokenInvalid|BadUserSignatureInvalid/;
@@ -115,11 +117,22 @@ export function classifyConnectError(err: unknown, c: ErrorContext): GatewayErro
     );
   }
   if (AUTH.test(text)) {
-    return new GatewayError(
-      OpcuaErrorCodes.authFailed,
-      `${c.path}.user: the OPC UA server ${c.endpoint} refused the user identity (${statusName(text) ?? 'access denied'}): check the user name and password (or user certificate) and that the user may log in.${retry}`,
-      { cause: err },
-    );
+    const status = statusName(text) ?? 'access denied';
+    const message =
+      c.user !== undefined
+        ? `${c.path}.user: the OPC UA server ${c.endpoint} refused the user "${c.user}" (${status}): check the user name and its password, and that the user may log in.${retry}`
+        : `${c.path}.user: the OPC UA server ${c.endpoint} refused the user identity (${status}): check the user name and password (or user certificate) and that the user may log in.${retry}`;
+    return new GatewayError(OpcuaErrorCodes.authFailed, message, { cause: err, ...(c.user !== undefined ? { details: { user: c.user } } : {}) });
+  }
+  // node-opcua refuses before asking the server when the endpoint lists no user token policy of
+  // the identity's kind (Part 4 §7.41 UserTokenPolicy): "Cannot find ANONYMOUS user token policy".
+  const noPolicy = /Cannot find (\w+) user token policy/i.exec(text)?.[1]?.toUpperCase();
+  if (noPolicy) {
+    const advice =
+      noPolicy === 'ANONYMOUS'
+        ? 'does not accept anonymous sessions (its endpoint offers no anonymous user token policy): give a user name and password, or a user certificate'
+        : `offers no ${noPolicy.toLowerCase()} user token policy on this endpoint (security_mode ${c.securityMode}, security_policy ${c.securityPolicy}): use an identity it accepts, or another endpoint`;
+    return new GatewayError(OpcuaErrorCodes.authFailed, `${c.path}.user: the OPC UA server ${c.endpoint} ${advice}.${retry}`, { cause: err });
   }
   if (/BadTooManySessions/.test(text)) {
     // Issue 12 §8: a gateway killed without closing its session leaves it on the server until the

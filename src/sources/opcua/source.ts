@@ -269,6 +269,7 @@ export class OpcuaSource implements Source {
       serverCertificateTimeInvalid: this.certificateManager?.lastTimeInvalid() ?? null,
       clockOffsetMs: this.clockOffset?.offsetMs ?? null,
       sessionTimeoutMs: this.cfg.session_timeout,
+      ...(this.cfg.user.type === 'username' ? { user: this.cfg.user.username } : {}),
       ...(retryHint ? { retryHint } : {}),
     };
   }

@@ -98,6 +98,28 @@ describe('browsing a server that breaks the rules (issue 21 §2)', () => {
     expect(r.out).toMatch(/^ {2}ReferenceLoop\/ /m);
   });
 
+  it('console: listing the folder that holds the endless node looks at one page of it, gives the continuation point back, and says it can be expanded', async () => {
+    const before = counters();
+    const folder = sim.misbehaviour!.nodeIds.endlessBrowse!.replace('.EndlessBrowse', '');
+    const res = await fetch(`${gw.httpUrl}/console/api/opcua/browse`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ endpoint: sim.endpointUrl, root: folder, path: 'Misbehaving' }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { truncated: boolean; nodes: Array<{ path: string; hasChildren?: boolean }> };
+    expect(body.truncated).toBe(false);
+    // One level (the tree's default): the folder's children, not the endless node's.
+    expect(body.nodes.map((n) => n.path).sort()).toEqual(['Misbehaving/BigValue', 'Misbehaving/EndlessBrowse', 'Misbehaving/ReferenceLoop']);
+    expect(body.nodes.find((n) => n.path === 'Misbehaving/EndlessBrowse')?.hasChildren).toBe(true);
+    expect(body.nodes.find((n) => n.path === 'Misbehaving/BigValue')?.hasChildren).toBe(false);
+    const after = counters();
+    // The look-ahead took the first page only: no BrowseNext, its continuation point released.
+    expect(after.browseNexts - before.browseNexts).toBe(0);
+    expect(after.browseReleases - before.browseReleases).toBe(1);
+    expect(sim.continuationPoints()).toBe(0);
+  });
+
   it('console: POST /console/api/opcua/browse stops at max_nodes while browsing and says so', async () => {
     const before = counters();
     const res = await fetch(`${gw.httpUrl}/console/api/opcua/browse`, {

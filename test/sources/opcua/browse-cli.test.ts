@@ -32,7 +32,9 @@ describe('edge-gateway browse', () => {
     expect(r.out).toContain('SignAndEncrypt/Aes256_Sha256_RsaPss');
     expect(r.out).toMatch(/2 {2}urn:edge-gateway:sim:press1/);
     expect(r.out).toMatch(/^ {2}Press1\/ {2}ns=2;s=Press1$/m);
-    expect(r.out).toMatch(/^ {4}Temperature {2}ns=2;s=Press1\.Temperature {2}Double = [\d.]+$/m);
+    // An AnalogItem: its EngineeringUnits and EURange properties are its unit and range, not nodes.
+    expect(r.out).toMatch(/^ {4}Temperature {2}ns=2;s=Press1\.Temperature {2}Double = [\d.]+ °C {2}\(range 0 to 200\)$/m);
+    expect(r.out).not.toMatch(/EURange|EngineeringUnits/);
     expect(r.out).toMatch(/^ {4}PartCount {2}ns=2;s=Press1\.PartCount {2}UInt32 = \d+$/m);
     expect(r.out).toMatch(/^ {4}RecipeName {2}ns=2;s=Press1\.RecipeName {2}String = Bracket-7 {2}\(not mappable: not numeric\)$/m);
     expect(r.out).toMatch(/AxisPositions {2}ns=2;s=Press1\.AxisPositions {2}Double\[\] = \[0, 0, 0\] {2}\(not mappable: array\)/);
@@ -63,8 +65,22 @@ describe('edge-gateway browse', () => {
     expect(ok.code).toBe(0);
     const bad = await browse(['--endpoint', sim.endpointUrl, '--pki-dir', pki, '--depth', '1', '--user', 'viewer', '--password-env', 'BROWSE_PW'], { BROWSE_PW: 'wrong' });
     expect(bad.code).toBe(1);
-    expect(bad.err).toMatch(/^browse: the OPC UA server .* refused the user identity \(BadUserAccessDenied\)/);
+    expect(bad.err).toMatch(/^browse: the OPC UA server .* refused the user "viewer" \(BadUserAccessDenied\)/);
     expect(bad.err).not.toContain('wrong');
+  });
+
+  it('lists properties with --properties, takes an nsu= root, and names a bad root', async () => {
+    const root = 'nsu=urn:edge-gateway:sim:press1;s=Press1.Temperature';
+    const hidden = await browse(['--endpoint', sim.endpointUrl, '--pki-dir', pki, '--root', root, '--depth', '1']);
+    expect(hidden.err).toBe('');
+    expect(hidden.out).not.toMatch(/EURange|EngineeringUnits/);
+    const listed = await browse(['--endpoint', sim.endpointUrl, '--pki-dir', pki, '--root', root, '--depth', '1', '--properties']);
+    expect(listed.code).toBe(0);
+    expect(listed.out).toMatch(/^ {2}EURange {2}ns=2;s=Press1\.Temperature-EURange {2}Range = \{structure\} {2}\(not mappable: not numeric\)$/m);
+    expect(listed.out).toMatch(/^ {2}EngineeringUnits {2}ns=2;s=Press1\.Temperature-EngineeringUnits {2}EUInformation = \{structure\}/m);
+    const bad = await browse(['--endpoint', sim.endpointUrl, '--pki-dir', pki, '--root', 'nsu=urn:nowhere;s=X']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toBe('browse: --root: namespace URI "urn:nowhere" is not in the server\'s namespace array (3 entries; run edge-gateway browse to list them)\n');
   });
 
   it('connects with SignAndEncrypt after --trust-server, and without it names the certificate to trust', async () => {

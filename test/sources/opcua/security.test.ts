@@ -118,12 +118,19 @@ describe('OPC UA security', () => {
     const h = start({ security_mode: 'SignAndEncrypt', user: { type: 'username', username: 'gateway', password: 'not-the-password' } });
     const err = await waitFor(() => h.source.status().lastError, { what: 'auth error' });
     expect(err.code).toBe('OPCUA_AUTH_FAILED');
-    expect(err.message).toMatch(/^opcua\.servers\[0\]\.user: the OPC UA server opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 refused the user identity \(BadUserAccessDenied\): check the user name and password/);
+    expect(err.message).toMatch(/^opcua\.servers\[0\]\.user: the OPC UA server opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 refused the user "gateway" \(BadUserAccessDenied\): check the user name and its password/);
     expect(h.source.status().state).not.toBe('connected');
     expect(h.sink.samples).toHaveLength(0);
     const everything = JSON.stringify(h.source.status()) + h.log.text();
     expect(everything).not.toContain('not-the-password');
-    expect(everything).toContain('refused the user identity');
+    expect(everything).toContain('refused the user \\"gateway\\"'); // JSON-escaped
+  });
+
+  it('says that the server does not accept anonymous sessions when no user is configured', async () => {
+    const h = start({ security_mode: 'SignAndEncrypt' });
+    const err = await waitFor(() => h.source.status().lastError, { what: 'the anonymous refusal' });
+    expect(err.code).toBe('OPCUA_AUTH_FAILED');
+    expect(err.message).toMatch(/^opcua\.servers\[0\]\.user: the OPC UA server opc\.tcp:\/\/127\.0\.0\.1:\d+\/UA\/Press1 does not accept anonymous sessions \(its endpoint offers no anonymous user token policy\): give a user name and password, or a user certificate\. Retrying in /);
   });
 
   it('authenticates with an X.509 user certificate', async () => {
