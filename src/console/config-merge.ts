@@ -3,6 +3,9 @@ import { Document, isMap, isScalar, isSeq, parseDocument, YAMLMap, YAMLSeq, type
 import { validateConfig } from '../config/load.js';
 import { withoutReadingSecrets } from '../config/secrets.js';
 import { mappedVariables } from '../sources/mapped-variables.js';
+import { mappingRows } from './config-mappings.js';
+import { describeRange, resolveAddress, TABLE_INFO, type AddressBase, type Table } from '../sources/modbus/address.js';
+import { REGISTER_COUNT, type DataType } from '../sources/modbus/decode.js';
 
 /**
  * "Add to configuration" (issue 24 §3): merges what the Build page selected (OPC UA nodes of one
@@ -16,13 +19,16 @@ import { mappedVariables } from '../sources/mapped-variables.js';
  *   slash ignored); nodes go to that server, otherwise a new server entry is appended (its name
  *   made unique: a name says nothing about which machine it is). The `opcua:` section is created
  *   when missing.
- * - A Modbus device is the same device when transport, host/path, port and unit id all match;
- *   otherwise a new device is appended, its name made unique. The `modbus:` section is created
- *   (name `modbus`) when missing.
- * - A mapping is skipped, with the reason, when its variable is already mapped anywhere in the
- *   configuration (a variable fed by two sources would interleave two series), when the node id is
- *   already mapped on that server, or when the register (table, address) is already read on that
- *   device. Nothing is ever removed or rewritten.
+ * - A Modbus device is the same device when transport, host (or serial path), port and unit id
+ *   all match; otherwise a new device is appended, its name made unique. The `modbus:` section is
+ *   created (name `modbus`) when missing. Register addresses come as protocol addresses and are
+ *   written in the device's `address_base` (or as the caller wrote them, e.g. "40101" from a CSV).
+ * - A mapping is skipped, with the reason, when its variable is already fed by a source anywhere
+ *   in the configuration (a variable fed by two sources would interleave two series; annotations
+ *   only refer to variables, so they do not count), when the node id is already mapped on that
+ *   server, or when the register overlaps one already read on that device (the rule of
+ *   sources/modbus/plan.ts: `bit` values may share a register, other values may not overlap).
+ *   Nothing is ever removed or rewritten.
  */
 
 export interface OpcuaServerAddition {
@@ -37,6 +43,9 @@ export interface OpcuaServerAddition {
 export interface OpcuaNodeAddition {
   node_id: string;
   variable: string;
+  /** Written when not 1 and 0. */
+  scale?: number;
+  offset?: number;
   /** Written as a comment after the node id (`# Press1/Temperature (Double)`). */
   comment?: string;
 }
@@ -46,15 +55,23 @@ export interface ModbusDeviceAddition {
   transport: 'tcp' | 'rtu' | 'rtu_over_tcp';
   host?: string;
   port?: number;
+  /** Serial port of a `rtu` device (written as `serial.path`). */
   path?: string;
+  /** Line settings of a new `rtu` device, written when given (else the schema's defaults apply). */
+  serial?: { baud_rate?: number; parity?: 'none' | 'even' | 'odd' | 'mark' | 'space'; data_bits?: 7 | 8; stop_bits?: 1 | 2 };
   unit_id: number;
 }
 
 export interface ModbusRegisterAddition {
   variable: string;
-  table: 'coil' | 'discrete_input' | 'holding' | 'input';
+  table: Table;
+  /** Protocol address (0-65535), what the probe read. */
   address: number;
+  /** How to write the address (`"40101"`, `"0x0064"`, `101` in a 1-based device); default the protocol address in the device's address_base. */
+  written_address?: number | string;
   type?: string;
+  /** For type bit: which bit of the register. */
+  bit?: number;
   byte_order?: string;
   scale?: number;
   offset?: number;
@@ -68,7 +85,8 @@ export interface MergeResult {
   target: string;
   created: boolean;
   added: number;
-  skipped: Array<{ what: string; reason: string }>;
+  /** What was left out and why; `index` is the position in the nodes/registers given. */
+  skipped: Array<{ what: string; reason: string; index: number }>;
 }
 
 export class MergeError extends Error {}
@@ -103,22 +121,25 @@ export function mergeOpcuaNodes(text: string, server: OpcuaServerAddition, nodes
   }
   const target = servers.items[index] as YAMLMap;
   const nodeList = listIn(target, 'nodes');
-  const mapped = mappedVariableIds(doc);
+  const mapped = fedVariables(doc);
   const onServer = new Set(nodeList.items.map((n) => (isMap(n) ? String(n.get('node_id')) : '')));
   const skipped: MergeResult['skipped'] = [];
   const seen = new Set<string>();
   let added = 0;
-  for (const n of nodes) {
+  nodes.forEach((n, index) => {
     const reason = onServer.has(n.node_id) ? 'the node is already mapped on this server' : mapped.get(n.variable) ? `${n.variable} is already mapped (${mapped.get(n.variable)})` : seen.has(n.variable) ? `${n.variable} is chosen for another node of this selection` : null;
     if (reason) {
-      skipped.push({ what: n.node_id, reason });
-      continue;
+      skipped.push({ what: n.node_id, reason, index });
+      return;
     }
     seen.add(n.variable);
     onServer.add(n.node_id);
-    addEntry(nodeList, entryNode(doc, nodeList, { node_id: n.node_id, variable: n.variable }, 'node_id', n.comment), splices);
+    const entry: Record<string, unknown> = { node_id: n.node_id, variable: n.variable };
+    if (n.scale !== undefined && n.scale !== 1) entry.scale = n.scale;
+    if (n.offset !== undefined && n.offset !== 0) entry.offset = n.offset;
+    addEntry(nodeList, entryNode(doc, nodeList, entry, 'node_id', n.comment), splices);
     added += 1;
-  }
+  });
   return { yaml: added || created ? render(text, doc, splices) : text, target: `opcua.servers[${index}]`, created, added, skipped };
 }
 
@@ -139,44 +160,103 @@ export function mergeModbusRegisters(text: string, device: ModbusDeviceAddition,
   const created = index < 0;
   if (created) {
     const entry: Record<string, unknown> = { name: uniqueName(device.name, sourceNames(doc)), transport: device.transport };
-    if (device.transport === 'rtu') entry.path = device.path;
+    if (device.transport === 'rtu') entry.serial = { path: device.path, ...Object.fromEntries(Object.entries(device.serial ?? {}).filter(([, v]) => v !== undefined)) };
     else Object.assign(entry, { host: device.host, port: device.port ?? 502 });
     entry.unit_id = device.unit_id;
     entry.registers = [];
-    addEntry(devices, doc.createNode(entry) as YAMLMap, splices);
+    const node = doc.createNode(entry) as YAMLMap;
+    const serial = node.get('serial', true);
+    if (isMap(serial)) serial.flow = true;
+    addEntry(devices, node, splices);
     index = devices.items.length - 1;
   }
   const target = devices.items[index] as YAMLMap;
+  const settings = created ? {} : list[index];
+  const base: AddressBase = settings.address_base === 1 ? 1 : 0;
+  const deviceOrder = typeof settings.byte_order === 'string' ? settings.byte_order : 'ABCD';
   const regList = listIn(target, 'registers');
-  const mapped = mappedVariableIds(doc);
-  const read = new Set(regList.items.map((r) => (isMap(r) ? `${String(r.get('table') ?? 'holding')}:${String(r.get('address'))}` : '')));
+  const mapped = fedVariables(doc);
+  const read = regList.items.map((r) => (isMap(r) ? readSpan(r.toJSON() as Record<string, unknown>, base) : null)).filter((r): r is Span => r !== null);
   const skipped: MergeResult['skipped'] = [];
   const seen = new Set<string>();
   let added = 0;
-  for (const r of registers) {
-    const at = `${r.table}:${r.address}`;
-    const reason = read.has(at) ? `${r.table} ${r.address} is already read on this device` : mapped.get(r.variable) ? `${r.variable} is already mapped (${mapped.get(r.variable)})` : seen.has(r.variable) ? `${r.variable} is chosen for another register of this selection` : null;
+  registers.forEach((r, i) => {
+    const span = newSpan(r);
+    const overlap = read.find((o) => overlaps(o, span));
+    const reason = overlap
+      ? `${describeSpan(span, base)} ${overlap.type === 'bit' && span.type === 'bit' ? 'reads the same bit as' : 'overlaps'} ${describeSpan(overlap, base)}, read as ${overlap.variable}`
+      : mapped.get(r.variable)
+        ? `${r.variable} is already mapped (${mapped.get(r.variable)})`
+        : seen.has(r.variable)
+          ? `${r.variable} is chosen for another register of this selection`
+          : null;
     if (reason) {
-      skipped.push({ what: `${r.table} ${r.address}`, reason });
-      continue;
+      skipped.push({ what: `${r.table} ${r.written_address ?? r.address + base}`, reason, index: i });
+      return;
     }
     seen.add(r.variable);
-    read.add(at);
-    const entry: Record<string, unknown> = { variable: r.variable, table: r.table, address: r.address };
-    if (r.type) entry.type = r.type;
-    if (r.byte_order) entry.byte_order = r.byte_order;
+    read.push(span);
+    const bits = TABLE_INFO[r.table].bits;
+    // A Modicon reference ("40101") names its table: written without one, as the manual writes it.
+    const modicon = typeof r.written_address === 'string' && /^[0134]\d{4,5}$/.test(r.written_address.trim());
+    const entry: Record<string, unknown> = modicon ? { variable: r.variable, address: r.written_address } : { variable: r.variable, table: r.table, address: r.written_address ?? r.address + base };
+    // A coil or discrete input is a bool, the default there; a register's type is always written.
+    if (r.type && !(bits && r.type === 'bool')) entry.type = r.type;
+    if (r.type === 'bit' && r.bit !== undefined) entry.bit = r.bit;
+    if (!bits && r.byte_order && r.byte_order !== deviceOrder) entry.byte_order = r.byte_order;
     if (r.scale !== undefined && r.scale !== 1) entry.scale = r.scale;
     if (r.offset !== undefined && r.offset !== 0) entry.offset = r.offset;
     addEntry(regList, entryNode(doc, regList, entry, 'variable', r.comment), splices);
     added += 1;
-  }
+  });
   return { yaml: added || created ? render(text, doc, splices) : text, target: `modbus.devices[${index}]`, created, added, skipped };
 }
 
 function sameDevice(d: Record<string, unknown>, a: ModbusDeviceAddition): boolean {
   if ((d.transport ?? 'tcp') !== a.transport || Number(d.unit_id ?? 1) !== a.unit_id) return false;
-  if (a.transport === 'rtu') return d.path === a.path;
+  if (a.transport === 'rtu') return (d.serial as { path?: unknown } | undefined)?.path === a.path;
   return String(d.host ?? '').toLowerCase() === String(a.host ?? '').toLowerCase() && Number(d.port ?? 502) === (a.port ?? 502);
+}
+
+/** The registers a value reads: protocol addresses [start, start + count). */
+interface Span {
+  variable: string;
+  table: Table;
+  start: number;
+  count: number;
+  type: DataType | string;
+  bit?: number;
+}
+
+function countOf(table: Table, type: string): number {
+  return TABLE_INFO[table].bits ? 1 : (REGISTER_COUNT[type as DataType] ?? 1);
+}
+
+/** A configured register as a span, or null when its address or table cannot be read (the check names it). */
+function readSpan(r: Record<string, unknown>, base: AddressBase): Span | null {
+  if (typeof r.address !== 'number' && typeof r.address !== 'string') return null;
+  const resolved = resolveAddress(r.address, base);
+  if (!resolved.ok) return null;
+  const table = resolved.table ?? (typeof r.table === 'string' && r.table in TABLE_INFO ? (r.table as Table) : null);
+  if (!table) return null;
+  const type = typeof r.type === 'string' ? r.type : TABLE_INFO[table].bits ? 'bool' : 'uint16';
+  return { variable: String(r.variable), table, start: resolved.protocolAddress, count: countOf(table, type), type, bit: typeof r.bit === 'number' ? r.bit : undefined };
+}
+
+function newSpan(r: ModbusRegisterAddition): Span {
+  const type = r.type ?? (TABLE_INFO[r.table].bits ? 'bool' : 'uint16');
+  return { variable: r.variable, table: r.table, start: r.address, count: countOf(r.table, type), type, bit: r.bit };
+}
+
+/** sources/modbus/plan.ts findOverlaps: `bit` values share a register unless they read the same bit; others may not overlap. */
+function overlaps(a: Span, b: Span): boolean {
+  if (a.table !== b.table || a.start + a.count <= b.start || b.start + b.count <= a.start) return false;
+  if (a.type === 'bit' && b.type === 'bit') return a.bit === b.bit;
+  return a.type !== 'bit' && b.type !== 'bit';
+}
+
+function describeSpan(s: Span, base: AddressBase): string {
+  return `${describeRange(s.table, s.start, s.count, base)} (${s.type}${s.type === 'bit' ? ` ${s.bit}` : ''})`;
 }
 
 // --- The document --------------------------------------------------------------------------------
@@ -269,7 +349,9 @@ function render(text: string, doc: Document.Parsed, splices: readonly Splice[]):
     let at = last.range[1];
     if (text[at - 1] !== '\n') at = text.indexOf('\n', at) < 0 ? text.length : text.indexOf('\n', at) + 1;
     const first = !inserts.some((i) => i.at === at);
-    inserts.push({ at, text: `${first && at === text.length && !text.endsWith('\n') ? '\n' : ''}${printItem(sp.node).replace(/^(?=.)/gm, lead[1])}` });
+    const lineEnd = text.indexOf('\n', lineStart);
+    const item = alignComment(printItem(sp.node).replace(/^(?=.)/gm, lead[1]), commentColumn(text.slice(lineStart, lineEnd < 0 ? text.length : lineEnd)));
+    inserts.push({ at, text: `${first && at === text.length && !text.endsWith('\n') ? '\n' : ''}${item}` });
   }
   let out = text;
   // Same offset: keep the order of the merge (stable sort, then splice from the end).
@@ -278,6 +360,29 @@ function render(text: string, doc: Document.Parsed, splices: readonly Splice[]):
   const back = parseDocument(out);
   if (back.errors.length || !isDeepStrictEqual(back.toJS({ maxAliasCount: 1_000 }), doc.toJS({ maxAliasCount: 1_000 }))) return whole();
   return out;
+}
+
+/** Where the comment of a line starts (a `#` after a blank, outside quoted scalars), or -1. */
+export function commentColumn(line: string): number {
+  let quote: string | null = null;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (quote) {
+      if (c === '\\' && quote === '"') i += 1;
+      else if (c === quote) quote = null;
+    } else if ((c === '"' || c === "'") && (i === 0 || ' \t{[,:-'.includes(line[i - 1]))) quote = c;
+    else if (c === '#' && (i === 0 || line[i - 1] === ' ' || line[i - 1] === '\t')) return i;
+  }
+  return -1;
+}
+
+/** A new entry's first-line comment moved to `column`, where its sibling's comment starts (aligned comments stay aligned). */
+function alignComment(item: string, column: number): string {
+  const nl = item.indexOf('\n');
+  const first = nl < 0 ? item : item.slice(0, nl);
+  const at = commentColumn(first);
+  if (column < 0 || at < 0 || at >= column) return item;
+  return `${first.slice(0, at)}${' '.repeat(column - at)}${first.slice(at)}${nl < 0 ? '' : item.slice(nl)}`;
 }
 
 /** `node` as one entry of a block list (`- key: value`), at indentation 0. */
@@ -314,21 +419,25 @@ function uniqueName(base: string, taken: Set<string>): string {
 }
 
 /**
- * Variable id → the first setting that maps it. When the text is a valid configuration this is the
- * gateway's own list (every source kind, annotations too); while it is not, the `variable:` keys of
- * the OPC UA and Modbus sections, so a half-written file still gets the duplicates it can see.
+ * Variable id → the first setting that feeds it (a source: generator, OPC UA, Modbus, MQTT;
+ * annotations only refer to variables). When the text is a valid configuration this is the
+ * gateway's own list (sources/mapped-variables.ts); while it is not, the mappings the CSV export
+ * reads from the document (config-mappings.ts), so a half-written file still gets the duplicates
+ * it can see.
  */
-function mappedVariableIds(doc: Document.Parsed): Map<string, string> {
+export function fedVariables(doc: Document.Parsed): Map<string, string> {
   const out = new Map<string, string>();
   const js = doc.toJS({ maxAliasCount: 1_000 }) as unknown;
+  let config;
   try {
-    const { config } = withoutReadingSecrets(() => validateConfig(js));
-    for (const [id, settings] of mappedVariables(config).variables) out.set(id, settings[0]);
-    return out;
+    config = withoutReadingSecrets(() => validateConfig(js)).config;
   } catch {
-    const c = (js ?? {}) as { opcua?: { servers?: Array<{ nodes?: Array<{ variable?: unknown }> }> }; modbus?: { devices?: Array<{ registers?: Array<{ variable?: unknown }> }> } };
-    c.opcua?.servers?.forEach((s, i) => s?.nodes?.forEach((n, j) => typeof n?.variable === 'string' && !out.has(n.variable) && out.set(n.variable, `opcua.servers[${i}].nodes[${j}].variable`)));
-    c.modbus?.devices?.forEach((d, i) => d?.registers?.forEach((r, j) => typeof r?.variable === 'string' && !out.has(r.variable) && out.set(r.variable, `modbus.devices[${i}].registers[${j}].variable`)));
+    for (const row of mappingRows(doc)) if (!out.has(row.variable)) out.set(row.variable, row.setting);
     return out;
   }
+  for (const [id, settings] of mappedVariables(config).variables) {
+    const feeding = settings.find((s) => !s.startsWith('annotations.'));
+    if (feeding) out.set(id, feeding);
+  }
+  return out;
 }
