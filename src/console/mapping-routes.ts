@@ -1,0 +1,71 @@
+import { Document, parseDocument } from 'yaml';
+import { z } from 'zod';
+import type { GatewayConfig } from '../config/schema.js';
+import { lineDiff } from '../config/text-diff.js';
+import { HttpError, type LocalHttpServer } from '../http/server.js';
+import type { ImportCsvResponse, MappingsResponse } from './api/build.js';
+import { parseBody } from './build-tools.js';
+import { fedVariables, MergeError } from './config-merge.js';
+import { importMappingsCsv, mappingsCsv, mappingsCsvOf } from './mapping-csv.js';
+
+export interface MappingRouteDeps {
+  config: () => GatewayConfig;
+  /** The configuration file's text, or null when the gateway runs without one. */
+  configText: () => string | null;
+}
+
+/**
+ * Mappings as CSV (issue 24 §3, docs/mappings-csv.md), beside the configuration editor:
+ *
+ *   GET  /console/api/config/mappings.csv  every mapping of the configuration file (of the running
+ *                                          configuration when there is no file), for a spreadsheet
+ *   POST /console/api/config/mappings      the same for the editor's text, with the variables it
+ *                                          feeds (the Build page flags one mapped twice)
+ *   POST /console/api/config/import-csv    CSV rows merged into the editor's text; nothing is
+ *                                          written (Apply does that, after its diff)
+ *
+ * The sizes are bounded by http.max_body_bytes, by the schemas below and by the CSV reader
+ * (mapping-csv.ts: 20,000 rows, 64 columns, 4,096 characters a field).
+ */
+export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteDeps): void {
+  http.route('GET', '/console/api/config/mappings.csv', () => {
+    const text = deps.configText();
+    let csv: string;
+    try {
+      csv = text === null ? mappingsCsvOf(runningMappings(deps.config())).csv : mappingsCsv(text).csv;
+    } catch (err) {
+      if (err instanceof MergeError) throw new HttpError(409, 'config_unreadable', `the configuration file cannot be read as YAML: ${err.message}`);
+      throw err;
+    }
+    // The byte order mark makes Excel read the file as UTF-8 (°C, µm in comments).
+    return { text: `\uFEFF${csv}`, contentType: 'text/csv; charset=utf-8', headers: { 'content-disposition': 'attachment; filename="mappings.csv"' } };
+  }, { name: 'console mappings csv', access: 'confidential' });
+
+  http.route('POST', '/console/api/config/mappings', async (ctx) => {
+    const { yaml } = parseBody(z.strictObject({ yaml: z.string().max(5_000_000) }), await ctx.json());
+    const doc = parseDocument(yaml);
+    if (doc.errors.length) throw new HttpError(400, 'bad_request', `the configuration is not valid YAML (${doc.errors[0].message.split('\n')[0]}); fix it in the editor first`, 'yaml');
+    const { csv, rows } = mappingsCsvOf(doc);
+    const json: MappingsResponse = { csv, rows, mapped: Object.fromEntries(fedVariables(doc)) };
+    return { json };
+  }, { name: 'console config mappings' });
+
+  http.route('POST', '/console/api/config/import-csv', async (ctx) => {
+    const input = parseBody(z.strictObject({ yaml: z.string().max(5_000_000), csv: z.string().max(5_000_000) }), await ctx.json());
+    let r;
+    try {
+      r = importMappingsCsv(input.yaml, input.csv);
+    } catch (err) {
+      if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
+      throw err;
+    }
+    const json: ImportCsvResponse = { ...r, diff: r.yaml === input.yaml ? '' : lineDiff(input.yaml, r.yaml) };
+    return { json };
+  }, { name: 'console config import csv' });
+}
+
+/** The mapping sections of the running configuration as a document (no comments: there is no file). */
+function runningMappings(config: GatewayConfig): Document {
+  const plain = JSON.parse(JSON.stringify({ opcua: { servers: config.opcua.servers.map((s) => ({ name: s.name, endpoint: s.endpoint, security_mode: s.security_mode, nodes: s.nodes })) }, modbus: config.modbus, mqtt: config.mqtt ? { connections: config.mqtt.connections.map((c) => ({ name: c.name, subscriptions: c.subscriptions })) } : undefined })) as unknown;
+  return new Document(plain);
+}
