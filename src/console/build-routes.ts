@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -11,7 +12,7 @@ import { planSection } from '../sources/modbus/plan.js';
 import { deviceUrl, parseDeviceUrl } from '../sources/modbus/probe-cli.js';
 import type { ConfiguredModbusDevice, MergeResponse, ModbusDevicesResponse, SnippetResponse } from './api/build.js';
 import { browseOpcua, browseSchema, parseBody, probeModbus, probeSchema, renderOpcuaSnippet, snippetSchema } from './build-tools.js';
-import { MergeError, mergeModbusRegisters, mergeOpcuaNodes, type ModbusDeviceAddition, type MergeResult } from './config-merge.js';
+import { ConfigMerge, MergeError, type ModbusDeviceAddition, type MergeResult } from './config-merge.js';
 
 export interface BuildRouteDeps {
   clock: Clock;
@@ -60,7 +61,10 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
     const input = parseBody(mergeSchema, await ctx.json());
     let r: MergeResult;
     try {
-      r = input.opcua ? mergeOpcuaNodes(input.yaml, input.opcua.server, input.opcua.nodes) : mergeModbusRegisters(input.yaml, deviceAddition(input.modbus!.device), input.modbus!.registers);
+      // Parsed and read back in slices (the text may be large): the gateway's other work runs between them.
+      const merge = await ConfigMerge.open(input.yaml, pause);
+      const step = input.opcua ? merge.opcua(input.opcua.server, input.opcua.nodes) : merge.modbus(deviceAddition(input.modbus!.device), input.modbus!.registers);
+      r = { ...step, yaml: await merge.resultSliced(pause) };
     } catch (err) {
       if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, 'yaml');
       throw err;
@@ -90,6 +94,9 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
 }
 
 const comment = z.string().max(200).optional();
+
+/** Yields to the event loop between the slices of a merge. */
+const pause = (): Promise<void> => nextTurn().then(() => undefined);
 
 /** The merge's device: as given, or from the probe's device URL (rtu: with its serial settings). */
 function deviceAddition(d: z.output<typeof mergeDevice>): ModbusDeviceAddition {

@@ -54,6 +54,9 @@ const obj = (v: unknown): Obj => (v && typeof v === 'object' && !Array.isArray(v
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+/** scale and offset as they change a value: 1 and 0 (the defaults) are left out, as not written. */
+const scaleOf = (v: unknown) => (num(v) === 1 ? undefined : num(v));
+const offsetOf = (v: unknown) => (num(v) === 0 ? undefined : num(v));
 const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 
 /** The trailing comment of an entry's first line: a flow map's comment, or the first key's or value's. */
@@ -69,11 +72,12 @@ function entryComment(node: unknown): string | undefined {
 }
 
 /**
- * The mapping rows of a parsed document. `doc` gives the comments; its values are read as plain
- * data (aliases resolved), so an entry that is not a mapping yet (no variable) is left out.
+ * The mapping rows of a parsed document. `doc` gives the comments; the values are read as plain
+ * data (`value`, the document's, aliases resolved), so an entry that is not a mapping yet (no
+ * variable) is left out.
  */
-export function mappingRows(doc: Document): MappingRow[] {
-  const js = obj(doc.toJS({ maxAliasCount: 1_000 }));
+export function mappingRows(doc: Document, value: unknown = doc.toJS({ maxAliasCount: 1_000 })): MappingRow[] {
+  const js = obj(value);
   const comment = (...path: Array<string | number>) => entryComment(doc.getIn(path, true));
   const rows: MappingRow[] = [];
 
@@ -91,8 +95,8 @@ export function mappingRows(doc: Document): MappingRow[] {
         node_id: str(n.node_id),
         endpoint: str(s.endpoint),
         security_mode: str(s.security_mode) ?? 'None',
-        scale: num(n.scale),
-        offset: num(n.offset),
+        scale: scaleOf(n.scale),
+        offset: offsetOf(n.offset),
         comment: comment('opcua', 'servers', i, 'nodes', j),
       });
     });
@@ -126,8 +130,8 @@ export function mappingRows(doc: Document): MappingRow[] {
         type,
         bit: num(r.bit),
         byte_order: bits ? undefined : (str(r.byte_order) ?? deviceOrder),
-        scale: num(r.scale),
-        offset: num(r.offset),
+        scale: scaleOf(r.scale),
+        offset: offsetOf(r.offset),
         transport,
         ...where,
         unit_id: num(d.unit_id) ?? 1,

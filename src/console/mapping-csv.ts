@@ -1,10 +1,13 @@
-import { Document, parseDocument } from 'yaml';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { Document } from 'yaml';
+import { parseYamlDocument } from '../config/load.js';
+import { ConfigError } from '../core/errors.js';
 import { machineVariableId, sourceName } from '../sources/common-schema.js';
 import { resolveAddress, TABLE_INFO, TABLES, type AddressBase, type Table } from '../sources/modbus/address.js';
 import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
 import { parseNodeId } from '../sources/opcua/node-id.js';
 import { mappingRows, type MappingKind, type MappingRow } from './config-mappings.js';
-import { MergeError, mergeModbusRegisters, mergeOpcuaNodes, type ModbusDeviceAddition, type ModbusRegisterAddition, type OpcuaNodeAddition } from './config-merge.js';
+import { ConfigMerge, MergeError, type ModbusDeviceAddition, type ModbusRegisterAddition, type OpcuaNodeAddition } from './config-merge.js';
 import { CsvError, formatCsv, parseCsv } from './csv.js';
 
 /**
@@ -59,9 +62,9 @@ function cell(v: string | number | undefined): string {
   return v === undefined ? '' : String(v);
 }
 
-/** The CSV of every mapping of a parsed document, the header first (no byte order mark). */
-export function mappingsCsvOf(doc: Document): { csv: string; rows: number } {
-  const rows = mappingRows(doc);
+/** The CSV of every mapping of a parsed document (`value` its value), the header first (no byte order mark). */
+export function mappingsCsvOf(doc: Document, value?: unknown): { csv: string; rows: number } {
+  const rows = mappingRows(doc, value);
   const records = rows.map((r) => {
     // A Modicon reference names its table: the table column stays empty, so "40101" reads back as the reference (docs/mappings-csv.md).
     const modicon = typeof r.address === 'string' && /^[0134]\d{4,5}$/.test(r.address.trim());
@@ -96,15 +99,18 @@ export function mappingsCsvOf(doc: Document): { csv: string; rows: number } {
 
 /** The CSV of a configuration text; a text that is not YAML is a MergeError. */
 export function mappingsCsv(text: string): { csv: string; rows: number } {
-  return mappingsCsvOf(readDocument(text));
+  let parsed;
+  try {
+    parsed = parseYamlDocument(text, 'the configuration');
+  } catch (err) {
+    if (err instanceof ConfigError) throw new MergeError(`the configuration is not valid YAML (${err.problems[0]?.replace(/^the configuration: /, '')}); fix it in the editor first`);
+    throw err;
+  }
+  return mappingsCsvOf(parsed.doc ?? new Document(), parsed.value);
 }
 
-function readDocument(text: string): Document.Parsed {
-  const doc = parseDocument(text);
-  const problem = doc.errors[0];
-  if (problem) throw new MergeError(`the configuration is not valid YAML (${problem.message.split('\n')[0]}); fix it in the editor first`);
-  return doc;
-}
+/** Yields to the event loop: the import is parsed and merged in steps, the gateway's other work runs between them. */
+const pauseTurn = (): Promise<void> => nextTurn().then(() => undefined);
 
 // --- Import --------------------------------------------------------------------------------------
 
@@ -152,7 +158,7 @@ function columnOf(header: string): string {
   return header.trim().toLowerCase().replace(/[\s-]+/g, '_');
 }
 
-export function importMappingsCsv(yaml: string, csv: string): ImportResult {
+export async function importMappingsCsv(yaml: string, csv: string, pause: () => Promise<void> = pauseTurn): Promise<ImportResult> {
   let parsed;
   try {
     parsed = parseCsv(csv, LIMITS);
@@ -175,10 +181,15 @@ export function importMappingsCsv(yaml: string, csv: string): ImportResult {
   }
   if (!columns.includes('node_id') && !columns.includes('address')) throw new MergeError('the CSV has neither a node_id column (OPC UA) nor an address column (Modbus)');
 
-  const doc = readDocument(yaml);
-  const existing = mappingRows(doc);
+  await pause();
+  const merge = await ConfigMerge.open(yaml, pause);
+  const existing = mappingRows(merge.doc, merge.value);
+  await pause();
+  // What the text feeds (a validation of the whole text): read now, between two pauses, not inside a merge step.
+  merge.fedNow();
+  await pause();
   const byVariable = new Map(existing.map((r) => [r.variable, r]));
-  const js = (doc.toJS({ maxAliasCount: 1_000 }) ?? {}) as Js;
+  const js = (merge.value ?? {}) as Js;
 
   // Semicolon files come from spreadsheets where the comma is the decimal mark: 0,1 is 0.1.
   const decimalComma = parsed.delimiter === ';';
@@ -342,14 +353,13 @@ export function importMappingsCsv(yaml: string, csv: string): ImportResult {
     const key = `${r.kind}\u0000${r.source}`;
     groups.set(key, [...(groups.get(key) ?? []), r]);
   }
-  let text = yaml;
   let added = 0;
   const targets: ImportResult['targets'] = [];
   for (const rows of groups.values()) {
+    await pause();
     const first = rows[0];
-    const result = first.kind === 'opcua' ? mergeOpcuaGroup(text, rows as Array<Ready & { kind: 'opcua' }>, js, problem) : mergeModbusGroup(text, rows as Array<Ready & { kind: 'modbus' }>, js, problem);
+    const result = first.kind === 'opcua' ? mergeOpcuaGroup(merge, rows as Array<Ready & { kind: 'opcua' }>, js, problem) : mergeModbusGroup(merge, rows as Array<Ready & { kind: 'modbus' }>, js, problem);
     if (!result) continue;
-    text = result.yaml;
     added += result.added;
     if (result.added > 0) targets.push({ source: first.source, target: result.target, created: result.created, added: result.added });
     for (const s of result.skipped) {
@@ -357,6 +367,7 @@ export function importMappingsCsv(yaml: string, csv: string): ImportResult {
       problem(r.row, r.kind === 'opcua' ? 'node_id' : 'address', r.kind === 'opcua' ? r.node.node_id : r.address, `duplicate: ${s.reason}`);
     }
   }
+  const text = await merge.resultSliced(pause);
   problems.sort((a, b) => a.row - b.row);
   return { yaml: text, rows: data.filter((r) => !r.fields.every((f) => f.trim() === '')).length, added, unchanged, problems: problems.slice(0, MAX_PROBLEMS), more_problems: Math.max(0, problems.length - MAX_PROBLEMS), targets };
 }
@@ -368,7 +379,7 @@ function entryNamed(list: unknown[] | undefined, name: string): Record<string, u
   return (Array.isArray(list) ? list : []).map((e) => (e && typeof e === 'object' ? (e as Record<string, unknown>) : {})).find((e) => e.name === name);
 }
 
-function mergeOpcuaGroup(text: string, rows: Array<Ready & { kind: 'opcua' }>, js: Js, problem: Problem) {
+function mergeOpcuaGroup(merge: ConfigMerge, rows: Array<Ready & { kind: 'opcua' }>, js: Js, problem: Problem) {
   const source = rows[0].source;
   const server = entryNamed(js.opcua?.servers, source);
   let endpoint = typeof server?.endpoint === 'string' ? server.endpoint : undefined;
@@ -389,11 +400,11 @@ function mergeOpcuaGroup(text: string, rows: Array<Ready & { kind: 'opcua' }>, j
     }
     return true;
   });
-  const result = mergeOpcuaNodes(text, { name: source, endpoint, security_mode: mode }, take.map((r) => r.node));
+  const result = merge.opcua({ name: source, endpoint, security_mode: mode }, take.map((r) => r.node));
   return { ...result, skipped: result.skipped.map((s) => ({ ...s, index: rows.indexOf(take[s.index]) })) };
 }
 
-function mergeModbusGroup(text: string, rows: Array<Ready & { kind: 'modbus' }>, js: Js, problem: Problem) {
+function mergeModbusGroup(merge: ConfigMerge, rows: Array<Ready & { kind: 'modbus' }>, js: Js, problem: Problem) {
   const source = rows[0].source;
   const configured = entryNamed(js.modbus?.devices, source);
   let device: ModbusDeviceAddition;
@@ -418,7 +429,7 @@ function mergeModbusGroup(text: string, rows: Array<Ready & { kind: 'modbus' }>,
       return !differs;
     });
   }
-  const result = mergeModbusRegisters(text, device, take.map((r) => r.register));
+  const result = merge.modbus(device, take.map((r) => r.register));
   return { ...result, skipped: result.skipped.map((s) => ({ ...s, index: rows.indexOf(take[s.index]) })) };
 }
 

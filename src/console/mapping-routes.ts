@@ -1,6 +1,9 @@
-import { Document, parseDocument } from 'yaml';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { Document } from 'yaml';
 import { z } from 'zod';
+import { parseYamlDocumentSliced } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
+import { ConfigError } from '../core/errors.js';
 import { lineDiff } from '../config/text-diff.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import type { ImportCsvResponse, MappingsResponse } from './api/build.js';
@@ -14,6 +17,9 @@ export interface MappingRouteDeps {
   configText: () => string | null;
 }
 
+/** Yields to the event loop between the steps of a request (parsing in slices, merging source by source). */
+const pause = (): Promise<void> => nextTurn().then(() => undefined);
+
 /**
  * Mappings as CSV (issue 24 §3, docs/mappings-csv.md), beside the configuration editor:
  *
@@ -25,7 +31,8 @@ export interface MappingRouteDeps {
  *                                          written (Apply does that, after its diff)
  *
  * The sizes are bounded by http.max_body_bytes, by the schemas below and by the CSV reader
- * (mapping-csv.ts: 20,000 rows, 64 columns, 4,096 characters a field).
+ * (mapping-csv.ts: 20,000 rows, 64 columns, 4,096 characters a field). The texts are parsed in
+ * slices with turns of the event loop between them (bench/console-mapping-csv.ts).
  */
 export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteDeps): void {
   http.route('GET', '/console/api/config/mappings.csv', () => {
@@ -43,10 +50,17 @@ export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteD
 
   http.route('POST', '/console/api/config/mappings', async (ctx) => {
     const { yaml } = parseBody(z.strictObject({ yaml: z.string().max(5_000_000) }), await ctx.json());
-    const doc = parseDocument(yaml);
-    if (doc.errors.length) throw new HttpError(400, 'bad_request', `the configuration is not valid YAML (${doc.errors[0].message.split('\n')[0]}); fix it in the editor first`, 'yaml');
-    const { csv, rows } = mappingsCsvOf(doc);
-    const json: MappingsResponse = { csv, rows, mapped: Object.fromEntries(fedVariables(doc)) };
+    let parsed;
+    try {
+      parsed = await parseYamlDocumentSliced(yaml, 'the configuration', pause);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new HttpError(400, 'bad_request', `the configuration is not valid YAML (${err.problems[0]?.replace(/^the configuration: /, '')}); fix it in the editor first`, 'yaml');
+      throw err;
+    }
+    const doc = parsed.doc ?? new Document();
+    const { csv, rows } = mappingsCsvOf(doc, parsed.value);
+    await pause();
+    const json: MappingsResponse = { csv, rows, mapped: Object.fromEntries(fedVariables(doc, parsed.value)) };
     return { json };
   }, { name: 'console config mappings' });
 
@@ -54,7 +68,7 @@ export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteD
     const input = parseBody(z.strictObject({ yaml: z.string().max(5_000_000), csv: z.string().max(5_000_000) }), await ctx.json());
     let r;
     try {
-      r = importMappingsCsv(input.yaml, input.csv);
+      r = await importMappingsCsv(input.yaml, input.csv, pause);
     } catch (err) {
       if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
       throw err;

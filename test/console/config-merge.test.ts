@@ -73,6 +73,8 @@ describe('config merge: sections', () => {
     expect(() => mergeModbusRegisters('- a\n- b\n', mixer, [{ variable: 'mvr_a', table: 'coil', address: 0 }])).toThrow(/not a mapping of settings/);
     expect(() => mergeModbusRegisters('modbus: 5\n', mixer, [{ variable: 'mvr_a', table: 'coil', address: 0 }])).toThrow(/modbus: is not a mapping/);
     expect(() => mergeModbusRegisters('modbus:\n  devices: 3\n', mixer, [{ variable: 'mvr_a', table: 'coil', address: 0 }])).toThrow(/modbus\.devices: is not a list/);
+    // Read as the gateway reads a file: nesting a parser could not follow is refused, not a stack overflow.
+    expect(() => mergeModbusRegisters(`a: ${'['.repeat(5_000)}`, mixer, [{ variable: 'mvr_a', table: 'coil', address: 0 }])).toThrow(/not valid YAML \(line 1: nesting deeper than/);
   });
 });
 

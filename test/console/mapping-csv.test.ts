@@ -84,24 +84,24 @@ describe('mappings export', () => {
     expect(lines).toContain('mqtt,plant-mqtt,mvr_oven1_gas_flow,,,,,,,,,,,,,,,,,spBv1.0/plant/#,sparkplug,Gas Flow');
   });
 
-  it('writes a Modicon reference without a table, and a comment a spreadsheet would run as a formula with a leading quote', () => {
+  it('writes a Modicon reference without a table, and a comment a spreadsheet would run as a formula with a leading quote', async () => {
     const text = `modbus:\n  devices:\n    - name: m\n      host: h\n      address_base: 1\n      registers:\n        - { variable: mvr_a, address: "40101", type: int16 }   # =cmd|' /C calc'!A0\n        - { variable: mvr_b, table: input, address: 7 }\n`;
     const lines = mappingsCsv(text).csv.split('\r\n');
     expect(lines[1]).toBe(`modbus,m,mvr_a,,,40101,int16,,ABCD,,,'=cmd|' /C calc'!A0,,,tcp,h,502,,1,,,`);
     expect(lines[2]).toBe('modbus,m,mvr_b,,input,7,uint16,,ABCD,,,,,,tcp,h,502,,1,,,');
     // Read back: the reference stays a reference, the comment loses its quote, nothing changes.
-    expect(importMappingsCsv(text, lines.join('\r\n'))).toMatchObject({ added: 0, unchanged: 2, problems: [] });
+    expect(await importMappingsCsv(text, lines.join('\r\n'))).toMatchObject({ added: 0, unchanged: 2, problems: [] });
   });
 });
 
 describe('mappings import', () => {
-  it('imports an export back without a change', () => {
+  it('imports an export back without a change', async () => {
     const { csv } = mappingsCsv(demo);
-    const r = importMappingsCsv(demo, `\uFEFF${csv}`);
+    const r = await importMappingsCsv(demo, `\uFEFF${csv}`);
     expect(r).toMatchObject({ yaml: demo, rows: 19, added: 0, unchanged: 19, problems: [], targets: [] });
   });
 
-  it('adds the good rows and names each bad one by row, field and value', () => {
+  it('adds the good rows and names each bad one by row, field and value', async () => {
     const csv = [
       'kind,source,variable,table,address,type,byte_order,scale,comment,host,port,unit_id,node_id,endpoint',
       'modbus,mixer1,mvr_mixer1_x,holding,8,float32,CDAB,0.5,"added, with a comma",,,,,', // 2: added
@@ -121,7 +121,7 @@ describe('mappings import', () => {
       'mqtt,plant-mqtt,mvr_packer1_speed,,,,,,,,,,,', // 16: MQTT is not imported
       'modbus,mixer1,mvr_mixer1_level,input,0,int16,,0.2,,,,,,', // 17: would change a mapping
     ].join('\r\n');
-    const r = importMappingsCsv(demo, csv);
+    const r = await importMappingsCsv(demo, csv);
     expect(r.problems).toEqual([
       { row: 3, field: 'table', value: 'holdin', message: 'is not one of coil, discrete_input, holding, input' },
       { row: 4, field: 'address', value: '4x01', message: '"4x01" is not an address (use a number, hex like "0x0064", or a Modicon reference like "40001")' },
@@ -149,9 +149,9 @@ describe('mappings import', () => {
     expect(r.yaml).toContain('# added, with a comma');
   });
 
-  it('reads an Excel file: byte order mark, semicolons, decimal commas, CRLF, header words in any case', () => {
+  it('reads an Excel file: byte order mark, semicolons, decimal commas, CRLF, header words in any case', async () => {
     const csv = '\uFEFFKind;Source;Variable;Table;Address;Type;Scale;Host;Port;Unit ID\r\nmodbus;boiler;mvr_boiler_t;holding;0;int16;0,1;10.1.1.1;502;1\r\nmodbus;boiler;mvr_boiler_p;holding;1;int16;"2,5";;;\r\n';
-    const r = importMappingsCsv('gateway:\n  name: x\n', csv);
+    const r = await importMappingsCsv('gateway:\n  name: x\n', csv);
     expect(r.problems).toEqual([]);
     expect(parse(r.yaml).modbus.devices[0]).toEqual({
       name: 'boiler',
@@ -166,16 +166,16 @@ describe('mappings import', () => {
     });
   });
 
-  it('creates an OPC UA server from the row that gives its endpoint, and refuses a row that moves it', () => {
+  it('creates an OPC UA server from the row that gives its endpoint, and refuses a row that moves it', async () => {
     const csv = 'kind,source,variable,node_id,endpoint,security_mode\nopcua,plc7,mvr_a,ns=2;s=A,,\nopcua,plc7,mvr_b,ns=2;s=B,opc.tcp://10.0.0.7:4840,Sign\nopcua,plc7,mvr_c,ns=2;s=C,opc.tcp://10.0.0.8:4840,\n';
-    const r = importMappingsCsv('', csv);
+    const r = await importMappingsCsv('', csv);
     expect(r.problems).toEqual([{ row: 4, field: 'endpoint', value: 'opc.tcp://10.0.0.8:4840', message: 'differs from opc.tcp://10.0.0.7:4840, given for server plc7 on row 3' }]);
     expect(parse(r.yaml).opcua.servers).toEqual([{ name: 'plc7', endpoint: 'opc.tcp://10.0.0.7:4840', security_mode: 'Sign', nodes: [{ node_id: 'ns=2;s=A', variable: 'mvr_a' }, { node_id: 'ns=2;s=B', variable: 'mvr_b' }] }]);
   });
 
-  it('names a new device that no row gives an address for, and a device given two addresses', () => {
+  it('names a new device that no row gives an address for, and a device given two addresses', async () => {
     const csv = 'source,variable,table,address,host\nm1,mvr_a,holding,0,\nm2,mvr_b,holding,0,10.0.0.1\nm2,mvr_c,holding,1,10.0.0.2\n';
-    const r = importMappingsCsv('', csv);
+    const r = await importMappingsCsv('', csv);
     expect(r.problems).toEqual([
       { row: 2, field: 'host', value: '', message: 'device m1 is not in the configuration: give its host (and port, unit_id), or path for a serial device, on one of its rows to create it' },
       { row: 4, field: 'host', value: '10.0.0.2', message: 'differs from device m2 as row 3 gives it (10.0.0.1:502, unit 1); one name is one device' },
@@ -183,15 +183,15 @@ describe('mappings import', () => {
     expect(r.added).toBe(1);
   });
 
-  it('refuses a CSV without the columns it needs, an unclosed quote and a text that is not YAML, as a whole', () => {
-    expect(() => importMappingsCsv(demo, 'name,address\nx,1\n')).toThrow(/the CSV has no column "variable"/);
-    expect(() => importMappingsCsv(demo, 'source,variable,address\nm,"mvr_a,1\n')).toThrow(/CSV row 2: a quoted field is not closed/);
-    expect(() => importMappingsCsv('a: [', 'source,variable,address\nm,mvr_a,1\n')).toThrow(MergeError);
-    expect(() => importMappingsCsv(demo, '')).toThrow(/the CSV is empty/);
+  it('refuses a CSV without the columns it needs, an unclosed quote and a text that is not YAML, as a whole', async () => {
+    await expect(importMappingsCsv(demo, 'name,address\nx,1\n')).rejects.toThrow(/the CSV has no column "variable"/);
+    await expect(importMappingsCsv(demo, 'source,variable,address\nm,"mvr_a,1\n')).rejects.toThrow(/CSV row 2: a quoted field is not closed/);
+    await expect(importMappingsCsv('a: [', 'source,variable,address\nm,mvr_a,1\n')).rejects.toThrow(MergeError);
+    await expect(importMappingsCsv(demo, '')).rejects.toThrow(/the CSV is empty/);
   });
 
-  it('reports an unknown column once and imports the rest', () => {
-    const r = importMappingsCsv('', 'source,variable,table,address,host,Description\nm,mvr_a,coil,3,10.0.0.1,the lamp\n');
+  it('reports an unknown column once and imports the rest', async () => {
+    const r = await importMappingsCsv('', 'source,variable,table,address,host,Description\nm,mvr_a,coil,3,10.0.0.1,the lamp\n');
     expect(r.problems).toEqual([{ row: 1, field: 'description', value: 'Description', message: `unknown column, left out (known: ${CSV_COLUMNS.join(', ')})` }]);
     expect(parse(r.yaml).modbus.devices[0].registers).toEqual([{ variable: 'mvr_a', table: 'coil', address: 3 }]);
   });

@@ -59,7 +59,8 @@ export function ModbusProbe({ addToConfig, text }: { addToConfig: AddToConfig; t
   const [picks, setPicks] = useState<Pick[]>([]);
   const [newName, setNewName] = useState('device1');
   const catalog = useCatalog();
-  const mapped = useMapped(text);
+  // Read only while there are lines to flag: the text may be large and change at every key.
+  const mapped = useMapped(picks.length ? text : '');
 
   useEffect(() => {
     api<ModbusDevicesResponse>('/console/api/modbus/devices').then(
