@@ -44,9 +44,13 @@ try {
   await page.screenshot({ path: join(values.out!, 'build-opcua.png'), fullPage: false });
   console.log(`wrote ${join(values.out!, 'build-opcua.png')}`);
   await page.getByTestId('tab-modbus').click();
-  await page.getByTestId('probe-device').fill(`tcp://127.0.0.1:${new URL(base).port === '8080' ? 5020 : Number(new URL(base).port) + 2}`);
+  // The probe starts on the demo's configured Mixer 1; its power (float32, word-swapped) picked as a mapping line.
+  await page.getByTestId('probe-configured').waitFor({ timeout: 15_000 });
   await page.getByTestId('probe-run').click();
   await page.getByTestId('probe-table').waitFor({ timeout: 15_000 });
+  await page.getByTestId('cell-3-float32-CDAB').click();
+  await page.getByTestId('pick-var-holding-3').fill('mvr_mixer1_power');
+  await page.getByTestId('pick-flags-holding-3').waitFor({ timeout: 15_000 });
   await page.screenshot({ path: join(values.out!, 'build-modbus.png') });
   console.log(`wrote ${join(values.out!, 'build-modbus.png')}`);
 } finally {

@@ -1,17 +1,25 @@
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
+import { describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import { z } from 'zod';
 import { lineDiff } from '../config/text-diff.js';
-import { machineVariableId } from '../sources/common-schema.js';
-import type { MergeResponse, SnippetResponse } from './api/build.js';
+import { machineVariableId, sourceName } from '../sources/common-schema.js';
+import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
+import { planSection } from '../sources/modbus/plan.js';
+import { deviceUrl, parseDeviceUrl } from '../sources/modbus/probe-cli.js';
+import type { ConfiguredModbusDevice, MergeResponse, ModbusDevicesResponse, SnippetResponse } from './api/build.js';
 import { browseOpcua, browseSchema, parseBody, probeModbus, probeSchema, renderOpcuaSnippet, snippetSchema } from './build-tools.js';
-import { MergeError, mergeModbusRegisters, mergeOpcuaNodes, type MergeResult } from './config-merge.js';
+import { ConfigMerge, MergeError, type ModbusDeviceAddition, type MergeResult } from './config-merge.js';
 
 export interface BuildRouteDeps {
   clock: Clock;
   /** The gateway's data directory: the browse keeps its certificates under console/pki there. */
   dataDir: string;
+  /** The running configuration: the probe offers its Modbus devices. */
+  config: () => GatewayConfig;
 }
 
 /** One task at a time: a second one while the first runs is refused (409), never queued. */
@@ -53,7 +61,10 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
     const input = parseBody(mergeSchema, await ctx.json());
     let r: MergeResult;
     try {
-      r = input.opcua ? mergeOpcuaNodes(input.yaml, input.opcua.server, input.opcua.nodes) : mergeModbusRegisters(input.yaml, input.modbus!.device, input.modbus!.registers);
+      // Parsed and read back in slices (the text may be large): the gateway's other work runs between them.
+      const merge = await ConfigMerge.open(input.yaml, pause);
+      const step = input.opcua ? merge.opcua(input.opcua.server, input.opcua.nodes) : merge.modbus(deviceAddition(input.modbus!.device), input.modbus!.registers);
+      r = { ...step, yaml: await merge.resultSliced(pause) };
     } catch (err) {
       if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, 'yaml');
       throw err;
@@ -62,10 +73,57 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
     return { json };
   }, { name: 'console config merge' });
 
+  // The probe's list of configured devices: the running configuration's, as the source plans them.
+  http.route('GET', '/console/api/modbus/devices', () => {
+    const section = deps.config().modbus;
+    const devices: ConfiguredModbusDevice[] = section
+      ? planSection(section).devices.map((d) => ({
+          name: d.name,
+          url: deviceUrl(d.endpoint),
+          transport: d.endpoint.transport,
+          unit_id: d.unitId,
+          address_base: d.addressBase,
+          byte_order: section.devices[d.index].byte_order,
+          registers: d.values.map((v) => ({ variable: v.variable, table: v.table, address: v.address, count: v.count, type: v.type, ...(v.type === 'bit' ? { bit: v.bit } : {}) })),
+        }))
+      : [];
+    return { json: { devices } satisfies ModbusDevicesResponse };
+  }, { name: 'console modbus devices', access: 'confidential' });
+
   http.route('POST', '/console/api/modbus/probe', async (ctx) => ({ json: await probeModbus(parseBody(probeSchema, await ctx.json()), deps.clock) }), { name: 'console modbus probe' });
 }
 
 const comment = z.string().max(200).optional();
+
+/** Yields to the event loop between the slices of a merge. */
+const pause = (): Promise<void> => nextTurn().then(() => undefined);
+
+/** The merge's device: as given, or from the probe's device URL (rtu: with its serial settings). */
+function deviceAddition(d: z.output<typeof mergeDevice>): ModbusDeviceAddition {
+  if (!('url' in d)) return d;
+  let e;
+  try {
+    e = parseDeviceUrl(d.url);
+  } catch (err) {
+    throw new HttpError(400, 'bad_request', `modbus.device.url: ${describeError(err).replace(/^--device /, '')}`, 'modbus.device.url');
+  }
+  if (e.transport === 'rtu') return { name: d.name, transport: 'rtu', path: e.path, serial: { baud_rate: e.baudRate, parity: e.parity, data_bits: e.dataBits as 7 | 8, stop_bits: e.stopBits as 1 | 2 }, unit_id: d.unit_id };
+  return { name: d.name, transport: e.transport, host: e.host, port: e.port, unit_id: d.unit_id };
+}
+
+const mergeDevice = z.union([
+  z
+    .strictObject({
+      name: sourceName,
+      transport: z.enum(['tcp', 'rtu', 'rtu_over_tcp']),
+      host: z.string().min(1).max(253).optional(),
+      port: z.number().int().min(1).max(65_535).optional(),
+      path: z.string().min(1).max(4_096).optional(),
+      unit_id: z.number().int().min(0).max(255),
+    })
+    .refine((d) => (d.transport === 'rtu' ? d.path !== undefined : d.host !== undefined), { error: 'a serial device (rtu) needs path, a network device (tcp, rtu_over_tcp) needs host' }),
+  z.strictObject({ name: sourceName, url: z.string().min(1).max(4_096), unit_id: z.number().int().min(0).max(255) }),
+]);
 
 /** POST /console/api/config/merge (api/build.ts MergeRequest): exactly one of opcua or modbus. */
 const mergeSchema = z
@@ -85,24 +143,16 @@ const mergeSchema = z
       .optional(),
     modbus: z
       .strictObject({
-        device: z
-          .strictObject({
-            name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'letters, digits, _ . - (1 to 64)' }),
-            transport: z.enum(['tcp', 'rtu', 'rtu_over_tcp']),
-            host: z.string().min(1).max(253).optional(),
-            port: z.number().int().min(1).max(65_535).optional(),
-            path: z.string().min(1).max(4_096).optional(),
-            unit_id: z.number().int().min(0).max(255),
-          })
-        .refine((d) => (d.transport === 'rtu' ? d.path !== undefined : d.host !== undefined), { error: 'a serial device (rtu) needs path, a network device (tcp, rtu_over_tcp) needs host' }),
+        device: mergeDevice,
         registers: z
           .array(
             z.strictObject({
               variable: machineVariableId,
               table: z.enum(['coil', 'discrete_input', 'holding', 'input']),
               address: z.number().int().min(0).max(65_535),
-              type: z.string().max(16).optional(),
-              byte_order: z.string().max(16).optional(),
+              type: z.enum(DATA_TYPES).optional(),
+              bit: z.number().int().min(0).max(15).optional(),
+              byte_order: z.enum(BYTE_ORDERS).optional(),
               scale: z.number().finite().optional(),
               offset: z.number().finite().optional(),
               comment,

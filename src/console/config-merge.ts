@@ -1,8 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Document, isMap, isScalar, isSeq, parseDocument, YAMLMap, YAMLSeq, type Node } from 'yaml';
-import { validateConfig } from '../config/load.js';
+import { parseYamlDocument, parseYamlDocumentSliced, validateConfig, type ParsedYaml } from '../config/load.js';
+import { ConfigError } from '../core/errors.js';
 import { withoutReadingSecrets } from '../config/secrets.js';
 import { mappedVariables } from '../sources/mapped-variables.js';
+import { mappingRows } from './config-mappings.js';
+import { describeRange, resolveAddress, TABLE_INFO, type AddressBase, type Table } from '../sources/modbus/address.js';
+import { REGISTER_COUNT, type DataType } from '../sources/modbus/decode.js';
 
 /**
  * "Add to configuration" (issue 24 §3): merges what the Build page selected (OPC UA nodes of one
@@ -16,13 +20,16 @@ import { mappedVariables } from '../sources/mapped-variables.js';
  *   slash ignored); nodes go to that server, otherwise a new server entry is appended (its name
  *   made unique: a name says nothing about which machine it is). The `opcua:` section is created
  *   when missing.
- * - A Modbus device is the same device when transport, host/path, port and unit id all match;
- *   otherwise a new device is appended, its name made unique. The `modbus:` section is created
- *   (name `modbus`) when missing.
- * - A mapping is skipped, with the reason, when its variable is already mapped anywhere in the
- *   configuration (a variable fed by two sources would interleave two series), when the node id is
- *   already mapped on that server, or when the register (table, address) is already read on that
- *   device. Nothing is ever removed or rewritten.
+ * - A Modbus device is the same device when transport, host (or serial path), port and unit id
+ *   all match; otherwise a new device is appended, its name made unique. The `modbus:` section is
+ *   created (name `modbus`) when missing. Register addresses come as protocol addresses and are
+ *   written in the device's `address_base` (or as the caller wrote them, e.g. "40101" from a CSV).
+ * - A mapping is skipped, with the reason, when its variable is already fed by a source anywhere
+ *   in the configuration (a variable fed by two sources would interleave two series; annotations
+ *   only refer to variables, so they do not count), when the node id is already mapped on that
+ *   server, or when the register overlaps one already read on that device (the rule of
+ *   sources/modbus/plan.ts: `bit` values may share a register, other values may not overlap).
+ *   Nothing is ever removed or rewritten.
  */
 
 export interface OpcuaServerAddition {
@@ -37,6 +44,9 @@ export interface OpcuaServerAddition {
 export interface OpcuaNodeAddition {
   node_id: string;
   variable: string;
+  /** Written when not 1 and 0. */
+  scale?: number;
+  offset?: number;
   /** Written as a comment after the node id (`# Press1/Temperature (Double)`). */
   comment?: string;
 }
@@ -46,15 +56,23 @@ export interface ModbusDeviceAddition {
   transport: 'tcp' | 'rtu' | 'rtu_over_tcp';
   host?: string;
   port?: number;
+  /** Serial port of a `rtu` device (written as `serial.path`). */
   path?: string;
+  /** Line settings of a new `rtu` device, written when given (else the schema's defaults apply). */
+  serial?: { baud_rate?: number; parity?: 'none' | 'even' | 'odd' | 'mark' | 'space'; data_bits?: 7 | 8; stop_bits?: 1 | 2 };
   unit_id: number;
 }
 
 export interface ModbusRegisterAddition {
   variable: string;
-  table: 'coil' | 'discrete_input' | 'holding' | 'input';
+  table: Table;
+  /** Protocol address (0-65535), what the probe read. */
   address: number;
+  /** How to write the address (`"40101"`, `"0x0064"`, `101` in a 1-based device); default the protocol address in the device's address_base. */
+  written_address?: number | string;
   type?: string;
+  /** For type bit: which bit of the register. */
+  bit?: number;
   byte_order?: string;
   scale?: number;
   offset?: number;
@@ -68,7 +86,8 @@ export interface MergeResult {
   target: string;
   created: boolean;
   added: number;
-  skipped: Array<{ what: string; reason: string }>;
+  /** What was left out and why; `index` is the position in the nodes/registers given. */
+  skipped: Array<{ what: string; reason: string; index: number }>;
 }
 
 export class MergeError extends Error {}
@@ -81,45 +100,201 @@ export class MergeError extends Error {}
  */
 type Splice = { seq: YAMLSeq; node: YAMLMap } | { section: string; node: YAMLMap };
 
-// --- OPC UA --------------------------------------------------------------------------------------
+// --- A merge ------------------------------------------------------------------------------------
 
-export function mergeOpcuaNodes(text: string, server: OpcuaServerAddition, nodes: readonly OpcuaNodeAddition[]): MergeResult {
-  const doc = editableDocument(text);
-  const splices: Splice[] = [];
-  const servers = sectionList(doc, 'opcua', 'servers', () => undefined, splices);
-  const list = servers.items.map((s) => (isMap(s) ? (s.toJSON() as Record<string, unknown>) : {}));
-  let index = list.findIndex((s) => typeof s.endpoint === 'string' && sameEndpoint(s.endpoint, server.endpoint));
-  const created = index < 0;
-  if (created) {
-    const entry: Record<string, unknown> = { name: uniqueName(server.name, sourceNames(doc)), endpoint: server.endpoint, security_mode: server.security_mode ?? 'None' };
-    if (server.security_policy && server.security_policy !== 'None') entry.security_policy = server.security_policy;
-    if (server.user) entry.user = { type: 'username', username: server.user, password: { env: 'OPCUA_PASSWORD' } };
-    entry.nodes = [];
-    const node = doc.createNode(entry) as YAMLMap;
-    const password = node.getIn(['user', 'password'], true);
-    if (isMap(password)) password.flow = true;
-    addEntry(servers, node, splices);
-    index = servers.items.length - 1;
+/** What one selection added to a merge: the entry that received it, whether it is new, what was left out. */
+export type MergeStep = Omit<MergeResult, 'yaml'>;
+
+/**
+ * One merge of the editor's text: parsed once, any number of selections added (the CSV import adds
+ * one per source), written back once. `open` parses the text in slices, yielding to the event loop
+ * between them, as the console's check does (config/load.ts parseYamlDocumentSliced).
+ */
+export class ConfigMerge {
+  private readonly splices: Splice[] = [];
+  private fed: Map<string, string> | null = null;
+  private changed = false;
+
+  private constructor(
+    readonly text: string,
+    /** The document being added to (its nodes keep their positions in `text`). */
+    readonly doc: Document.Parsed,
+    /** The text's value before the merge. */
+    readonly value: unknown,
+  ) {}
+
+  /** The text parsed at once (small texts, tests). */
+  static fromText(text: string): ConfigMerge {
+    return ConfigMerge.of(text, () => parseYamlDocument(text, 'the configuration'));
   }
-  const target = servers.items[index] as YAMLMap;
-  const nodeList = listIn(target, 'nodes');
-  const mapped = mappedVariableIds(doc);
-  const onServer = new Set(nodeList.items.map((n) => (isMap(n) ? String(n.get('node_id')) : '')));
-  const skipped: MergeResult['skipped'] = [];
-  const seen = new Set<string>();
-  let added = 0;
-  for (const n of nodes) {
-    const reason = onServer.has(n.node_id) ? 'the node is already mapped on this server' : mapped.get(n.variable) ? `${n.variable} is already mapped (${mapped.get(n.variable)})` : seen.has(n.variable) ? `${n.variable} is chosen for another node of this selection` : null;
-    if (reason) {
-      skipped.push({ what: n.node_id, reason });
-      continue;
+
+  /** The text parsed in slices, `pause` awaited between them. */
+  static async open(text: string, pause: () => Promise<void>): Promise<ConfigMerge> {
+    let parsed: ParsedYaml;
+    try {
+      parsed = await parseYamlDocumentSliced(text, 'the configuration', pause);
+    } catch (err) {
+      throw mergeErrorOf(err);
     }
-    seen.add(n.variable);
-    onServer.add(n.node_id);
-    addEntry(nodeList, entryNode(doc, nodeList, { node_id: n.node_id, variable: n.variable }, 'node_id', n.comment), splices);
-    added += 1;
+    return ConfigMerge.of(text, () => parsed);
   }
-  return { yaml: added || created ? render(text, doc, splices) : text, target: `opcua.servers[${index}]`, created, added, skipped };
+
+  private static of(text: string, parse: () => ParsedYaml): ConfigMerge {
+    let parsed: ParsedYaml;
+    try {
+      parsed = parse();
+    } catch (err) {
+      throw mergeErrorOf(err);
+    }
+    // An empty text has no document: one is made to add to.
+    const doc = parsed.doc ?? parseDocument(text);
+    if (doc.contents !== null && !isMap(doc.contents)) throw new MergeError('the configuration is not a mapping of settings (opcua:, modbus: ...); fix it in the editor first');
+    if (doc.contents === null) doc.contents = new YAMLMap() as unknown as typeof doc.contents;
+    return new ConfigMerge(text, doc, parsed.value);
+  }
+
+  /** Variable → the setting that feeds it, in the text as it was and as this merge added to it. */
+  fedNow(): Map<string, string> {
+    this.fed ??= fedVariables(this.doc, this.value);
+    return this.fed;
+  }
+
+  /** The merged text (the text itself when nothing was added), written in at once. */
+  result(): string {
+    return this.changed ? render(this.text, this.doc, this.splices) : this.text;
+  }
+
+  /** `result`, the check of the merged text parsed in slices. */
+  async resultSliced(pause: () => Promise<void>): Promise<string> {
+    return this.changed ? renderSliced(this.text, this.doc, this.splices, pause) : this.text;
+  }
+
+  // --- OPC UA ------------------------------------------------------------------------------------
+
+  opcua(server: OpcuaServerAddition, nodes: readonly OpcuaNodeAddition[]): MergeStep {
+    const { doc, splices } = this;
+    const servers = sectionList(doc, 'opcua', 'servers', () => undefined, splices);
+    // Only the endpoints are read: a server's nodes may be thousands.
+    let index = servers.items.findIndex((s) => isMap(s) && typeof s.get('endpoint') === 'string' && sameEndpoint(s.get('endpoint') as string, server.endpoint));
+    const created = index < 0;
+    if (created) {
+      const entry: Record<string, unknown> = { name: uniqueName(server.name, sourceNames(doc)), endpoint: server.endpoint, security_mode: server.security_mode ?? 'None' };
+      if (server.security_policy && server.security_policy !== 'None') entry.security_policy = server.security_policy;
+      if (server.user) entry.user = { type: 'username', username: server.user, password: { env: 'OPCUA_PASSWORD' } };
+      entry.nodes = [];
+      const node = doc.createNode(entry) as YAMLMap;
+      const password = node.getIn(['user', 'password'], true);
+      if (isMap(password)) password.flow = true;
+      addEntry(servers, node, splices);
+      index = servers.items.length - 1;
+    }
+    const target = servers.items[index] as YAMLMap;
+    const nodeList = listIn(target, 'nodes');
+    const mapped = this.fedNow();
+    const onServer = new Set(nodeList.items.map((n) => (isMap(n) ? String(n.get('node_id')) : '')));
+    const skipped: MergeResult['skipped'] = [];
+    const seen = new Set<string>();
+    let added = 0;
+    nodes.forEach((n, i) => {
+      const reason = onServer.has(n.node_id) ? 'the node is already mapped on this server' : mapped.get(n.variable) ? `${n.variable} is already mapped (${mapped.get(n.variable)})` : seen.has(n.variable) ? `${n.variable} is chosen for another node of this selection` : null;
+      if (reason) {
+        skipped.push({ what: n.node_id, reason, index: i });
+        return;
+      }
+      seen.add(n.variable);
+      onServer.add(n.node_id);
+      const entry: Record<string, unknown> = { node_id: n.node_id, variable: n.variable };
+      if (n.scale !== undefined && n.scale !== 1) entry.scale = n.scale;
+      if (n.offset !== undefined && n.offset !== 0) entry.offset = n.offset;
+      addEntry(nodeList, entryNode(doc, nodeList, entry, 'node_id', n.comment), splices);
+      added += 1;
+    });
+    for (const v of seen) mapped.set(v, `opcua.servers[${index}].nodes`);
+    this.changed ||= added > 0 || created;
+    return { target: `opcua.servers[${index}]`, created, added, skipped };
+  }
+
+  // --- Modbus ------------------------------------------------------------------------------------
+
+  modbus(device: ModbusDeviceAddition, registers: readonly ModbusRegisterAddition[]): MergeStep {
+    const { doc, splices } = this;
+    const devices = sectionList(doc, 'modbus', 'devices', (section) => section.set('name', uniqueName('modbus', sourceNames(doc))), splices);
+    let index = devices.items.findIndex((d) => isMap(d) && sameDevice(d, device));
+    const created = index < 0;
+    if (created) {
+      const entry: Record<string, unknown> = { name: uniqueName(device.name, sourceNames(doc)), transport: device.transport };
+      if (device.transport === 'rtu') entry.serial = { path: device.path, ...Object.fromEntries(Object.entries(device.serial ?? {}).filter(([, v]) => v !== undefined)) };
+      else Object.assign(entry, { host: device.host, port: device.port ?? 502 });
+      entry.unit_id = device.unit_id;
+      entry.registers = [];
+      const node = doc.createNode(entry) as YAMLMap;
+      const serial = node.get('serial', true);
+      if (isMap(serial)) serial.flow = true;
+      addEntry(devices, node, splices);
+      index = devices.items.length - 1;
+    }
+    const target = devices.items[index] as YAMLMap;
+    const base: AddressBase = target.get('address_base') === 1 ? 1 : 0;
+    const order = target.get('byte_order');
+    const deviceOrder = typeof order === 'string' ? order : 'ABCD';
+    const regList = listIn(target, 'registers');
+    const mapped = this.fedNow();
+    const read = regList.items.map((r) => (isMap(r) ? readSpan(r, base) : null)).filter((r): r is Span => r !== null);
+    const skipped: MergeResult['skipped'] = [];
+    const seen = new Set<string>();
+    let added = 0;
+    registers.forEach((r, i) => {
+      const span = newSpan(r);
+      const overlap = read.find((o) => overlaps(o, span));
+      const reason = overlap
+        ? `${describeSpan(span, base)} ${overlap.type === 'bit' && span.type === 'bit' ? 'reads the same bit as' : 'overlaps'} ${describeSpan(overlap, base)}, read as ${overlap.variable}`
+        : mapped.get(r.variable)
+          ? `${r.variable} is already mapped (${mapped.get(r.variable)})`
+          : seen.has(r.variable)
+            ? `${r.variable} is chosen for another register of this selection`
+            : null;
+      if (reason) {
+        skipped.push({ what: `${r.table} ${r.written_address ?? r.address + base}`, reason, index: i });
+        return;
+      }
+      seen.add(r.variable);
+      read.push(span);
+      const bits = TABLE_INFO[r.table].bits;
+      // A Modicon reference ("40101") names its table: written without one, as the manual writes it.
+      const modicon = typeof r.written_address === 'string' && /^[0134]\d{4,5}$/.test(r.written_address.trim());
+      const entry: Record<string, unknown> = modicon ? { variable: r.variable, address: r.written_address } : { variable: r.variable, table: r.table, address: r.written_address ?? r.address + base };
+      // A coil or discrete input is a bool, the default there; a register's type is always written.
+      if (r.type && !(bits && r.type === 'bool')) entry.type = r.type;
+      if (r.type === 'bit' && r.bit !== undefined) entry.bit = r.bit;
+      if (!bits && r.byte_order && r.byte_order !== deviceOrder) entry.byte_order = r.byte_order;
+      if (r.scale !== undefined && r.scale !== 1) entry.scale = r.scale;
+      if (r.offset !== undefined && r.offset !== 0) entry.offset = r.offset;
+      addEntry(regList, entryNode(doc, regList, entry, 'variable', r.comment), splices);
+      added += 1;
+    });
+    for (const v of seen) mapped.set(v, `modbus.devices[${index}].registers`);
+    this.changed ||= added > 0 || created;
+    return { target: `modbus.devices[${index}]`, created, added, skipped };
+  }
+}
+
+/** The parser's refusal (a syntax error with its line, nesting too deep, an alias to nothing) as the merge's. */
+function mergeErrorOf(err: unknown): Error {
+  if (!(err instanceof ConfigError)) return err as Error;
+  const first = err.problems[0]?.replace(/^the configuration: /, '') ?? err.message;
+  return new MergeError(`the configuration is not valid YAML (${first}); fix it in the editor first`);
+}
+
+/** "Add to configuration" of OPC UA nodes of one server. */
+export function mergeOpcuaNodes(text: string, server: OpcuaServerAddition, nodes: readonly OpcuaNodeAddition[]): MergeResult {
+  const m = ConfigMerge.fromText(text);
+  return { ...m.opcua(server, nodes), yaml: m.result() };
+}
+
+/** "Add to configuration" of Modbus registers of one device. */
+export function mergeModbusRegisters(text: string, device: ModbusDeviceAddition, registers: readonly ModbusRegisterAddition[]): MergeResult {
+  const m = ConfigMerge.fromText(text);
+  return { ...m.modbus(device, registers), yaml: m.result() };
 }
 
 /** Endpoints name the same server: opc.tcp URLs compared with the host case-insensitive and no trailing slash. */
@@ -128,67 +303,62 @@ export function sameEndpoint(a: string, b: string): boolean {
   return norm(a) === norm(b);
 }
 
-// --- Modbus --------------------------------------------------------------------------------------
-
-export function mergeModbusRegisters(text: string, device: ModbusDeviceAddition, registers: readonly ModbusRegisterAddition[]): MergeResult {
-  const doc = editableDocument(text);
-  const splices: Splice[] = [];
-  const devices = sectionList(doc, 'modbus', 'devices', (section) => section.set('name', uniqueName('modbus', sourceNames(doc))), splices);
-  const list = devices.items.map((d) => (isMap(d) ? (d.toJSON() as Record<string, unknown>) : {}));
-  let index = list.findIndex((d) => sameDevice(d, device));
-  const created = index < 0;
-  if (created) {
-    const entry: Record<string, unknown> = { name: uniqueName(device.name, sourceNames(doc)), transport: device.transport };
-    if (device.transport === 'rtu') entry.path = device.path;
-    else Object.assign(entry, { host: device.host, port: device.port ?? 502 });
-    entry.unit_id = device.unit_id;
-    entry.registers = [];
-    addEntry(devices, doc.createNode(entry) as YAMLMap, splices);
-    index = devices.items.length - 1;
+/** A configured device (its map, only the address settings read) is the device added to. */
+function sameDevice(d: YAMLMap, a: ModbusDeviceAddition): boolean {
+  if ((d.get('transport') ?? 'tcp') !== a.transport || Number(d.get('unit_id') ?? 1) !== a.unit_id) return false;
+  if (a.transport === 'rtu') {
+    const serial = d.get('serial');
+    return isMap(serial) && serial.get('path') === a.path;
   }
-  const target = devices.items[index] as YAMLMap;
-  const regList = listIn(target, 'registers');
-  const mapped = mappedVariableIds(doc);
-  const read = new Set(regList.items.map((r) => (isMap(r) ? `${String(r.get('table') ?? 'holding')}:${String(r.get('address'))}` : '')));
-  const skipped: MergeResult['skipped'] = [];
-  const seen = new Set<string>();
-  let added = 0;
-  for (const r of registers) {
-    const at = `${r.table}:${r.address}`;
-    const reason = read.has(at) ? `${r.table} ${r.address} is already read on this device` : mapped.get(r.variable) ? `${r.variable} is already mapped (${mapped.get(r.variable)})` : seen.has(r.variable) ? `${r.variable} is chosen for another register of this selection` : null;
-    if (reason) {
-      skipped.push({ what: `${r.table} ${r.address}`, reason });
-      continue;
-    }
-    seen.add(r.variable);
-    read.add(at);
-    const entry: Record<string, unknown> = { variable: r.variable, table: r.table, address: r.address };
-    if (r.type) entry.type = r.type;
-    if (r.byte_order) entry.byte_order = r.byte_order;
-    if (r.scale !== undefined && r.scale !== 1) entry.scale = r.scale;
-    if (r.offset !== undefined && r.offset !== 0) entry.offset = r.offset;
-    addEntry(regList, entryNode(doc, regList, entry, 'variable', r.comment), splices);
-    added += 1;
-  }
-  return { yaml: added || created ? render(text, doc, splices) : text, target: `modbus.devices[${index}]`, created, added, skipped };
+  return String(d.get('host') ?? '').toLowerCase() === String(a.host ?? '').toLowerCase() && Number(d.get('port') ?? 502) === (a.port ?? 502);
 }
 
-function sameDevice(d: Record<string, unknown>, a: ModbusDeviceAddition): boolean {
-  if ((d.transport ?? 'tcp') !== a.transport || Number(d.unit_id ?? 1) !== a.unit_id) return false;
-  if (a.transport === 'rtu') return d.path === a.path;
-  return String(d.host ?? '').toLowerCase() === String(a.host ?? '').toLowerCase() && Number(d.port ?? 502) === (a.port ?? 502);
+/** The registers a value reads: protocol addresses [start, start + count). */
+interface Span {
+  variable: string;
+  table: Table;
+  start: number;
+  count: number;
+  type: DataType | string;
+  bit?: number;
+}
+
+function countOf(table: Table, type: string): number {
+  return TABLE_INFO[table].bits ? 1 : (REGISTER_COUNT[type as DataType] ?? 1);
+}
+
+/** A configured register (its map) as a span, or null when its address or table cannot be read (the check names it). */
+function readSpan(r: YAMLMap, base: AddressBase): Span | null {
+  const address = r.get('address');
+  if (typeof address !== 'number' && typeof address !== 'string') return null;
+  const resolved = resolveAddress(address, base);
+  if (!resolved.ok) return null;
+  const t = r.get('table');
+  const table = resolved.table ?? (typeof t === 'string' && t in TABLE_INFO ? (t as Table) : null);
+  if (!table) return null;
+  const typed = r.get('type');
+  const type = typeof typed === 'string' ? typed : TABLE_INFO[table].bits ? 'bool' : 'uint16';
+  const bit = r.get('bit');
+  return { variable: String(r.get('variable')), table, start: resolved.protocolAddress, count: countOf(table, type), type, bit: typeof bit === 'number' ? bit : undefined };
+}
+
+function newSpan(r: ModbusRegisterAddition): Span {
+  const type = r.type ?? (TABLE_INFO[r.table].bits ? 'bool' : 'uint16');
+  return { variable: r.variable, table: r.table, start: r.address, count: countOf(r.table, type), type, bit: r.bit };
+}
+
+/** sources/modbus/plan.ts findOverlaps: `bit` values share a register unless they read the same bit; others may not overlap. */
+function overlaps(a: Span, b: Span): boolean {
+  if (a.table !== b.table || a.start + a.count <= b.start || b.start + b.count <= a.start) return false;
+  if (a.type === 'bit' && b.type === 'bit') return a.bit === b.bit;
+  return a.type !== 'bit' && b.type !== 'bit';
+}
+
+function describeSpan(s: Span, base: AddressBase): string {
+  return `${describeRange(s.table, s.start, s.count, base)} (${s.type}${s.type === 'bit' ? ` ${s.bit}` : ''})`;
 }
 
 // --- The document --------------------------------------------------------------------------------
-
-function editableDocument(text: string): Document.Parsed {
-  const doc = parseDocument(text, { keepSourceTokens: false });
-  const problem = doc.errors[0];
-  if (problem) throw new MergeError(`the configuration is not valid YAML (${problem.message.split('\n')[0]}); fix it in the editor first`);
-  if (doc.contents !== null && !isMap(doc.contents)) throw new MergeError('the configuration is not a mapping of settings (opcua:, modbus: ...); fix it in the editor first');
-  if (doc.contents === null) doc.contents = new YAMLMap() as unknown as typeof doc.contents;
-  return doc;
-}
 
 /**
  * `section.key` as a block list, creating `section:` (with `init` run on the new map) and the list
@@ -246,13 +416,10 @@ function addEntry(list: YAMLSeq, node: YAMLMap, splices: Splice[]): void {
 }
 
 /**
- * The merged text: the user's text with the splices written in. Checked by reading it back: when
- * it does not mean exactly the merged document (a layout the splicing does not know, such as a
- * list written in flow style over several lines), the whole document is printed instead, which
- * keeps comments but may re-space them.
+ * The merged text: the user's text with the splices written in, or null when a splice meets a
+ * layout it does not know (a list written in flow style over several lines).
  */
-function render(text: string, doc: Document.Parsed, splices: readonly Splice[]): string {
-  const whole = () => doc.toString({ lineWidth: 0 });
+function spliced(text: string, splices: readonly Splice[]): string | null {
   const inserts: Array<{ at: number; text: string }> = [];
   for (const sp of splices) {
     if ('section' in sp) {
@@ -262,22 +429,71 @@ function render(text: string, doc: Document.Parsed, splices: readonly Splice[]):
     }
     // New entries go after the list's last entry in the file, in the order they were added.
     const last = sp.seq.items.findLast((i): i is Node => (i as Node).range !== undefined && (i as Node).range !== null) as Node | undefined;
-    if (!last?.range || sp.seq.flow) return whole();
+    if (!last?.range || sp.seq.flow) return null;
     const lineStart = text.lastIndexOf('\n', last.range[0] - 1) + 1;
     const lead = /^(\s*)-\s+$/.exec(text.slice(lineStart, last.range[0]));
-    if (!lead) return whole();
+    if (!lead) return null;
     let at = last.range[1];
     if (text[at - 1] !== '\n') at = text.indexOf('\n', at) < 0 ? text.length : text.indexOf('\n', at) + 1;
     const first = !inserts.some((i) => i.at === at);
-    inserts.push({ at, text: `${first && at === text.length && !text.endsWith('\n') ? '\n' : ''}${printItem(sp.node).replace(/^(?=.)/gm, lead[1])}` });
+    const lineEnd = text.indexOf('\n', lineStart);
+    const item = alignComment(printItem(sp.node).replace(/^(?=.)/gm, lead[1]), commentColumn(text.slice(lineStart, lineEnd < 0 ? text.length : lineEnd)));
+    inserts.push({ at, text: `${first && at === text.length && !text.endsWith('\n') ? '\n' : ''}${item}` });
   }
   let out = text;
   // Same offset: keep the order of the merge (stable sort, then splice from the end).
   const ordered = inserts.map((ins, i) => ({ ...ins, i })).sort((a, b) => b.at - a.at || b.i - a.i);
   for (const ins of ordered) out = out.slice(0, ins.at) + ins.text + out.slice(ins.at);
-  const back = parseDocument(out);
-  if (back.errors.length || !isDeepStrictEqual(back.toJS({ maxAliasCount: 1_000 }), doc.toJS({ maxAliasCount: 1_000 }))) return whole();
   return out;
+}
+
+/**
+ * The merged text, checked by reading it back: when it does not mean exactly the merged document,
+ * the whole document is printed instead, which keeps comments but may re-space them.
+ */
+function render(text: string, doc: Document.Parsed, splices: readonly Splice[]): string {
+  const out = spliced(text, splices);
+  if (out !== null) {
+    const back = parseDocument(out);
+    if (!back.errors.length && isDeepStrictEqual(back.toJS({ maxAliasCount: 1_000 }), doc.toJS({ maxAliasCount: 1_000 }))) return out;
+  }
+  return doc.toString({ lineWidth: 0 });
+}
+
+/** `render`, reading the merged text back in slices (config/load.ts parseYamlDocumentSliced). */
+async function renderSliced(text: string, doc: Document.Parsed, splices: readonly Splice[], pause: () => Promise<void>): Promise<string> {
+  const out = spliced(text, splices);
+  if (out !== null) {
+    await pause();
+    const want = doc.toJS({ maxAliasCount: 1_000 }) ?? {};
+    const back = await parseYamlDocumentSliced(out, 'the merged configuration', pause).catch(() => null);
+    await pause();
+    if (back && isDeepStrictEqual(back.value, want)) return out;
+  }
+  return doc.toString({ lineWidth: 0 });
+}
+
+/** Where the comment of a line starts (a `#` after a blank, outside quoted scalars), or -1. */
+export function commentColumn(line: string): number {
+  let quote: string | null = null;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (quote) {
+      if (c === '\\' && quote === '"') i += 1;
+      else if (c === quote) quote = null;
+    } else if ((c === '"' || c === "'") && (i === 0 || ' \t{[,:-'.includes(line[i - 1]))) quote = c;
+    else if (c === '#' && (i === 0 || line[i - 1] === ' ' || line[i - 1] === '\t')) return i;
+  }
+  return -1;
+}
+
+/** A new entry's first-line comment moved to `column`, where its sibling's comment starts (aligned comments stay aligned). */
+function alignComment(item: string, column: number): string {
+  const nl = item.indexOf('\n');
+  const first = nl < 0 ? item : item.slice(0, nl);
+  const at = commentColumn(first);
+  if (column < 0 || at < 0 || at >= column) return item;
+  return `${first.slice(0, at)}${' '.repeat(column - at)}${first.slice(at)}${nl < 0 ? '' : item.slice(nl)}`;
 }
 
 /** `node` as one entry of a block list (`- key: value`), at indentation 0. */
@@ -314,21 +530,24 @@ function uniqueName(base: string, taken: Set<string>): string {
 }
 
 /**
- * Variable id → the first setting that maps it. When the text is a valid configuration this is the
- * gateway's own list (every source kind, annotations too); while it is not, the `variable:` keys of
- * the OPC UA and Modbus sections, so a half-written file still gets the duplicates it can see.
+ * Variable id → the first setting that feeds it (a source: generator, OPC UA, Modbus, MQTT;
+ * annotations only refer to variables). When the text is a valid configuration this is the
+ * gateway's own list (sources/mapped-variables.ts); while it is not, the mappings the CSV export
+ * reads from the document (config-mappings.ts), so a half-written file still gets the duplicates
+ * it can see.
  */
-function mappedVariableIds(doc: Document.Parsed): Map<string, string> {
+export function fedVariables(doc: Document, js: unknown = doc.toJS({ maxAliasCount: 1_000 })): Map<string, string> {
   const out = new Map<string, string>();
-  const js = doc.toJS({ maxAliasCount: 1_000 }) as unknown;
+  let config;
   try {
-    const { config } = withoutReadingSecrets(() => validateConfig(js));
-    for (const [id, settings] of mappedVariables(config).variables) out.set(id, settings[0]);
-    return out;
+    config = withoutReadingSecrets(() => validateConfig(js)).config;
   } catch {
-    const c = (js ?? {}) as { opcua?: { servers?: Array<{ nodes?: Array<{ variable?: unknown }> }> }; modbus?: { devices?: Array<{ registers?: Array<{ variable?: unknown }> }> } };
-    c.opcua?.servers?.forEach((s, i) => s?.nodes?.forEach((n, j) => typeof n?.variable === 'string' && !out.has(n.variable) && out.set(n.variable, `opcua.servers[${i}].nodes[${j}].variable`)));
-    c.modbus?.devices?.forEach((d, i) => d?.registers?.forEach((r, j) => typeof r?.variable === 'string' && !out.has(r.variable) && out.set(r.variable, `modbus.devices[${i}].registers[${j}].variable`)));
+    for (const row of mappingRows(doc, js)) if (!out.has(row.variable)) out.set(row.variable, row.setting);
     return out;
   }
+  for (const [id, settings] of mappedVariables(config).variables) {
+    const feeding = settings.find((s) => !s.startsWith('annotations.'));
+    if (feeding) out.set(id, feeding);
+  }
+  return out;
 }

@@ -15,6 +15,7 @@ import { registerConfigRoutes } from './config-routes.js';
 import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
 import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
+import { registerMappingRoutes } from './mapping-routes.js';
 import { registerLiveRoutes } from './live-routes.js';
 import type { RefusalLog } from './refusal-log.js';
 import { VariableIndexCache } from './variable-index-cache.js';
@@ -56,9 +57,11 @@ export interface ConsoleRuntime {
  *   live-routes.ts      the page, its bundle, the live stream, the Overview
  *   variable-routes.ts  the Variables page
  *   fleet-routes.ts     the Fleet page
- *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe;
- *   catalog.ts          its catalog of machine variables, and
- *   config-routes.ts    its configuration editor
+ *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe and its
+ *                       devices, "Add to configuration" (the merge);
+ *   catalog.ts          its catalog of machine variables,
+ *   config-routes.ts    its configuration editor, and
+ *   mapping-routes.ts   the mappings as CSV (export, import)
  *   demo-routes.ts      the demo's device switch (refused unless the demo runs this gateway)
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
@@ -82,7 +85,8 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   };
   registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog, configText });
   registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
-  registerBuildRoutes(http, { clock, dataDir: deps.dataDir });
+  registerBuildRoutes(http, { clock, dataDir: deps.dataDir, config: deps.config });
+  registerMappingRoutes(http, { config: deps.config, configText });
   registerCatalogRoutes(http, catalog);
   registerConfigRoutes(http, deps);
   registerDemoRoutes(http, deps.demo ?? null);

@@ -136,6 +136,32 @@ export interface ProbeResponse {
 }
 
 /**
+ * GET /console/api/modbus/devices: the Modbus devices of the running configuration, for the
+ * probe's device list (issue 24 §3: the probe starts on the configured device). Addresses are
+ * protocol addresses (0-65535), as the probe reads them.
+ */
+export interface ConfiguredModbusDevice {
+  name: string;
+  /** The probe's device URL: tcp://host:port, rtu-over-tcp://host:port, rtu:PATH?baud=...&parity=... */
+  url: string;
+  transport: 'tcp' | 'rtu' | 'rtu_over_tcp';
+  unit_id: number;
+  address_base: 0 | 1;
+  /** Byte order of the device's registers when a register does not say. */
+  byte_order: string;
+  /** What the device reads now. */
+  registers: Array<{ variable: string; table: ModbusTable; address: number; count: number; type: string; bit?: number }>;
+}
+export interface ModbusDevicesResponse {
+  devices: ConfiguredModbusDevice[];
+}
+
+/** A device for the merge: its address settings, or the probe's device URL (parsed as `modbus-probe --device` reads it). */
+export type MergeModbusDevice =
+  | { name: string; transport: 'tcp' | 'rtu' | 'rtu_over_tcp'; host?: string; port?: number; path?: string; unit_id: number }
+  | { name: string; url: string; unit_id: number };
+
+/**
  * POST /console/api/config/merge: "Add to configuration" (issue 24 §3). The editor's text and
  * what to add (OPC UA nodes of one server, or Modbus registers of one device); the answer is the
  * merged text (console/config-merge.ts) and the diff from the posted text. Nothing is written:
@@ -148,8 +174,9 @@ export interface MergeRequest {
     nodes: Array<{ node_id: string; variable: string; comment?: string }>;
   };
   modbus?: {
-    device: { name: string; transport: 'tcp' | 'rtu' | 'rtu_over_tcp'; host?: string; port?: number; path?: string; unit_id: number };
-    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; byte_order?: string; scale?: number; offset?: number; comment?: string }>;
+    device: MergeModbusDevice;
+    /** `address` is the protocol address; the merge writes it in the device's address_base. */
+    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; bit?: number; byte_order?: string; scale?: number; offset?: number; comment?: string }>;
   };
 }
 export interface MergeResponse {
@@ -160,5 +187,39 @@ export interface MergeResponse {
   target: string;
   created: boolean;
   added: number;
-  skipped: Array<{ what: string; reason: string }>;
+  /** Left out, and why; `index` is the position in the request's nodes or registers. */
+  skipped: Array<{ what: string; reason: string; index: number }>;
+}
+
+/**
+ * POST /console/api/config/mappings: the mappings of the editor's text (docs/mappings-csv.md).
+ * `mapped` is every variable a source feeds, with the setting that feeds it, so the Build page
+ * can flag a variable mapped twice before it is added.
+ */
+export interface MappingsRequest {
+  yaml: string;
+}
+export interface MappingsResponse {
+  /** The mappings as CSV, the header first (comma-separated, CRLF, no byte order mark). */
+  csv: string;
+  rows: number;
+  mapped: Record<string, string>;
+}
+
+/** POST /console/api/config/import-csv: CSV rows merged into the editor's text; nothing is written. */
+export interface ImportCsvRequest {
+  yaml: string;
+  csv: string;
+}
+export interface ImportCsvResponse {
+  yaml: string;
+  /** Unified diff from the posted text ('' when nothing was added). */
+  diff: string;
+  rows: number;
+  added: number;
+  unchanged: number;
+  /** Rows left out: row number as the spreadsheet shows it (header = 1), the column and value at fault. */
+  problems: Array<{ row: number; field: string | null; value: string | null; message: string }>;
+  more_problems: number;
+  targets: Array<{ source: string; target: string; created: boolean; added: number }>;
 }

@@ -1,5 +1,6 @@
 import { h, Fragment } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { ImportCsvResponse, MappingsResponse } from '../api/build.js';
 import type { ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse } from '../api/config.js';
 import { api, ApiError, messageOf } from './lib.js';
 import type { Added } from './page-build.js';
@@ -34,8 +35,83 @@ interface CheckShown {
 }
 type Preview = Extract<ConfigPreviewResponse, { ok: true }>;
 
+/** Offset of the first character of 1-based line `line` in `text` (the end of the text past its last line). */
+export function lineStart(text: string, line: number): number {
+  let at = 0;
+  for (let n = 1; n < line; n++) {
+    const nl = text.indexOf('\n', at);
+    if (nl < 0) return text.length;
+    at = nl + 1;
+  }
+  return at;
+}
+
+/** A CSV file as text: UTF-8 (a byte order mark is dropped later), or Windows-1252 when it is not UTF-8 (an older Excel's "CSV"). */
+async function readCsvFile(file: File): Promise<string> {
+  const bytes = await file.arrayBuffer();
+  const utf8 = new TextDecoder('utf-8').decode(bytes);
+  return utf8.includes('\uFFFD') ? new TextDecoder('windows-1252').decode(bytes) : utf8;
+}
+
+/** What the last CSV import did, shown above the editor until the text is edited again. */
+type Imported = ImportCsvResponse & { file: string };
+
 /** Build the config → Configuration: the file's text, checked as it is typed; Apply shows the diff first. */
 export function ConfigEditor({ text, setText, added }: { text: string; setText: (t: string) => void; added: Added | null }) {
+  const area = useRef<HTMLTextAreaElement>(null);
+  const gutter = useRef<HTMLPreElement>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+  const [imported, setImported] = useState<Imported | null>(null);
+  const [csvNote, setCsvNote] = useState<string | null>(null);
+  // The line numbers follow the text's scroll (they are a separate element beside the textarea).
+  const syncGutter = () => {
+    if (area.current && gutter.current) gutter.current.scrollTop = area.current.scrollTop;
+  };
+  useEffect(syncGutter, [text]);
+  /** A problem's line: selected in the text and scrolled into view (a third from the top). */
+  const goToLine = (line: number) => {
+    const ta = area.current;
+    if (!ta) return;
+    const start = lineStart(text, line);
+    const nl = text.indexOf('\n', start);
+    ta.focus({ preventScroll: true });
+    ta.setSelectionRange(start, nl < 0 ? text.length : nl);
+    const style = getComputedStyle(ta);
+    const lh = parseFloat(style.lineHeight) || 18;
+    ta.scrollTop = Math.max(0, parseFloat(style.paddingTop) + (line - 1) * lh - ta.clientHeight / 3);
+    syncGutter();
+    ta.scrollIntoView({ block: 'nearest' });
+  };
+  const exportCsv = async () => {
+    setCsvNote(null);
+    try {
+      const r = await api<MappingsResponse>('/console/api/config/mappings', { method: 'POST', body: { yaml: text } });
+      // The byte order mark makes Excel read the file as UTF-8.
+      const url = URL.createObjectURL(new Blob([`\uFEFF${r.csv}`], { type: 'text/csv;charset=utf-8' }));
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = 'mappings.csv';
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+      setCsvNote(`Exported ${r.rows} mapping${r.rows === 1 ? '' : 's'} to mappings.csv.`);
+    } catch (e) {
+      setCsvNote(`Export failed: ${messageOf(e)}`);
+    }
+  };
+  const importCsv = async (file: File) => {
+    setCsvNote(null);
+    try {
+      const csv = await readCsvFile(file);
+      const r = await api<ImportCsvResponse>('/console/api/config/import-csv', { method: 'POST', body: { yaml: text, csv } });
+      setText(r.yaml);
+      setImported({ ...r, file: file.name });
+    } catch (e) {
+      setImported(null);
+      setCsvNote(`Import of ${file.name} failed: ${messageOf(e)}`);
+    }
+  };
   const [path, setPath] = useState<string | null>(null);
   const [check, setCheck] = useState<CheckShown | null>(null);
   const [note, setNote] = useState<{ ok: boolean; text: string } | null>(null);
@@ -154,23 +230,69 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
       <p class="muted small">
         Paste or edit a configuration: it is checked as you type, as <code>edge-gateway check</code> does. Secrets written in the file show hidden and are kept as they are. Apply shows the changes first, then writes the file and reloads the gateway.
       </p>
+      <div class="row csv-tools">
+        <button onClick={exportCsv} disabled={!text.trim()} title="every mapping of the text as CSV (docs/mappings-csv.md)" data-testid="export-csv">
+          Export mappings (CSV)
+        </button>
+        <button onClick={() => fileInput.current?.click()} title="add the rows of a CSV file to the text; nothing is written until Apply" data-testid="import-csv">
+          Import CSV…
+        </button>
+        <input
+          type="file"
+          accept=".csv,text/csv"
+          hidden
+          ref={fileInput}
+          onChange={(e) => {
+            const file = e.currentTarget.files?.[0];
+            e.currentTarget.value = '';
+            if (file) void importCsv(file);
+          }}
+          data-testid="import-csv-file"
+        />
+        {csvNote ? (
+          <span class="small muted" data-testid="csv-note">
+            {csvNote}
+          </span>
+        ) : (
+          ''
+        )}
+      </div>
+      {imported ? <ImportReport r={imported} /> : ''}
       <div class="editor">
-        <pre class="gutter">{Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}</pre>
-        <textarea spellcheck={false} value={text} onInput={(e) => setText(e.currentTarget.value)} data-testid="config-text"></textarea>
+        <pre class="gutter" ref={gutter} data-testid="config-gutter">
+          {Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}
+        </pre>
+        <textarea
+          ref={area}
+          spellcheck={false}
+          wrap="off"
+          value={text}
+          onInput={(e) => {
+            setImported(null);
+            setText(e.currentTarget.value);
+          }}
+          onScroll={syncGutter}
+          data-testid="config-text"
+        ></textarea>
       </div>
       {check && !check.ok ? (
         <ul class="problems" data-testid="check-problems">
           {check.problems.map((p) => (
             <li class="bad">
               <span class="dot"></span>
-              {p.line ? (
-                <>
-                  <b>line {p.line}</b> ·{' '}
-                </>
-              ) : (
-                ''
-              )}
-              {p.message}
+              <span>
+                {p.line ? (
+                  <>
+                    <button class="linklike" onClick={() => goToLine(p.line!)} title="show this line in the text" data-testid={`problem-line-${p.line}`}>
+                      line {p.line}
+                    </button>{' '}
+                    ·{' '}
+                  </>
+                ) : (
+                  ''
+                )}
+                {p.message}
+              </span>
             </li>
           ))}
           {more}
@@ -234,3 +356,60 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
   );
 }
 
+
+/** The result of a CSV import: counts, where the rows went, every row left out with its field and value, the diff. */
+function ImportReport({ r }: { r: Imported }) {
+  const bad = r.problems.length + r.more_problems;
+  return (
+    <div class="preview" data-testid="import-report">
+      <h3 data-testid="import-summary">
+        {r.file}: {r.rows} row{r.rows === 1 ? '' : 's'}, {r.added} added, {r.unchanged} already in the configuration, {bad} left out: not written yet; Apply shows the changes to the file
+      </h3>
+      {r.targets.length ? (
+        <p class="small">
+          {r.targets.map((t, i) => (
+            <span>
+              {i ? '; ' : ''}
+              {t.added} to <span class="mono">{t.target}</span> ({t.source}
+              {t.created ? ', new' : ''})
+            </span>
+          ))}
+        </p>
+      ) : (
+        ''
+      )}
+      {r.problems.length ? (
+        <ul class="problems" data-testid="import-problems">
+          {r.problems.map((p) => (
+            <li class="warn">
+              <span class="dot"></span>
+              <span>
+                <b>row {p.row}</b>
+                {p.field ? (
+                  <>
+                    {' '}
+                    · <span class="mono">{p.field}</span>
+                    {p.value ? <span class="mono"> "{p.value}"</span> : ''}
+                  </>
+                ) : (
+                  ''
+                )}
+                : {p.message}
+              </span>
+            </li>
+          ))}
+          {r.more_problems ? (
+            <li class="warn">
+              <span class="dot"></span>… and {r.more_problems} more
+            </li>
+          ) : (
+            ''
+          )}
+        </ul>
+      ) : (
+        ''
+      )}
+      {r.diff ? <Diff text={r.diff} /> : ''}
+    </div>
+  );
+}

@@ -56,7 +56,7 @@ export function Build() {
         <OpcuaBrowse addToConfig={addToConfig} />
       </div>
       <div hidden={tab !== 'modbus'}>
-        <ModbusProbe addToConfig={addToConfig} />
+        <ModbusProbe addToConfig={addToConfig} text={text} />
       </div>
       <div hidden={tab !== 'config'}>
         <ConfigEditor

@@ -171,6 +171,13 @@ function wholeNumber(flag: string, text: string, min: number, max: number): numb
   return n;
 }
 
+/** The `--device` URL of an endpoint, the inverse of parseDeviceUrl (serial settings included). */
+export function deviceUrl(e: Endpoint): string {
+  if (e.transport === 'rtu') return `rtu:${e.path}?baud=${e.baudRate}&parity=${e.parity}&data_bits=${e.dataBits}&stop_bits=${e.stopBits}`;
+  const host = e.host.includes(':') ? `[${e.host}]` : e.host;
+  return `${e.transport === 'tcp' ? 'tcp' : 'rtu-over-tcp'}://${host}:${e.port}`;
+}
+
 /** `tcp://host:502`, `rtu-over-tcp://host:4001`, `rtu:/dev/ttyUSB0?baud=9600&parity=none`. */
 export function parseDeviceUrl(text: string): Endpoint {
   const tcp = /^(tcp|rtu-over-tcp|rtu_over_tcp):\/\/(\[[^\]]+\]|[^:/]+)(?::(\d+))?\/?$/.exec(text);

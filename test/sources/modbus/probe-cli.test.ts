@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { knownValues, startModbusSimulator, type ModbusSimulator } from '../../../src/sim/modbus-device.js';
 import { startModbusRtuOverTcpSimulator, type RtuSimulator } from '../../../src/sim/modbus-rtu.js';
-import { MODBUS_PROBE_HELP, parseDeviceUrl, runModbusProbeCli } from '../../../src/sources/modbus/probe-cli.js';
+import { deviceUrl, MODBUS_PROBE_HELP, parseDeviceUrl, runModbusProbeCli } from '../../../src/sources/modbus/probe-cli.js';
 
 let sim: ModbusSimulator;
 let rtu: RtuSimulator;
@@ -102,5 +102,19 @@ describe('edge-gateway modbus-probe', () => {
     expect(parseDeviceUrl('rtu:/dev/ttyUSB0?baud=9600&parity=none&stop_bits=2')).toEqual({ transport: 'rtu', path: '/dev/ttyUSB0', baudRate: 9600, parity: 'none', dataBits: 8, stopBits: 2 });
     expect(parseDeviceUrl('rtu:/dev/ttyS1')).toMatchObject({ baudRate: 19200, parity: 'even' });
     expect(() => parseDeviceUrl('rtu:/dev/ttyS1?speed=9600')).toThrow(/unknown serial setting "speed"/);
+  });
+});
+
+describe('deviceUrl (the console offers configured devices by it)', () => {
+  it('writes the URL parseDeviceUrl reads back to the same endpoint, serial settings and IPv6 included', () => {
+    const endpoints = [
+      { transport: 'tcp', host: '192.168.10.21', port: 502 },
+      { transport: 'rtu_over_tcp', host: 'moxa.plant', port: 4001 },
+      { transport: 'tcp', host: 'fd00::21', port: 1502 },
+      { transport: 'rtu', path: '/dev/ttyUSB0', baudRate: 9600, parity: 'none', dataBits: 8, stopBits: 2 },
+    ] as const;
+    for (const e of endpoints) expect(parseDeviceUrl(deviceUrl(e))).toEqual(e);
+    expect(deviceUrl(endpoints[3])).toBe('rtu:/dev/ttyUSB0?baud=9600&parity=none&data_bits=8&stop_bits=2');
+    expect(deviceUrl(endpoints[2])).toBe('tcp://[fd00::21]:1502');
   });
 });
