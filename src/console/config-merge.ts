@@ -180,7 +180,7 @@ export class ConfigMerge {
     if (created) {
       const entry: Record<string, unknown> = { name: uniqueName(server.name, sourceNames(doc)), endpoint: server.endpoint, security_mode: server.security_mode ?? 'None' };
       if (server.security_policy && server.security_policy !== 'None') entry.security_policy = server.security_policy;
-      if (server.user) entry.user = { type: 'username', username: server.user, password: { env: 'OPCUA_PASSWORD' } };
+      if (server.user) entry.user = { type: 'username', username: server.user, password: { env: passwordEnv(doc, entry.name as string) } };
       entry.nodes = [];
       const node = doc.createNode(entry) as YAMLMap;
       const password = node.getIn(['user', 'password'], true);
@@ -295,6 +295,21 @@ export function mergeOpcuaNodes(text: string, server: OpcuaServerAddition, nodes
 export function mergeModbusRegisters(text: string, device: ModbusDeviceAddition, registers: readonly ModbusRegisterAddition[]): MergeResult {
   const m = ConfigMerge.fromText(text);
   return { ...m.modbus(device, registers), yaml: m.result() };
+}
+
+/**
+ * The environment variable a new server's password is read from: OPCUA_PASSWORD, or
+ * OPCUA_PASSWORD_<NAME> when another server of the file reads that one already (two servers with
+ * different passwords cannot share it).
+ */
+export function passwordEnv(doc: Document.Parsed, serverName: string): string {
+  const js = (doc.toJS({ maxAliasCount: 1_000 }) ?? {}) as { opcua?: { servers?: Array<{ user?: { password?: { env?: unknown } } }> } };
+  const taken = new Set((js.opcua?.servers ?? []).map((s) => s?.user?.password?.env).filter((e): e is string => typeof e === 'string'));
+  if (!taken.has('OPCUA_PASSWORD')) return 'OPCUA_PASSWORD';
+  const base = `OPCUA_PASSWORD_${serverName.toUpperCase().replace(/[^A-Z0-9]+/g, '_')}`;
+  let name = base;
+  for (let i = 2; taken.has(name); i++) name = `${base}_${i}`;
+  return name;
 }
 
 /** Endpoints name the same server: opc.tcp URLs compared with the host case-insensitive and no trailing slash. */

@@ -194,6 +194,16 @@ describe('config merge: new sources and duplicates', () => {
   });
 });
 
+describe('config merge: passwords of new servers', () => {
+  it('a second server with a user reads its own environment variable, not the first one\'s', () => {
+    const one = mergeOpcuaNodes('', { name: 'line1', endpoint: 'opc.tcp://10.0.0.1:4840', user: 'op' }, [{ node_id: 'ns=2;s=A', variable: 'mvr_a' }]).yaml;
+    expect(one).toContain('password: { env: OPCUA_PASSWORD }');
+    const two = mergeOpcuaNodes(one, { name: 'line-2', endpoint: 'opc.tcp://10.0.0.2:4840', user: 'op' }, [{ node_id: 'ns=2;s=B', variable: 'mvr_b' }]).yaml;
+    expect(two).toContain('password: { env: OPCUA_PASSWORD_LINE_2 }');
+    expect(two.match(/env: OPCUA_PASSWORD }/g)).toHaveLength(1);
+  });
+});
+
 describe('config merge: the demo configuration', () => {
   it('extends Mixer 1 and Press 1 and adds a device; the result passes the gateway\'s validation and keeps every line', () => {
     const demo = readFileSync('config/demo.yaml', 'utf8');

@@ -383,7 +383,7 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
           )}
           {meta.user ? (
             <p class="hint small" data-testid="password-hint">
-              The configuration gets the user <b class="mono">{meta.user}</b> with <code>password: {'{'}env: OPCUA_PASSWORD{'}'}</code>: the password is never written. Set OPCUA_PASSWORD (or OPCUA_PASSWORD_FILE) in the gateway's environment: the check and Apply refuse the configuration while it is not set.
+              The configuration gets the user <b class="mono">{meta.user}</b> with <code>password: {'{'}env: OPCUA_PASSWORD{'}'}</code>: the password is never written. Set OPCUA_PASSWORD (or OPCUA_PASSWORD_FILE) in the gateway's environment: the check and Apply refuse the configuration while it is not set. When another server of the file reads OPCUA_PASSWORD already, the new one reads OPCUA_PASSWORD_&lt;SERVER NAME&gt; (the diff shows which).
             </p>
           ) : (
             ''
