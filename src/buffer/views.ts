@@ -1,5 +1,6 @@
 import type { LedgerEntry } from './imports/ledger.js';
 import type { SetAsideInfo } from './set-aside.js';
+import type { TrendSource, TrendVisit } from './trend.js';
 import type { BufferedRow, BufferStats, ImportReader, SeqRange } from './types.js';
 
 /**
@@ -44,4 +45,16 @@ export interface BufferReadout {
   stats(): BufferStats;
   ingestRate(): number;
   refreshGauges(): void;
+}
+
+/**
+ * What the console's trend uses (src/console/trend-keeper.ts, issue 24 §4): the buckets kept from
+ * before a restart, read once at its start, and its closed buckets handed over on the buffer's
+ * maintenance schedule (trend.ts), never inside a commit.
+ */
+export interface TrendBuffer {
+  /** Visits the kept buckets of `bucketMs` starting at or after `since` (epoch ms), newest row first. */
+  readTrend(bucketMs: number, since: number, visit: TrendVisit): void;
+  /** Keeps `source`'s buckets from now on; the returned stop writes its open buckets too and lets go. */
+  keepTrend(source: TrendSource): () => void;
 }

@@ -3,6 +3,7 @@ import type { FleetRuntime } from '../../fleet/index.js';
 import { registerConsoleRoutes } from '../../console/routes.js';
 import type { DemoDevices } from '../../console/demo-routes.js';
 import { RefusalLog } from '../../console/refusal-log.js';
+import { TrendKeeper } from '../../console/trend-keeper.js';
 import { ValueRing } from '../../console/value-ring.js';
 import { connectionLimits, type HttpConfig } from '../../http/config.js';
 import { registerGapRoutes } from '../../http/gap-routes.js';
@@ -106,10 +107,19 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
   return http;
 }
 
-/** The commissioning console (src/console): live values and refusals tapped from the sources (bounded), its routes on the server. */
-function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
+/**
+ * The commissioning console (src/console): live values and refusals tapped from the sources
+ * (bounded), its routes on the server. The value ring starts with the trend the buffer kept from
+ * before a restart (issue 24 §4), read before the first sample reaches it, and hands its closed
+ * buckets back to the buffer from then on.
+ */
+function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { logger, metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
   const { store, uplink, sources, reloads, status } = deps;
   const ring = new ValueRing();
+  const trend = new TrendKeeper(ring);
+  const seeded = trend.seed(store.buffer, clock.now());
+  if (seeded > 0) logger.debug({ buckets: seeded, variables: ring.size }, 'console trend read back from the buffer');
+  const keepTrend = store.buffer.keepTrend(trend);
   const refusals = new RefusalLog();
   const untap = [
     sources.sink.addTap(ring),
@@ -134,6 +144,8 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     stop() {
       untap.forEach((u) => u());
       runtime.close();
+      // The open buckets too: a clean restart shows the trend up to the stop.
+      keepTrend();
     },
   };
 }
