@@ -290,8 +290,12 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
 
   // ---------------------------------------------------------------- the console's trend (TrendBuffer)
 
-  readTrend(bucketMs: number, since: number, visit: TrendVisit): void {
-    this.trend.read(bucketMs, since, visit);
+  trendRows(bucketMs: number, since: number): number[] {
+    return this.trend.rowIds(bucketMs, since);
+  }
+
+  readTrendRow(row: number, bucketMs: number, since: number, visit: TrendVisit): void {
+    this.trend.readRow(row, bucketMs, since, visit);
   }
 
   keepTrend(source: TrendSource): () => void {

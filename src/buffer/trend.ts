@@ -17,9 +17,9 @@ import type { VariableDictionary } from './variables.js';
  *
  * The console's value ring (src/console/value-ring.ts, through src/console/trend-keeper.ts) is the
  * source. On this room's schedule it hands over the buckets that closed since its last take; the
- * room writes one take as one row (a blob of every variable's buckets, variables by their integer
- * ids of `variables`), and at the next start the console reads the rows back into its ring before
- * the first sample comes (`read`).
+ * room writes them as a few rows (one per part of the variables: a blob of those variables'
+ * buckets, variables by their integer ids of `variables`), and at the next start the console reads
+ * the rows back into its ring before the first sample comes (`read`).
  *
  * Keeps:
  *  T1  Off the acknowledgement path (B7): a take runs on the maintenance schedule, once per bucket
@@ -31,7 +31,7 @@ import type { VariableDictionary } from './variables.js';
  *      take (one, now and then two); a clean stop writes the open buckets too (`finish`).
  *  T2  Bounded: rows whose newest bucket is older than TREND_KEEP_MS are pruned; the rows' blobs
  *      together stay under min(TREND_MAX_BYTES, TREND_SHARE × buffer.max_bytes) (the oldest rows
- *      go first; a take larger than that alone is not written, said once in the log); nothing is
+ *      go first; a part larger than that alone is not written, said once in the log); nothing is
  *      written while the buffer is over max_bytes, so the trend never takes the room of samples.
  *      Its pages count in the bytes in use (B9) like every other table's. Rows: one per part of a
  *      take, about TREND_KEEP_MS / bucket takes kept (src/buffer/README.md, bench/trend-flush.ts).
@@ -40,7 +40,7 @@ import type { VariableDictionary } from './variables.js';
  *      holding it: `read` visits rows newest first.
  *  T4  B8: the list of rows kept in memory (for the prunes and the cap) changes only after the
  *      transaction that changed the file has committed. A failed write is dropped (cosmetic: the
- *      buckets of that take are not kept) and the next take is tried on schedule.
+ *      buckets of that part are not kept) and the next take is tried on schedule.
  */
 
 /** Rows are kept while their newest bucket is younger than this: the ring's 10 minutes and one more. */
@@ -64,6 +64,10 @@ const MIN_PART = 1_000;
 const MAX_PART = 100_000;
 /** Starting cost of a part, in ms per variable; measured after. */
 const INITIAL_MS_PER_VARIABLE = 0.002;
+/** Starting size of a part, in blob bytes per variable; measured after. */
+const INITIAL_BYTES_PER_VARIABLE = 16;
+/** A part is planned to take at most this share of the trend's cap (a small max_bytes: small parts, the newest kept). */
+const PART_OF_CAP = 0.25;
 const HAS_LAST = 1;
 const FLAT = 2; // min == max: one value stored
 
@@ -117,8 +121,9 @@ export interface TrendOptions {
 }
 
 export const TREND_MIGRATION = `
-  -- The console's recent trend (src/buffer/trend.ts): one row per take of closed buckets, every
-  -- variable's min/max/count of those buckets in one blob. No samples. Pruned after ~11 minutes.
+  -- The console's recent trend (src/buffer/trend.ts): one row per part of a take of closed
+  -- buckets, the min/max/count of those variables' buckets in one blob. No samples. Pruned after
+  -- ~11 minutes.
   -- IF NOT EXISTS: tests make a file of an earlier schema by setting user_version back on a
   -- current one, which has the table already.
   CREATE TABLE IF NOT EXISTS trend (
@@ -141,13 +146,15 @@ export class TrendStore implements MaintenanceTask {
   private staged: Staged | null = null;
   /** Measured cost of a part (collect, encode, write), ms per variable visited. */
   private msPerVariable = INITIAL_MS_PER_VARIABLE;
+  /** Measured blob bytes per variable visited. */
+  private bytesPerVariable = INITIAL_BYTES_PER_VARIABLE;
   /** The source's variable number → its id in `variables` (0: not looked up yet). */
   private ids = new Int32Array(1_024);
   private rows: KeptRow[];
   private closed = false;
   private warnedTooLarge = false;
   private readonly cols = new Columns();
-  private readonly st: { insert: Statement; remove: Statement; recent: Statement };
+  private readonly st: { insert: Statement; remove: Statement; recent: Statement; row: Statement };
 
   constructor(
     private readonly db: Database,
@@ -156,7 +163,8 @@ export class TrendStore implements MaintenanceTask {
     this.st = {
       insert: db.prepare('INSERT INTO trend (bucket_ms, from_ts, to_ts, n, data) VALUES (?, ?, ?, ?, ?)'),
       remove: db.prepare('DELETE FROM trend WHERE id = ?'),
-      recent: db.prepare('SELECT data FROM trend WHERE bucket_ms = ? AND to_ts >= ? ORDER BY id DESC').pluck(true),
+      recent: db.prepare('SELECT id FROM trend WHERE bucket_ms = ? AND to_ts >= ? ORDER BY id DESC').pluck(true),
+      row: db.prepare('SELECT data FROM trend WHERE id = ?').pluck(true),
     };
     this.rows = db.prepare('SELECT id, to_ts AS toTs, length(data) AS bytes FROM trend ORDER BY id').all() as KeptRow[];
   }
@@ -178,23 +186,33 @@ export class TrendStore implements MaintenanceTask {
     return Math.min(TREND_MAX_BYTES, Math.floor(this.o.maxBytes * TREND_SHARE));
   }
 
+  /** The kept rows of `bucketMs` whose newest bucket starts at or after `since`, newest first (T3). */
+  rowIds(bucketMs: number, since: number): number[] {
+    return this.st.recent.all(bucketMs, since) as number[];
+  }
+
   /**
-   * Visits the kept buckets of `bucketMs` that start at or after `since`, newest row first (T3);
-   * a row that cannot be read is skipped and said in the log.
+   * Visits the buckets of row `id` that start at or after `since`; a row that cannot be read (or
+   * is gone) is skipped, said in the log when damaged.
    */
-  read(bucketMs: number, since: number, visit: TrendVisit): void {
-    for (const data of this.st.recent.iterate(bucketMs, since) as Iterable<Buffer>) {
-      try {
-        decode(data, bucketMs, (id, bucket, min, max, count, last, lastTs) => {
-          const start = bucket * bucketMs;
-          if (start < since) return;
-          const name = this.o.dict.knownName(id);
-          if (name !== undefined) visit(name, start, min, max, count, last, lastTs);
-        });
-      } catch (err) {
-        this.o.logger.warn({ err: describeError(err) }, 'a kept trend row cannot be read; its buckets are left out of the console trend');
-      }
+  readRow(id: number, bucketMs: number, since: number, visit: TrendVisit): void {
+    const data = this.st.row.get(id) as Buffer | undefined;
+    if (!data) return;
+    try {
+      decode(data, bucketMs, (id, bucket, min, max, count, last, lastTs) => {
+        const start = bucket * bucketMs;
+        if (start < since) return;
+        const name = this.o.dict.knownName(id);
+        if (name !== undefined) visit(name, start, min, max, count, last, lastTs);
+      });
+    } catch (err) {
+      this.o.logger.warn({ err: describeError(err), row: id }, 'a kept trend row cannot be read; its buckets are left out of the console trend');
     }
+  }
+
+  /** Every kept bucket of `bucketMs` from `since` on, newest row first (tests, tools). */
+  read(bucketMs: number, since: number, visit: TrendVisit): void {
+    for (const id of this.rowIds(bucketMs, since)) this.readRow(id, bucketMs, since, visit);
   }
 
   /**
@@ -232,7 +250,7 @@ export class TrendStore implements MaintenanceTask {
         this.pass = { closedBefore: upTo * source.bucketMs, from: 0 };
       }
       if (this.pass) {
-        const limit = Math.round(Math.min(MAX_PART, Math.max(MIN_PART, ((deadline - started) * PART_SHARE) / this.msPerVariable)));
+        const limit = Math.min(this.partBytesLimit(), Math.round(Math.min(MAX_PART, Math.max(MIN_PART, ((deadline - started) * PART_SHARE) / this.msPerVariable))));
         visited = this.collect(source, this.pass.closedBefore, this.pass.from, limit);
         this.pass = visited < limit ? null : { closedBefore: this.pass.closedBefore, from: this.pass.from + visited };
         // Encoding used the slice up: the write is the next slice's one transaction (B7).
@@ -257,8 +275,9 @@ export class TrendStore implements MaintenanceTask {
       if (this.staged) this.write(this.o.clock.now());
       // Every variable: the take going on is overtaken by this one (open buckets too).
       this.pass = null;
-      for (let from = 0, visited = MAX_PART; visited === MAX_PART; from += visited) {
-        visited = this.collect(source, Infinity, from, MAX_PART);
+      const limit = Math.min(MAX_PART, this.partBytesLimit());
+      for (let from = 0, visited = limit; visited === limit; from += visited) {
+        visited = this.collect(source, Infinity, from, limit);
         this.write(this.o.clock.now());
       }
     } catch (err) {
@@ -275,12 +294,17 @@ export class TrendStore implements MaintenanceTask {
     this.pass = null;
   }
 
+  /** Most variables in a part for its blob to stay within PART_OF_CAP of the cap (at least 100). */
+  private partBytesLimit(): number {
+    return Math.max(100, Math.floor((this.capBytes * PART_OF_CAP) / this.bytesPerVariable));
+  }
+
   /** The last bucket number that is over by the clock (TREND_GRACE_MS after its end). */
   private closedUpTo(source: TrendSource, now: number): number {
     return Math.floor((now - TREND_GRACE_MS) / source.bucketMs);
   }
 
-  /** Stages one part of a take (null when it has no bucket); returns the variables visited. */
+  /** Stages one part of a take (nothing when it has no bucket); returns the variables visited. */
   private collect(source: TrendSource, closedBefore: number, from: number, limit: number): number {
     const c = this.cols;
     const bucketMs = source.bucketMs;
@@ -291,13 +315,15 @@ export class TrendStore implements MaintenanceTask {
       if (id > 0 && count > 0) c.push(id, Math.floor(start / bucketMs), bucketMs, min, max, count, last, lastTs);
     });
     if (c.n === 0) return visited;
+    const data = encode(c);
+    if (visited >= 100) this.bytesPerVariable = 0.7 * this.bytesPerVariable + (0.3 * data.length) / visited;
     let lo = Infinity;
     let hi = -Infinity;
     for (let i = 0; i < c.n; i++) {
       if (c.bucket[i] < lo) lo = c.bucket[i];
       if (c.bucket[i] > hi) hi = c.bucket[i];
     }
-    this.staged = { bucketMs, fromTs: lo * bucketMs, toTs: hi * bucketMs, n: c.n, data: encode(c) };
+    this.staged = { bucketMs, fromTs: lo * bucketMs, toTs: hi * bucketMs, n: c.n, data };
     return visited;
   }
 
@@ -318,7 +344,7 @@ export class TrendStore implements MaintenanceTask {
     return id;
   }
 
-  /** The staged take (if it may be written) and the prunes, in one transaction (T1, T2, T4). */
+  /** The staged part (if it may be written) and the prunes, in one transaction (T1, T2, T4). */
   private write(now: number): void {
     const staged = this.staged;
     this.staged = null;
@@ -329,7 +355,7 @@ export class TrendStore implements MaintenanceTask {
         this.warnedTooLarge = true;
         this.o.logger.warn(
           { trend_bytes: insert.data.length, cap_bytes: cap, buckets: insert.n },
-          `the console trend is not kept across restarts: one take of ${insert.n} buckets needs ${insert.data.length} bytes, more than the trend may use (${Math.round(TREND_SHARE * 100)} % of buffer.max_bytes, at most ${TREND_MAX_BYTES} bytes)`,
+          `the console trend is not kept across restarts: one part of ${insert.n} buckets needs ${insert.data.length} bytes, more than the trend may use (${Math.round(TREND_SHARE * 100)} % of buffer.max_bytes, at most ${TREND_MAX_BYTES} bytes)`,
         );
       }
       insert = null;

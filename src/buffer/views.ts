@@ -53,8 +53,10 @@ export interface BufferReadout {
  * maintenance schedule (trend.ts), never inside a commit.
  */
 export interface TrendBuffer {
-  /** Visits the kept buckets of `bucketMs` starting at or after `since` (epoch ms), newest row first. */
-  readTrend(bucketMs: number, since: number, visit: TrendVisit): void;
+  /** The kept rows of `bucketMs` holding buckets from `since` (epoch ms) on, newest first. */
+  trendRows(bucketMs: number, since: number): number[];
+  /** Visits the buckets of one kept row that start at or after `since` (one row at a time: a start stays responsive). */
+  readTrendRow(row: number, bucketMs: number, since: number, visit: TrendVisit): void;
   /** Keeps `source`'s buckets from now on; the returned stop writes its open buckets too and lets go. */
   keepTrend(source: TrendSource): () => void;
 }

@@ -4,9 +4,10 @@ import { BUCKET_MS, BUCKETS, type ValueRing } from './value-ring.js';
 
 /**
  * The console's trend across restarts (issue 24 §4): at the start the value ring is seeded with
- * the buckets the buffer kept (src/buffer/trend.ts), so a variable's page shows the minutes before
- * the restart; from then on the buffer takes the ring's closed buckets on its maintenance
- * schedule (never inside a commit), and a clean stop writes the open ones too.
+ * the buckets the buffer kept (src/buffer/trend.ts), a row per event-loop turn so that the sources
+ * start meanwhile, and a variable's page shows the minutes before the restart; from then on the
+ * buffer takes the ring's closed buckets on its maintenance schedule (never inside a commit), and
+ * a clean stop writes the open ones too.
  *
  * Which buckets a take hands over, per variable: those up to the newest bucket held, once the
  * clock has passed its end (the buffer's grace included), else up to the one before it (a sample
@@ -20,24 +21,46 @@ export class TrendKeeper implements TrendSource {
   /** Per ring index: the newest bucket handed over (NEVER: none yet) and its sample count then. */
   private handed = new Float64Array(1_024).fill(NEVER);
   private handedCount = new Uint16Array(1_024);
+  /** While seeding, takes hand nothing (the marks are set once it is done). */
+  private seeding = false;
+  private cancelled = false;
 
   constructor(private readonly ring: ValueRing) {}
 
   /**
-   * Seeds the ring with the buckets `buffer` kept that are still inside its window, and counts
-   * them as handed over. Call before the ring receives its first sample.
+   * Seeds the ring with the buckets `buffer` kept that are still inside its window, newest row
+   * first, one row per event-loop turn, and counts them as handed over. Resolves with the buckets
+   * seeded. The ring must receive no sample before then (a bucket already holding samples is taken
+   * for a newer copy); `cancel` ends it early (a stop).
    */
-  seed(buffer: TrendBuffer, now: number): number {
-    let n = 0;
-    buffer.readTrend(BUCKET_MS, (Math.floor(now / BUCKET_MS) - BUCKETS + 1) * BUCKET_MS, (variable, start, min, max, count, last, lastTs) => {
-      this.ring.seed(variable, start, min, max, count, last, lastTs);
-      n++;
-    });
-    for (const e of this.ring.entries()) this.mark(e.idx, e.head, e.count[slotOf(e.head)]);
-    return n;
+  async seed(buffer: TrendBuffer, now: number): Promise<number> {
+    this.seeding = true;
+    try {
+      const since = (Math.floor(now / BUCKET_MS) - BUCKETS + 1) * BUCKET_MS;
+      let n = 0;
+      const visit = (variable: string, start: number, min: number, max: number, count: number, last: number, lastTs: number) => {
+        this.ring.seed(variable, start, min, max, count, last, lastTs);
+        n++;
+      };
+      for (const row of buffer.trendRows(BUCKET_MS, since)) {
+        if (this.cancelled) break;
+        buffer.readTrendRow(row, BUCKET_MS, since, visit);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      for (const e of this.ring.entries()) this.mark(e.idx, e.head, e.count[slotOf(e.head)]);
+      return n;
+    } finally {
+      this.seeding = false;
+    }
+  }
+
+  /** Ends a seeding under way after its current row (the console stops). */
+  cancel(): void {
+    this.cancelled = true;
   }
 
   take(closedBefore: number, from: number, limit: number, put: TrendPut): number {
+    if (this.seeding) return 0;
     const closed = Math.floor(closedBefore / BUCKET_MS); // buckets below this are over by the clock
     const entries = this.ring.entries();
     const end = Math.min(entries.length, from + limit);

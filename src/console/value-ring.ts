@@ -3,8 +3,10 @@ import type { Sample, SampleTap } from '../core/sample.js';
 /**
  * The console's view of live values: for every variable the last value and, per time bucket, the
  * minimum, maximum and sample count of the last minutes. Fed by a tap on the samples committed to
- * the buffer (the buffer itself is never read for this), bounded in memory: a fixed number of
- * buckets per variable and a cap on variables. A min/max ring keeps spikes visible in a trend that
+ * the buffer (the samples are never read back for this), bounded in memory: a fixed number of
+ * buckets per variable and a cap on variables. At the start it is seeded with the buckets the
+ * buffer kept from before a restart (trend-keeper.ts, src/buffer/trend.ts), which also takes its
+ * closed buckets from then on. A min/max ring keeps spikes visible in a trend that
  * has fewer points than samples, which an average or a decimated series would hide.
  */
 export const BUCKET_MS = 10_000;

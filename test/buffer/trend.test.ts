@@ -56,9 +56,9 @@ function series(t0: number, seconds: number, vars: string[], f: (v: number, s: n
 }
 
 /** The trend a fresh ring shows for `id` after seeding from `buffer` at `now`. */
-function seededTrend(buffer: SampleBuffer, now: number, id: string) {
+async function seededTrend(buffer: SampleBuffer, now: number, id: string) {
   const ring = new ValueRing();
-  new TrendKeeper(ring).seed(buffer, now);
+  await new TrendKeeper(ring).seed(buffer, now);
   const e = ring.get(id);
   return { ring, e, trend: e ? ring.trend(e) : [] };
 }
@@ -86,7 +86,7 @@ describe('the trend room', () => {
     open.push(b);
     const ring = new ValueRing();
     const keeper = new TrendKeeper(ring);
-    expect(keeper.seed(b.buffer, w.get())).toBe(0);
+    expect(await keeper.seed(b.buffer, w.get())).toBe(0);
     const stop = b.buffer.keepTrend(keeper);
     // 45 s of two variables at 1 Hz: buckets 0..3 full, bucket 4 half.
     const samples = series(t0, 45, ['mvr_a', 'mvr_b'], (v, s) => (v === 0 ? s : 100 - s));
@@ -105,15 +105,50 @@ describe('the trend room', () => {
     const again = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: w.clock });
     try {
       w.set(t0 + 60_000);
-      const a = seededTrend(again, w.get(), 'mvr_a');
+      const a = await seededTrend(again, w.get(), 'mvr_a');
       expect(a.trend).toEqual([0, 1, 2, 3, 4].map((k) => [t0 + k * 10_000, k * 10, k * 10 + (k === 4 ? 4 : 9), k === 4 ? 5 : 10]));
-      expect(seededTrend(again, w.get(), 'mvr_b').trend[0]).toEqual([t0, 91, 100, 10]);
+      expect((await seededTrend(again, w.get(), 'mvr_b')).trend[0]).toEqual([t0, 91, 100, 10]);
       // The last value and its time are those before the stop; seeded buckets are no samples seen.
       expect(a.e).toMatchObject({ last: 44, lastTs: t0 + 44_000, total: 0, pending: 0, dirty: false });
       expect(a.ring.takeDirty()).toEqual([]);
     } finally {
       await again.close();
     }
+  });
+
+  it('takes buckets outside commits, after the acknowledgement of the commit that woke the schedule (B7)', async () => {
+    const w = wallClock();
+    const t0 = w.get();
+    // No idle timer: only a commit wakes the schedule.
+    const b = openTestBuffer({ clock: w.clock, maintenanceIdleMs: 3_600_000 });
+    open.push(b);
+    const ring = new ValueRing();
+    const keeper = new TrendKeeper(ring);
+    let resolved = false;
+    const takes: Array<{ resolved: boolean; inTransaction: boolean; put: number }> = [];
+    b.buffer.keepTrend({
+      bucketMs: keeper.bucketMs,
+      take: (closedBefore, from, limit, put) => {
+        const seen = { resolved, inTransaction: b.db.inTransaction, put: 0 };
+        takes.push(seen);
+        return keeper.take(closedBefore, from, limit, (...args) => {
+          seen.put++;
+          put(...args);
+        });
+      },
+    });
+    await feed(b, ring, series(t0, 10, ['mvr_a', 'mvr_b'], (v, s) => v + s));
+    await b.buffer.maintenanceIdle();
+    takes.length = 0;
+    // The bucket is over; the next commit wakes the schedule, whose take runs after it resolved.
+    w.set(t0 + 10_000 + TREND_GRACE_MS);
+    await b.buffer.append([{ variable: 'mvr_a', ts: t0 + 11_000, value: 7 }]).then(() => {
+      resolved = true;
+      expect(takes).toEqual([]);
+    });
+    await b.buffer.maintenanceIdle();
+    expect(takes).toEqual([{ resolved: true, inTransaction: false, put: 2 }]);
+    expect(b.buffer.trendSize().rows).toBe(1);
   });
 
   it('after a kill (no stop), the file holds every bucket but the open one and the one closing', async () => {
@@ -123,7 +158,7 @@ describe('the trend room', () => {
     open.push(b);
     const ring = new ValueRing();
     const keeper = new TrendKeeper(ring);
-    keeper.seed(b.buffer, t0);
+    await keeper.seed(b.buffer, t0);
     b.buffer.keepTrend(keeper);
     // The gateway runs for 2 minutes with the schedule taking buckets as they close.
     for (let s = 0; s < 120; s += 5) {
@@ -160,7 +195,7 @@ describe('the trend room', () => {
       w.set(t0 + 27_000);
       ring = new ValueRing();
       keeper = new TrendKeeper(ring);
-      keeper.seed(second, w.get());
+      await keeper.seed(second, w.get());
       stop = second.keepTrend(keeper);
       expect(ring.trend(ring.get('mvr_a')!).at(-1)).toEqual([t0 + 20_000, 20, 24, 5]);
       const rest = series(t0 + 27_000, 3, ['mvr_a'], (_v, s) => 50 + s);
@@ -170,7 +205,7 @@ describe('the trend room', () => {
       await second.maintenanceIdle();
       // The completed bucket: the 5 samples before the stop and the 3 after it.
       expect(ring.trend(ring.get('mvr_a')!).at(-1)).toEqual([t0 + 20_000, 20, 52, 8]);
-      expect(seededTrend(second, w.get(), 'mvr_a').trend).toEqual([
+      expect((await seededTrend(second, w.get(), 'mvr_a')).trend).toEqual([
         [t0, 0, 9, 10],
         [t0 + 10_000, 10, 19, 10],
         [t0 + 20_000, 20, 52, 8],
@@ -179,6 +214,33 @@ describe('the trend room', () => {
     } finally {
       await second.close();
     }
+  });
+
+  it('reads back a row per event-loop turn, and a take while reading hands nothing', async () => {
+    const w = wallClock();
+    const t0 = w.get();
+    const b = openTestBuffer({ clock: w.clock });
+    open.push(b);
+    const ring = new ValueRing();
+    const stop = b.buffer.keepTrend(new TrendKeeper(ring));
+    for (let s = 0; s < 30; s += 10) {
+      await feed(b, ring, series(t0 + s * 1000, 10, ['mvr_a'], (_v, x) => s + x));
+      w.set(t0 + (s + 10) * 1000 + TREND_GRACE_MS);
+      await b.buffer.maintenanceIdle();
+    }
+    stop();
+    expect(b.buffer.trendSize().rows).toBe(3);
+    const fresh = new ValueRing();
+    const keeper = new TrendKeeper(fresh);
+    const seeding = keeper.seed(b.buffer, w.get());
+    // Other work runs between the rows (here after one or two of the three, newest first).
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const partly = fresh.trend(fresh.get('mvr_a')!);
+    expect(partly.length).toBeLessThan(3);
+    expect(partly.at(-1)).toEqual([t0 + 20_000, 20, 29, 10]);
+    expect(keeper.take(Infinity, 0, 1_000, () => expect.unreachable('a take while seeding'))).toBe(0);
+    expect(await seeding).toBe(3);
+    expect(fresh.trend(fresh.get('mvr_a')!).map((x) => x[0])).toEqual([t0, t0 + 10_000, t0 + 20_000]);
   });
 
   it('prunes rows older than the ring window in maintenance, also with no source', async () => {
@@ -245,17 +307,47 @@ describe('the trend room', () => {
     expect(before).toBeGreaterThan(0);
   });
 
-  it('a take larger than its cap alone is not written, said once in the log', async () => {
+  it('at a small max_bytes, keeps what fits: small parts, the newest buckets, under the cap', async () => {
     const w = wallClock();
     const t0 = w.get();
     const cap = capture();
-    // 1 MB: 50 kB for the trend, less than one part of 20,000 noisy variables (long slices: the
-    // take is one part).
-    const b = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, whenFull: 'drop_oldest', logger: cap.logger, sliceMs: 10_000 });
+    // 1 MB (the least buffer.max_bytes takes): 50 kB for the trend, less than one take of 5,000
+    // noisy variables.
+    const b = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, logger: cap.logger, sliceMs: 10_000 });
     open.push(b);
     const ring = new ValueRing();
     b.buffer.keepTrend(new TrendKeeper(ring));
-    const vars = Array.from({ length: 20_000 }, (_, i) => `mvr_v${i}`);
+    const vars = Array.from({ length: 5_000 }, (_, i) => `mvr_v${i}`);
+    for (let i = 0; i < 2; i++) {
+      const samples = series(t0 + i * 10_000, 1, vars, (v) => Math.sin(v) * 1e3 + i);
+      await b.buffer.append(samples);
+      ring.onSamples(samples);
+      w.set(t0 + (i + 1) * 10_000 + TREND_GRACE_MS);
+      await b.buffer.maintenanceIdle();
+    }
+    expect(b.buffer.usedBytes()).toBeLessThan(1_000_000);
+    const { rows, bytes, capBytes } = b.buffer.trendSize();
+    expect(capBytes).toBe(50_000);
+    expect(bytes).toBeLessThanOrEqual(capBytes);
+    expect(rows).toBeGreaterThan(1);
+    // The newest rows stayed: the last variables of the second take.
+    expect(keptOnDisk(b.path, w.get(), 'mvr_v4999')).toEqual([[t0 + 10_000, Math.fround(Math.sin(4_999) * 1e3 + 1), Math.fround(Math.sin(4_999) * 1e3 + 1), 1]]);
+    // The first take's rows went to make room (two takes are more than the cap).
+    expect(keptOnDisk(b.path, w.get(), 'mvr_v0').map((k) => k[0])).not.toContain(t0);
+    expect(cap.lines.filter((l) => String(l.msg).includes('not kept across restarts'))).toEqual([]);
+  });
+
+  it('a part larger than the cap alone is not written, said once in the log', async () => {
+    const w = wallClock();
+    const t0 = w.get();
+    const cap = capture();
+    // 20 kB (below what the configuration allows): 1,000 bytes for the trend, less than a part of
+    // the least 100 variables.
+    const b = openTestBuffer({ clock: w.clock, maxBytes: 20_000, logger: cap.logger });
+    open.push(b);
+    const ring = new ValueRing();
+    b.buffer.keepTrend(new TrendKeeper(ring));
+    const vars = Array.from({ length: 500 }, (_, i) => `mvr_v${i}`);
     for (let i = 0; i < 2; i++) {
       const samples = series(t0 + i * 10_000, 1, vars, (v) => Math.sin(v) * 1e3 + i);
       await b.buffer.append(samples);
@@ -266,7 +358,7 @@ describe('the trend room', () => {
     expect(b.buffer.trendSize().rows).toBe(0);
     const warned = cap.lines.filter((l) => String(l.msg).includes('not kept across restarts'));
     expect(warned).toHaveLength(1);
-    expect(warned[0]).toMatchObject({ cap_bytes: 50_000 });
+    expect(warned[0]).toMatchObject({ cap_bytes: 1_000 });
     expect(String(warned[0].msg)).toMatch(/5 % of buffer\.max_bytes/);
   });
 
@@ -284,7 +376,7 @@ describe('the trend room', () => {
       await b.buffer.maintenanceIdle();
     }
     b.db.prepare('UPDATE trend SET data = ? WHERE id = (SELECT min(id) FROM trend)').run(Buffer.from([1, 2, 3, 4]));
-    expect(seededTrend(b.buffer, w.get(), 'mvr_a').trend.map((x) => x[0])).toEqual([t0 + 10_000, t0 + 20_000]);
+    expect((await seededTrend(b.buffer, w.get(), 'mvr_a')).trend.map((x) => x[0])).toEqual([t0 + 10_000, t0 + 20_000]);
     expect(cap.lines.some((l) => String(l.msg).includes('kept trend row cannot be read'))).toBe(true);
   });
 
@@ -305,7 +397,7 @@ describe('the trend room', () => {
       expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'trend'").pluck().get()).toBe(1);
       expect(db.prepare('SELECT count(*) FROM samples').pluck().get()).toBe(1);
       const buffer = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: { now: () => Date.now(), monotonic: () => performance.now() } });
-      expect(seededTrend(buffer, Date.now(), 'mvr_a').e).toBeUndefined();
+      expect((await seededTrend(buffer, Date.now(), 'mvr_a')).e).toBeUndefined();
       await buffer.close();
     } finally {
       if (db.open) db.close();

@@ -5,6 +5,7 @@ import type { DemoDevices } from '../../console/demo-routes.js';
 import { RefusalLog } from '../../console/refusal-log.js';
 import { TrendKeeper } from '../../console/trend-keeper.js';
 import { ValueRing } from '../../console/value-ring.js';
+import { describeError } from '../../core/errors.js';
 import { connectionLimits, type HttpConfig } from '../../http/config.js';
 import { registerGapRoutes } from '../../http/gap-routes.js';
 import { registerOpsRoutes } from '../../http/ops-routes.js';
@@ -116,15 +117,27 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
 function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { logger, metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
   const { store, uplink, sources, reloads, status } = deps;
   const ring = new ValueRing();
-  const trend = new TrendKeeper(ring);
-  const seeded = trend.seed(store.buffer, clock.now());
-  if (seeded > 0) logger.debug({ buckets: seeded, variables: ring.size }, 'console trend read back from the buffer');
-  const keepTrend = store.buffer.keepTrend(trend);
   const refusals = new RefusalLog();
-  const untap = [
-    sources.sink.addTap(ring),
-    sources.onRefused((source, reason, n, info) => refusals.record({ at: clock.now(), source, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n)),
-  ];
+  const untap = [sources.onRefused((source, reason, n, info) => refusals.record({ at: clock.now(), source, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n))];
+  // The trend kept from before a restart goes in first, a row per turn (sources start meanwhile;
+  // at 50,000 variables it takes seconds), then the ring takes the committed samples and the
+  // buffer its closed buckets.
+  const trend = new TrendKeeper(ring);
+  let keepTrend: (() => void) | null = null;
+  let stopped = false;
+  void trend
+    .seed(store.buffer, clock.now())
+    .then(
+      (n) => {
+        if (n > 0) logger.debug({ buckets: n, variables: ring.size }, 'console trend read back from the buffer');
+      },
+      (err) => logger.warn({ err: describeError(err) }, 'the console trend kept in the buffer could not be read back; it starts empty'),
+    )
+    .then(() => {
+      if (stopped) return;
+      untap.push(sources.sink.addTap(ring));
+      keepTrend = store.buffer.keepTrend(trend);
+    });
   const runtime = registerConsoleRoutes(server, {
     status,
     metrics,
@@ -142,10 +155,12 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
   });
   return {
     stop() {
+      stopped = true;
+      trend.cancel();
       untap.forEach((u) => u());
       runtime.close();
       // The open buckets too: a clean restart shows the trend up to the stop.
-      keepTrend();
+      keepTrend?.();
     },
   };
 }
