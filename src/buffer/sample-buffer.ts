@@ -28,9 +28,10 @@ import { Readout } from './readout.js';
 import { LastCommitted } from './last-committed.js';
 import { SetAsideMove, SetAsideStore, type SetAsideInfo } from './set-aside.js';
 import { Tally } from './tally.js';
+import { TrendStore, type TrendSource, type TrendVisit } from './trend.js';
 import type { BufferedRow, BufferOptions, BufferStats, ImportReader, SeqRange } from './types.js';
 import { VariableDictionary } from './variables.js';
-import type { BackfillBuffer, BufferReadout, SyncBuffer } from './views.js';
+import type { BackfillBuffer, BufferReadout, SyncBuffer, TrendBuffer } from './views.js';
 
 export type { BufferedRow, BufferOptions, BufferStats, FullEpisode, ImportReader, SeqRange } from './types.js';
 
@@ -54,7 +55,7 @@ export const DEFAULT_SLICE_MS = 50;
  */
 export const DEFAULT_KEEP_FREE_BYTES = 0;
 
-export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, BufferReadout {
+export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, BufferReadout, TrendBuffer {
   private readonly opts: Required<BufferOptions>;
   private readonly listeners = new Set<() => void>();
   private readonly readout: Readout;
@@ -73,6 +74,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly claims: Claims;
   private readonly ranges: ImportRanges;
   private readonly reader: SampleReader;
+  private readonly trend: TrendStore;
   private closed = false;
   /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
   readonly lastCommitted: LastCommitted;
@@ -137,7 +139,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.tally.resync(this.store.totals());
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
     this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
-    this.maintenance = new Maintenance([this.seal, this.diskReturn], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
+    this.trend = new TrendStore(db, { clock, logger, maxBytes: o.maxBytes, usage: this.usage, dict, wrote: () => this.diskReturn.wrote() });
+    this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);
     this.refreshGauges();
@@ -289,6 +292,25 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.refreshGauges();
   }
 
+  // ---------------------------------------------------------------- the console's trend (TrendBuffer)
+
+  trendRows(bucketMs: number, since: number): number[] {
+    return this.trend.rowIds(bucketMs, since);
+  }
+
+  readTrendRow(row: number, bucketMs: number, since: number, visit: TrendVisit): void {
+    this.trend.readRow(row, bucketMs, since, visit);
+  }
+
+  keepTrend(source: TrendSource): () => void {
+    return this.trend.keep(source);
+  }
+
+  /** Rows and blob bytes the trend keeps (tests, benchmarks). */
+  trendSize(): { rows: number; bytes: number; capBytes: number } {
+    return { rows: this.trend.rowCount, bytes: this.trend.bytes, capBytes: this.trend.capBytes };
+  }
+
   // ---------------------------------------------------------------- observation (BufferReadout)
 
   /** Called after every commit that changed the table and after releases. */
@@ -340,6 +362,9 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.ingest.stop();
     this.losses.maybeEndEpisode(this.ingest.writable, true);
     this.discardedAtClose = this.ingest.discardPending();
+    // The console's open buckets, after the last samples (a clean stop keeps the whole trend).
+    this.trend.finish();
+    this.trend.close();
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch {

@@ -31,6 +31,16 @@ export class VariableDictionary {
     return id;
   }
 
+  /** The id of `name` if the file has it, without inserting it (outside a commit). */
+  find(name: string): number | undefined {
+    return this.ids.get(name);
+  }
+
+  /** The name of `id` if the file has it. */
+  knownName(id: number): string | undefined {
+    return this.names.get(id);
+  }
+
   nameOf(id: number): string {
     return this.names.get(id) ?? `#${id}`;
   }

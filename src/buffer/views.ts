@@ -1,5 +1,6 @@
 import type { LedgerEntry } from './imports/ledger.js';
 import type { SetAsideInfo } from './set-aside.js';
+import type { TrendSource, TrendVisit } from './trend.js';
 import type { BufferedRow, BufferStats, ImportReader, SeqRange } from './types.js';
 
 /**
@@ -46,4 +47,18 @@ export interface BufferReadout {
   stats(): BufferStats;
   ingestRate(): number;
   refreshGauges(): void;
+}
+
+/**
+ * What the console's trend uses (src/console/trend-keeper.ts, issue 24 §4): the buckets kept from
+ * before a restart, read once at its start, and its closed buckets handed over on the buffer's
+ * maintenance schedule (trend.ts), never inside a commit.
+ */
+export interface TrendBuffer {
+  /** The kept rows of `bucketMs` holding buckets from `since` (epoch ms) on, newest first. */
+  trendRows(bucketMs: number, since: number): number[];
+  /** Visits the buckets of one kept row that start at or after `since` (one row at a time: a start stays responsive). */
+  readTrendRow(row: number, bucketMs: number, since: number, visit: TrendVisit): void;
+  /** Keeps `source`'s buckets from now on; the returned stop writes its open buckets too and lets go. */
+  keepTrend(source: TrendSource): () => void;
 }

@@ -3,8 +3,10 @@ import type { Sample, SampleTap } from '../core/sample.js';
 /**
  * The console's view of live values: for every variable the last value and, per time bucket, the
  * minimum, maximum and sample count of the last minutes. Fed by a tap on the samples committed to
- * the buffer (the buffer itself is never read for this), bounded in memory: a fixed number of
- * buckets per variable and a cap on variables. A min/max ring keeps spikes visible in a trend that
+ * the buffer (the samples are never read back for this), bounded in memory: a fixed number of
+ * buckets per variable and a cap on variables. At the start it is seeded with the buckets the
+ * buffer kept from before a restart (trend-keeper.ts, src/buffer/trend.ts), which also takes its
+ * closed buckets from then on. A min/max ring keeps spikes visible in a trend that
  * has fewer points than samples, which an average or a decimated series would hide.
  */
 export const BUCKET_MS = 10_000;
@@ -46,20 +48,10 @@ export class ValueRing implements SampleTap {
   }
 
   add(variable: string, ts: number, value: number): void {
-    let e = this.byId.get(variable);
+    const e = this.byId.get(variable) ?? this.create(variable, ts, value);
     if (!e) {
-      if (this.list.length >= this.maxVariables) {
-        this.untracked += 1;
-        return;
-      }
-      const idx = this.list.length;
-      const b = Math.floor(idx / BLOCK);
-      if (!this.blocks[b]) this.blocks[b] = { min: new Float32Array(BLOCK * BUCKETS).fill(NaN), max: new Float32Array(BLOCK * BUCKETS).fill(NaN), count: new Uint16Array(BLOCK * BUCKETS) };
-      const at = (idx % BLOCK) * BUCKETS;
-      const block = this.blocks[b];
-      e = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(ts / BUCKET_MS), min: block.min.subarray(at, at + BUCKETS), max: block.max.subarray(at, at + BUCKETS), count: block.count.subarray(at, at + BUCKETS), dirty: false };
-      this.byId.set(variable, e);
-      this.list.push(e);
+      this.untracked += 1;
+      return;
     }
     e.total += 1;
     e.pending += 1;
@@ -72,6 +64,53 @@ export class ValueRing implements SampleTap {
       this.dirty.push(e);
     }
     const b = Math.floor(ts / BUCKET_MS);
+    // Older than the ring (a late or replayed sample): last value only.
+    if (!this.reach(e, b)) return;
+    const slot = b % BUCKETS;
+    if (!(value >= e.min[slot])) e.min[slot] = value;
+    if (!(value <= e.max[slot])) e.max[slot] = value;
+    if (e.count[slot] < 65_535) e.count[slot] += 1;
+  }
+
+  /**
+   * A bucket kept from before a restart (src/console/trend-keeper.ts, read back from the buffer):
+   * put where its samples would have gone, but not counted as samples seen (`total`, `pending`)
+   * and not marked dirty (the live stream carries new samples only). A bucket already holding
+   * samples is left as it is: seeds come newest first, so it holds a newer copy of the same bucket.
+   * `last`/`lastTs` (NaN when unknown) become the last value if newer than the one held.
+   */
+  seed(variable: string, start: number, min: number, max: number, count: number, last: number, lastTs: number): void {
+    const e = this.byId.get(variable) ?? this.create(variable, -Infinity, NaN, start);
+    if (!e) return;
+    if (lastTs > e.lastTs) {
+      e.last = last;
+      e.lastTs = lastTs;
+    }
+    const b = Math.floor(start / BUCKET_MS);
+    if (!this.reach(e, b)) return;
+    const slot = b % BUCKETS;
+    if (e.count[slot] > 0) return;
+    e.min[slot] = min;
+    e.max[slot] = max;
+    e.count[slot] = Math.min(65_535, count);
+  }
+
+  /** A new entry whose newest bucket is that of `at` (null once the cap is reached). */
+  private create(variable: string, ts: number, value: number, at = ts): VariableEntry | null {
+    if (this.list.length >= this.maxVariables) return null;
+    const idx = this.list.length;
+    const b = Math.floor(idx / BLOCK);
+    if (!this.blocks[b]) this.blocks[b] = { min: new Float32Array(BLOCK * BUCKETS).fill(NaN), max: new Float32Array(BLOCK * BUCKETS).fill(NaN), count: new Uint16Array(BLOCK * BUCKETS) };
+    const o = (idx % BLOCK) * BUCKETS;
+    const block = this.blocks[b];
+    const e: VariableEntry = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(at / BUCKET_MS), min: block.min.subarray(o, o + BUCKETS), max: block.max.subarray(o, o + BUCKETS), count: block.count.subarray(o, o + BUCKETS), dirty: false };
+    this.byId.set(variable, e);
+    this.list.push(e);
+    return e;
+  }
+
+  /** Makes bucket `b` part of the ring (moving the newest bucket on to it); false when it is older than the ring. */
+  private reach(e: VariableEntry, b: number): boolean {
     if (b > e.head) {
       // Clear the buckets skipped since the newest one (at most the whole ring).
       for (let k = e.head + 1; k <= b && k <= e.head + BUCKETS; k++) {
@@ -81,13 +120,9 @@ export class ValueRing implements SampleTap {
         e.count[slot] = 0;
       }
       e.head = b;
-    } else if (b <= e.head - BUCKETS) {
-      return; // older than the ring (a late or replayed sample): last value only
+      return true;
     }
-    const slot = b % BUCKETS;
-    if (!(value >= e.min[slot])) e.min[slot] = value;
-    if (!(value <= e.max[slot])) e.max[slot] = value;
-    if (e.count[slot] < 65_535) e.count[slot] += 1;
+    return b > e.head - BUCKETS;
   }
 
   get size(): number {

@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { GatewayError } from '../../core/errors.js';
 import { GAPS_MIGRATION } from '../gaps.js';
+import { TREND_MIGRATION } from '../trend.js';
 
 /**
  * Schema of the buffer file, as ordered migrations keyed by `PRAGMA user_version`. A migration is
@@ -138,6 +139,12 @@ const MIGRATIONS: Array<{ version: number; up: string }> = [
     // (BUFFER_SCHEMA_NEWER) instead of failing on a chunk later.
     version: 5,
     up: `INSERT OR IGNORE INTO meta (key, value) VALUES ('chunk_formats', '1,2');`,
+  },
+  {
+    // The console's recent trend kept across restarts (issue 24 §4, src/buffer/trend.ts): no
+    // samples, only min/max/count buckets of the last minutes, pruned on the maintenance schedule.
+    version: 6,
+    up: TREND_MIGRATION,
   },
 ];
 

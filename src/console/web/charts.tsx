@@ -26,7 +26,8 @@ export function Chart({ data, series, height = 220, testid, band }: { data: uPlo
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true } },
       axes: [AXIS, { ...AXIS, size: 60 }],
-      series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, fill: s.fill, spanGaps: false, points: { show: false } }))],
+      // The legend names the point under the cursor to the second: a trend bucket is 10 s.
+      series: [{ value: '{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}' }, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, fill: s.fill, spanGaps: false, points: { show: false } }))],
       ...(band ? { bands: [{ series: [2, 1] as [number, number], fill: 'rgba(31,111,235,0.15)' }] } : {}),
     };
     plot.current = new uPlot(opts, data, el);

@@ -3,7 +3,9 @@ import type { FleetRuntime } from '../../fleet/index.js';
 import { registerConsoleRoutes } from '../../console/routes.js';
 import type { DemoDevices } from '../../console/demo-routes.js';
 import { RefusalLog } from '../../console/refusal-log.js';
+import { TrendKeeper } from '../../console/trend-keeper.js';
 import { ValueRing } from '../../console/value-ring.js';
+import { describeError } from '../../core/errors.js';
 import { connectionLimits, type HttpConfig } from '../../http/config.js';
 import { registerGapRoutes } from '../../http/gap-routes.js';
 import { registerOpsRoutes } from '../../http/ops-routes.js';
@@ -106,15 +108,37 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
   return http;
 }
 
-/** The commissioning console (src/console): live values and refusals tapped from the sources (bounded), its routes on the server. */
-function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
+/**
+ * The commissioning console (src/console): live values and refusals tapped from the sources
+ * (bounded), its routes on the server. The value ring starts with the trend the buffer kept from
+ * before a restart (issue 24 §4), read back before it takes the first sample, and hands its closed
+ * buckets back to the buffer from then on.
+ */
+function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { logger, metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {
   const { store, uplink, sources, reloads, status } = deps;
   const ring = new ValueRing();
   const refusals = new RefusalLog();
-  const untap = [
-    sources.sink.addTap(ring),
-    sources.onRefused((source, reason, n, info) => refusals.record({ at: clock.now(), source, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n)),
-  ];
+  const untap = [sources.onRefused((source, reason, n, info) => refusals.record({ at: clock.now(), source, variable: info.variable ?? null, reason, detail: info.detail ?? null }, n))];
+  // The trend kept from before a restart goes in first, a row per turn (sources start meanwhile;
+  // at 50,000 variables it takes seconds), then the ring takes the committed samples and the
+  // buffer its closed buckets.
+  const trend = new TrendKeeper(ring);
+  let keepTrend: (() => void) | null = null;
+  let stopped = false;
+  void trend
+    .seed(store.buffer, clock.now())
+    .then(
+      (n) => {
+        if (n > 0) logger.debug({ buckets: n, variables: ring.size }, 'console trend read back from the buffer');
+      },
+      (err) => logger.warn({ err: describeError(err) }, 'the console trend kept in the buffer could not be read back; it starts empty'),
+    )
+    .then(() => {
+      if (stopped) return;
+      untap.push(sources.sink.addTap(ring));
+      keepTrend = store.buffer.keepTrend(trend);
+    })
+    .catch((err: unknown) => logger.warn({ err: describeError(err) }, 'the console trend is not kept across restarts this time'));
   const runtime = registerConsoleRoutes(server, {
     status,
     metrics,
@@ -132,8 +156,12 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
   });
   return {
     stop() {
+      stopped = true;
+      trend.cancel();
       untap.forEach((u) => u());
       runtime.close();
+      // The open buckets too: a clean restart shows the trend up to the stop.
+      keepTrend?.();
     },
   };
 }
