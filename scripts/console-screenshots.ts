@@ -34,15 +34,23 @@ try {
   await shot('variable', 'variables/mvr_press1_temperature', () => page.getByTestId('trend-chart').waitFor());
   await shot('sources', 'sources', () => page.getByTestId('source-card-press1').waitFor());
   await shot('set-aside', 'set-aside', () => page.getByTestId('set-aside-total').waitFor());
+  await shot('gaps', 'gaps', () => page.getByTestId('gaps-table').waitFor());
+  await shot('annotations', 'annotations', () => page.locator('main').waitFor());
   await page.goto(`${base}/console#/build`);
   await page.getByTestId('opcua-browse').click();
   await page.getByTestId('opcua-tree').waitFor({ timeout: 30_000 });
-  // The tree is loaded one level at a time: open Press1, tick and map three of its variables.
+  // The tree is loaded one level at a time: open Press1 and tick three of its variables.
   await page.getByTestId('expand-Press1').click();
   await page.getByTestId('node-Press1/Temperature').waitFor({ timeout: 30_000 });
-  for (const n of ['Temperature', 'Pressure', 'Speed']) await page.getByTestId(`tick-Press1/${n}`).check();
+  // Temperature is mapped already (flagged, left out on Add); the setpoint and Running are new.
+  for (const n of ['Temperature', 'TemperatureSetpoint', 'Running']) await page.getByTestId(`tick-Press1/${n}`).check();
   await page.screenshot({ path: join(values.out!, 'build-opcua.png'), fullPage: false });
   console.log(`wrote ${join(values.out!, 'build-opcua.png')}`);
+  // Add to configuration: the editor opens with the diff of what was added (nothing written yet).
+  await page.getByTestId('add-opcua').click();
+  await page.getByTestId('added-to-config').waitFor({ timeout: 15_000 });
+  await page.screenshot({ path: join(values.out!, 'build-added.png') });
+  console.log(`wrote ${join(values.out!, 'build-added.png')}`);
   await page.getByTestId('tab-modbus').click();
   // The probe starts on the demo's configured Mixer 1; its power (float32, word-swapped) picked as a mapping line.
   await page.getByTestId('probe-configured').waitFor({ timeout: 15_000 });

@@ -192,6 +192,10 @@ export function deliveryOutlook(r: { backlog: number; ingestRate: number; syncRa
   }
   const base = { ingest_per_s: r.ingestRate, delivered_per_s: delivered, sync_capacity_per_s: r.syncCapacity, above_sync_capacity: aboveCapacity, import_jobs: importJobs };
   if (r.backlog === 0) return { ...base, state: 'idle', drain_eta_s: null, no_estimate_because: 'nothing waits' };
+  // A small plant delivers fewer than ESTIMATE_MIN_DELIVERED in the window yet keeps up: less than
+  // a batch waits, no more than 10 s of delivery, and what arrives is delivered. That is no basis for a drain time, but it is a
+  // state to show (the demo's 15 samples/s said "too little delivered recently to estimate").
+  if (r.backlog <= r.batchSize && r.backlog <= delivered * 10 && delivered >= r.ingestRate * (1 - BALANCE)) return { ...base, state: 'keeping_up', drain_eta_s: null, no_estimate_because: 'keeping up: what waits goes with the next batches' };
   if (!basis) {
     // Above capacity the backlog grows whatever was measured: say so rather than "unknown".
     if (aboveCapacity && importJobs !== 'keeping_up') return { ...base, state: 'growing', drain_eta_s: null, no_estimate_because: 'ingest is above what the sync path can carry' };

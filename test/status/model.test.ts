@@ -84,6 +84,10 @@ describe('status model', () => {
     // A real drain: 12,000 waiting, 80/s delivered, 20/s arriving: 200 s.
     expect(outlook({ backlog: 12_000, ingestRate: 20, syncRate: 80 })).toMatchObject({ state: 'draining', drain_eta_s: 200, no_estimate_because: null });
     expect(outlook({ backlog: 0, ingestRate: 20, syncRate: 20 })).toMatchObject({ state: 'idle', drain_eta_s: null });
+    // A small plant (the demo: 15 samples/s, fewer than the estimate's 200 in 10 s) that keeps up
+    // says so, rather than "too little delivered recently to estimate".
+    expect(outlook({ backlog: 14, ingestRate: 15, syncRate: 15 })).toMatchObject({ state: 'keeping_up', drain_eta_s: null });
+    expect(outlook({ backlog: 14, ingestRate: 15, syncRate: 15, uptimeS: 4 })).toMatchObject({ state: 'keeping_up' });
   });
 
   it('carries the outlook and the unknown variables into the status', () => {
