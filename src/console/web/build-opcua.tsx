@@ -27,11 +27,14 @@ function guess(n: BrowseNode, vars: CatalogVariable[]): string | null {
   const words = slug(n.path).split('_');
   let best: string | null = null;
   let score = 0;
+  // The leaf alone is no evidence when the path says more (Press1/Running must not guess Mixer 1's
+  // running): a guess shares at least one other word of the path.
+  const needed = words.length > 1 ? 2 : 1;
   for (const v of vars) {
     const hay = `_${slug(`${v.id} ${v.name} ${v.machine ?? ''}`)}_`;
     if (!hay.includes(`_${leaf}_`)) continue;
     const s = words.filter((w) => hay.includes(`_${w}_`) || hay.includes(w)).length;
-    if (s > score) {
+    if (s >= needed && s > score) {
       score = s;
       best = v.id;
     }
