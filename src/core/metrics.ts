@@ -59,6 +59,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     // --- OPC UA specific ---
     opcuaSessionRecoveries: new Counter({ name: 'gateway_opcua_session_recoveries_total', help: 'OPC UA sessions re-established or subscriptions re-created after a connection loss or watchdog trip', labelNames: ['source', 'how'], registers: r }),
     opcuaInvalidNodes: new Gauge({ name: 'gateway_opcua_invalid_nodes', help: 'Configured OPC UA nodes that could not be monitored (unknown node id, non-numeric type)', labelNames: ['source'], registers: r }),
+    opcuaValuesReceived: new Counter({ name: 'gateway_opcua_values_received_total', help: 'Values (data change notifications) received in the Publish responses of OPC UA subscriptions, before decoding: compare with gateway_source_samples_read_total and the refusals to see where values went', labelNames: ['source'], registers: r }),
+    opcuaQueueOverflows: new Counter({ name: 'gateway_opcua_queue_overflows_total', help: 'Values that arrived with the Overflow bit (Part 4 §5.12.1.5): the server\'s queue of that monitored item was full and it discarded at least one older value of the node, because Publish responses were not fetched fast enough (raise queue_size, or look at gateway_process_nodejs_eventloop_lag_seconds)', labelNames: ['source'], registers: r }),
+    opcuaMissedMessages: new Counter({ name: 'gateway_opcua_missed_messages_total', help: 'OPC UA NotificationMessages skipped in a subscription\'s sequence numbers (Part 4 §5.13.1.1) and not recovered by Republish: every value in them is lost', labelNames: ['source'], registers: r }),
     opcuaMonitoredNodes: new Gauge({ name: 'gateway_opcua_monitored_nodes', help: 'OPC UA nodes being read right now (monitored items in subscription mode, polled nodes in polling mode); 0 while disconnected', labelNames: ['source'], registers: r }),
 
     // --- Modbus specific ---
