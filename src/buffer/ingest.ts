@@ -49,17 +49,26 @@ interface PendingAppend {
 const INSERT_ROWS = 64;
 
 /**
- * Most samples, and most acknowledgements' deletes, one commit transaction takes; the rest follow
- * in the next turn of the event loop. Whole appends only: an append is never split across two
- * transactions (B1), so one larger than this is committed alone. Sources deliver in bursts (an
- * OPC UA server answers a whole publishing interval at once: 30,000 values at 30,000 items at 1 s)
- * and a commit of all of them held the event loop 80–240 ms on a busy 2-core machine (issue 25);
- * 10,000 rows take 10–40 ms, and sockets and timers are served between the slices.
+ * A due commit is cut into slices of whole appends (an append is never split across two
+ * transactions, B1) sized to take about `sliceMs` (the maintenance slice, 50 ms), from the time per
+ * sample the last commits took on this machine; the next slice runs in the next turn of the event
+ * loop, after sockets and timers. Sources deliver in bursts (an OPC UA server answers a whole
+ * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
+ * held the loop 80–240 ms on a busy 2-core machine (issue 25). Measured, not fixed: a fixed 5,000
+ * cut ingest throughput by two thirds (each commit also writes one last_committed row per
+ * variable, and an fsync), while a slice sized by time keeps commits as large as the machine
+ * commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
  */
-export const COMMIT_SLICE_SAMPLES = 10_000;
+export const MIN_SLICE_SAMPLES = 1_000;
+/** Starting estimate: 2 µs a sample (500,000 samples/s, bench/buffer-ingest.ts's target). */
+const INITIAL_MS_PER_SAMPLE = 0.002;
+/** Commits smaller than this say more about the fsync than about the samples: not measured. */
+const MEASURE_MIN_WORK = 1_000;
 
 export interface IngestOptions {
   commitIntervalMs: number;
+  /** Time one commit transaction should take at most (whole appends; see MIN_SLICE_SAMPLES). */
+  sliceMs: number;
   commitEagerSamples: number;
   maxPendingSamples: number;
   whenFull: 'drop_oldest' | 'refuse_new';
@@ -91,6 +100,8 @@ export class Ingest {
   private retryTimer: NodeJS.Timeout | null = null;
   /** The next slice of a commit that was due, after the event loop has served I/O. */
   private sliceTimer: NodeJS.Immediate | null = null;
+  /** Commit time per sample (and per acknowledgement's delete) on this machine, moving average. */
+  private msPerSample = INITIAL_MS_PER_SAMPLE;
   /** When the planned commit runs (performance.now() ms), or Infinity when none is planned. */
   private dueAt = Infinity;
   /** performance.now() of the last successful commit. */
@@ -267,15 +278,16 @@ export class Ingest {
     }
     if (this.closed || this.committing || !this.hasWork) return;
     this.committing = true;
-    // One slice: whole appends up to COMMIT_SLICE_SAMPLES (at least one), acks up to as many.
+    // One slice: whole appends up to what fits sliceMs (at least one append), acks up to as many.
+    const limit = this.sliceSamples;
     let take = 0;
     let samples = 0;
-    while (take < this.pending.length && (take === 0 || samples + this.pending[take].samples.length <= COMMIT_SLICE_SAMPLES)) {
+    while (take < this.pending.length && (take === 0 || samples + this.pending[take].samples.length <= limit)) {
       samples += this.pending[take].samples.length;
       take += 1;
     }
     const batch = take === this.pending.length ? this.pending : this.pending.slice(0, take);
-    const acks = this.ackQueue.length <= COMMIT_SLICE_SAMPLES ? this.ackQueue : this.ackQueue.slice(0, COMMIT_SLICE_SAMPLES);
+    const acks = this.ackQueue.length <= limit ? this.ackQueue : this.ackQueue.slice(0, limit);
     this.pending = take === this.pending.length ? [] : this.pending.slice(take);
     this.pendingCount -= samples;
     this.ackQueue = acks === this.ackQueue ? [] : this.ackQueue.slice(acks.length);
@@ -288,6 +300,7 @@ export class Ingest {
       assertNotNested(this.db, 'a group commit');
       const inserted = this.commitTx.immediate(batch, acks, refuse);
       this.lastCommitAt = performance.now();
+      this.measure(this.lastCommitAt - started, inserted + acks.length);
       const t = this.r.tally;
       t.rows += inserted - acks.length;
       t.committedTotal += inserted;
@@ -321,6 +334,16 @@ export class Ingest {
         this.commit();
       });
     } else if (this.pending.length > 0) this.scheduleCommit();
+  }
+
+  /** Samples (and acks) one slice takes: what the last commits did in sliceMs. */
+  get sliceSamples(): number {
+    return Math.max(MIN_SLICE_SAMPLES, Math.floor(this.o.sliceMs / this.msPerSample));
+  }
+
+  private measure(ms: number, work: number): void {
+    if (work < MEASURE_MIN_WORK) return;
+    this.msPerSample = 0.7 * this.msPerSample + 0.3 * (ms / work);
   }
 
   /** Rejects appends the buffer does not keep (B1), each with its own count, after counting them. */

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { MIN_SLICE_SAMPLES } from '../../src/buffer/ingest.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 
 const open: TestBuffer[] = [];
@@ -22,7 +23,8 @@ describe('SampleBuffer', () => {
   });
 
   it('commits a burst in slices of whole appends, serving the event loop between them, each append acknowledged after its own slice (issue 25)', async () => {
-    const b = track(openTestBuffer({ commitIntervalMs: 20 }));
+    // A slice time no commit fits: every slice is the smallest, MIN_SLICE_SAMPLES.
+    const b = track(openTestBuffer({ commitIntervalMs: 20, sliceMs: 0.001 }));
     const commits = async () => (await b.metrics.bufferCommits.get()).values[0]?.value ?? 0;
     const before = await commits();
     // A check phase of the event loop counted: the slices must leave room for it (sockets, timers).
@@ -33,27 +35,27 @@ describe('SampleBuffer', () => {
       if (!done) setImmediate(tick);
     };
     setImmediate(tick);
-    // 25 appends of 1,000 in one turn, as an OPC UA server's burst arrives: 25,000 samples.
+    // 5 slices' worth of appends of 500 in one turn, as an OPC UA server's burst arrives.
+    const per = MIN_SLICE_SAMPLES / 500;
     const resolved: Array<{ turn: number; rows: number }> = [];
     await Promise.all(
-      Array.from({ length: 25 }, (_, i) =>
-        b.buffer.append(samples(1_000, `mvr_${i}`)).then(() => {
+      Array.from({ length: 5 * per }, (_, i) =>
+        b.buffer.append(samples(500, `mvr_${i}`)).then(() => {
           resolved[i] = { turn: turns, rows: b.rows().length };
         }),
       ),
     );
     done = true;
-    expect((await commits()) - before).toBe(3); // 10,000 + 10,000 + 5,000
+    expect((await commits()) - before).toBe(5);
     // Acknowledged only once committed (B1): each append finds at least itself and those before it.
-    resolved.forEach((r, i) => expect(r.rows, `rows when append ${i} resolved`).toBeGreaterThanOrEqual((i + 1) * 1_000));
-    expect(new Set(resolved.slice(0, 10).map((r) => r.turn)).size).toBe(1);
-    expect(resolved[10].turn).toBeGreaterThan(resolved[9].turn);
-    expect(resolved[20].turn).toBeGreaterThan(resolved[19].turn);
-    expect(b.rows()).toHaveLength(25_000);
+    resolved.forEach((r, i) => expect(r.rows, `rows when append ${i} resolved`).toBeGreaterThanOrEqual((i + 1) * 500));
+    expect(new Set(resolved.slice(0, per).map((r) => r.turn)).size).toBe(1);
+    for (let k = 1; k < 5; k++) expect(resolved[k * per].turn, `slice ${k + 1} after a turn of the loop`).toBeGreaterThan(resolved[k * per - 1].turn);
+    expect(b.rows()).toHaveLength(5 * MIN_SLICE_SAMPLES);
   });
 
   it('commits an append larger than a slice whole, and flush() and close() commit every slice at once', async () => {
-    const b = track(openTestBuffer({ commitIntervalMs: 60_000 }));
+    const b = track(openTestBuffer({ commitIntervalMs: 60_000, sliceMs: 0.001 }));
     const big = b.buffer.append(samples(15_000, 'mvr_big'));
     const small = b.buffer.append(samples(10, 'mvr_small'));
     await b.buffer.flush();
