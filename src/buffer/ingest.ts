@@ -59,7 +59,7 @@ const INSERT_ROWS = 64;
  * variable, and an fsync), while a slice sized by time keeps commits as large as the machine
  * commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
  */
-export const MIN_SLICE_SAMPLES = 1_000;
+const MIN_SLICE_SAMPLES = 1_000;
 /** Starting estimate: 2 µs a sample (500,000 samples/s, bench/buffer-ingest.ts's target). */
 const INITIAL_MS_PER_SAMPLE = 0.002;
 /** Commits smaller than this say more about the fsync than about the samples: not measured. */
