@@ -25,13 +25,21 @@
  * every item monitored (the bare client: connect to every item created). Load averages are
  * printed beside each step: the machine is shared.
  *
+ * OPC UA loss accounting, per side: what the server sampled (each sampling of a bulk variable is a
+ * new value), sent to that client, discarded from full monitored-item queues (Overflow) and still
+ * holds (harvested or queued), against what the gateway received, refused and committed
+ * (gateway_opcua_* and buffer metrics), as rates over the same window; the server's backlog for the
+ * gateway and how often it had one with no Publish request to answer. A commit rate below N/s with
+ * nothing lost in these rows is the server not sampling every item every second.
+ *
  *   npm run build && nice -n 10 npx tsx bench/plant-scale.ts
  *   BENCH_PROTOCOLS=opcua BENCH_STEPS=10000 BENCH_SECONDS=60 npx tsx bench/plant-scale.ts
  *
  * Env: BENCH_PROTOCOLS (opcua,mqtt,sparkplug,modbus; default all), BENCH_STEPS (default
  * 10000,30000,100000; modbus takes only steps ≤ 10,000 unless BENCH_MODBUS_ANY=1, the issue's
  * Modbus target being 10k registers), BENCH_SECONDS (measured, default 60), BENCH_WARMUP (default
- * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>), BENCH_GATEWAY_LOG.
+ * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>), BENCH_SERVER_PROF=<dir>
+ * (the OPC UA server profiles itself over each measured window), BENCH_GATEWAY_LOG.
  */
 import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
