@@ -48,8 +48,27 @@ interface PendingAppend {
 /** Rows per INSERT statement: one statement step per 64 rows halves the per-row cost (bench/mqtt-throughput.ts). */
 const INSERT_ROWS = 64;
 
+/**
+ * A due commit is cut into slices of whole appends (an append is never split across two
+ * transactions, B1) sized to take about `sliceMs` (the maintenance slice, 50 ms), from the time per
+ * sample the last commits took on this machine; the next slice runs in the next turn of the event
+ * loop, after sockets and timers. Sources deliver in bursts (an OPC UA server answers a whole
+ * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
+ * held the loop 80–240 ms on a busy 2-core machine (issue 25). Measured, not fixed: a fixed 5,000
+ * cut ingest throughput by two thirds (each commit also writes one last_committed row per
+ * variable, and an fsync), while a slice sized by time keeps commits as large as the machine
+ * commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
+ */
+const MIN_SLICE_SAMPLES = 1_000;
+/** Starting estimate: 2 µs a sample (500,000 samples/s, bench/buffer-ingest.ts's target). */
+const INITIAL_MS_PER_SAMPLE = 0.002;
+/** Commits smaller than this say more about the fsync than about the samples: not measured. */
+const MEASURE_MIN_WORK = 1_000;
+
 export interface IngestOptions {
   commitIntervalMs: number;
+  /** Time one commit transaction should take at most (whole appends; see MIN_SLICE_SAMPLES). */
+  sliceMs: number;
   commitEagerSamples: number;
   maxPendingSamples: number;
   whenFull: 'drop_oldest' | 'refuse_new';
@@ -79,6 +98,10 @@ export class Ingest {
   private ackQueue: number[] = [];
   private timer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** The next slice of a commit that was due, after the event loop has served I/O. */
+  private sliceTimer: NodeJS.Immediate | null = null;
+  /** Commit time per sample (and per acknowledgement's delete) on this machine, moving average. */
+  private msPerSample = INITIAL_MS_PER_SAMPLE;
   /** When the planned commit runs (performance.now() ms), or Infinity when none is planned. */
   private dueAt = Infinity;
   /** performance.now() of the last successful commit. */
@@ -173,14 +196,24 @@ export class Ingest {
     this.scheduleCommit();
   }
 
-  /** Commits everything pending now. */
+  /** Commits everything pending now (slice after slice, without yielding). */
   flush(): void {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
     this.dueAt = performance.now();
-    this.commit();
+    this.commitAll();
+  }
+
+  /** Slices until nothing is pending, the disk refuses writes, or a slice makes no progress. */
+  private commitAll(): void {
+    for (;;) {
+      const before = this.pending.length + this.ackQueue.length;
+      this.commit();
+      const after = this.pending.length + this.ackQueue.length;
+      if (after === 0 || after >= before || this.retryTimer) return;
+    }
   }
 
   private scheduleCommit(): void {
@@ -239,14 +272,26 @@ export class Ingest {
   }
 
   private commit(): void {
+    if (this.sliceTimer) {
+      clearImmediate(this.sliceTimer);
+      this.sliceTimer = null;
+    }
     if (this.closed || this.committing || !this.hasWork) return;
     this.committing = true;
-    const batch = this.pending;
-    const samples = this.pendingCount;
-    const acks = this.ackQueue;
-    this.pending = [];
-    this.pendingCount = 0;
-    this.ackQueue = [];
+    // One slice: whole appends up to what fits sliceMs (at least one append), acks up to as many.
+    const limit = this.sliceSamples;
+    let take = 0;
+    let samples = 0;
+    while (take < this.pending.length && (take === 0 || samples + this.pending[take].samples.length <= limit)) {
+      samples += this.pending[take].samples.length;
+      take += 1;
+    }
+    const batch = take === this.pending.length ? this.pending : this.pending.slice(0, take);
+    const acks = this.ackQueue.length <= limit ? this.ackQueue : this.ackQueue.slice(0, limit);
+    this.pending = take === this.pending.length ? [] : this.pending.slice(take);
+    this.pendingCount -= samples;
+    this.ackQueue = acks === this.ackQueue ? [] : this.ackQueue.slice(acks.length);
+    const sliced = this.hasWork;
     const refuse = this.o.whenFull === 'refuse_new' && this.r.full.overLimit();
     const started = performance.now();
     const seqBefore = this.nextSeq;
@@ -255,6 +300,7 @@ export class Ingest {
       assertNotNested(this.db, 'a group commit');
       const inserted = this.commitTx.immediate(batch, acks, refuse);
       this.lastCommitAt = performance.now();
+      this.measure(this.lastCommitAt - started, inserted + acks.length);
       const t = this.r.tally;
       t.rows += inserted - acks.length;
       t.committedTotal += inserted;
@@ -279,7 +325,25 @@ export class Ingest {
     } finally {
       this.committing = false;
     }
-    if (this.pending.length > 0 && !this.retryTimer) this.scheduleCommit();
+    if (this.retryTimer) return;
+    if (sliced && this.hasWork) {
+      // The rest of a commit that was due: next turn, once pending I/O and timers have run.
+      this.dueAt = performance.now();
+      this.sliceTimer = setImmediate(() => {
+        this.sliceTimer = null;
+        this.commit();
+      });
+    } else if (this.pending.length > 0) this.scheduleCommit();
+  }
+
+  /** Samples (and acks) one slice takes: what the last commits did in sliceMs. */
+  get sliceSamples(): number {
+    return Math.max(MIN_SLICE_SAMPLES, Math.floor(this.o.sliceMs / this.msPerSample));
+  }
+
+  private measure(ms: number, work: number): void {
+    if (work < MEASURE_MIN_WORK) return;
+    this.msPerSample = 0.7 * this.msPerSample + 0.3 * (ms / work);
   }
 
   /** Rejects appends the buffer does not keep (B1), each with its own count, after counting them. */
@@ -336,10 +400,12 @@ export class Ingest {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.timer = null;
     this.retryTimer = null;
-    this.commit();
+    this.commitAll();
     this.closed = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.timer) clearTimeout(this.timer);
+    if (this.sliceTimer) clearImmediate(this.sliceTimer);
+    this.sliceTimer = null;
   }
 
   /**

@@ -124,6 +124,24 @@ export interface SimAlarm {
   eventId(): Buffer;
 }
 
+export interface BulkStats {
+  /** Bulk variable values produced (one per sampling of a monitored item, plus plain reads). */
+  reads: number;
+  subscriptions: Array<{
+    session: string;
+    id: number;
+    items: number;
+    notificationsSent: number;
+    queueOverflows: number;
+    /** Harvested from the monitored items, waiting for a Publish request. */
+    pendingNotifications: number;
+    /** Still in the monitored items' own queues (not yet harvested). */
+    queuedInItems: number;
+    queuedPublishRequests: number;
+    state: string;
+  }>;
+}
+
 /** Names of the simulator's variables, for `nodeIds` and `setValue`. */
 export type SimVariableName =
   | 'temperature'
@@ -162,6 +180,13 @@ export interface OpcuaSimulator {
   machineState(): number;
   /** Sessions currently open on the server. */
   sessionCount(): number;
+  /**
+   * What the server did for its subscriptions, for the benchmark's loss accounting: samplings of
+   * the bulk variables (each one a new value), and per open subscription the data change
+   * notifications sent, the values its monitored-item queues discarded (Overflow, Part 4
+   * §5.12.1.5), notifications harvested but not yet sent, and Publish requests waiting.
+   */
+  bulkStats(): BulkStats;
   /** Continuation points (Browse, HistoryRead) the server keeps for its sessions now: a client that releases its own leaves none. */
   continuationPoints(): number;
   /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
@@ -323,6 +348,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
   });
 
   const bulkCount = opts.bulkVariables ?? 0;
+  let bulkReads = 0;
   if (bulkCount > 0) {
     const folder = ns.addFolder(addressSpace.rootFolder.objects, { browseName: 'Bulk', nodeId: 's=Bulk' });
     // Bound to a getter that returns a new value at every read, so each sampling of a monitored
@@ -337,7 +363,12 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
         nodeId: `s=Bulk.V${i}`,
         dataType: 'Double',
         minimumSamplingInterval: 100,
-        value: { get: () => new Variant({ dataType: DataType.Double, value: i + (reads[k] += 1) / 1000 }) },
+        value: {
+          get: () => {
+            bulkReads += 1;
+            return new Variant({ dataType: DataType.Double, value: i + (reads[k] += 1) / 1000 });
+          },
+        },
       });
     }
   }
@@ -457,6 +488,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     },
     machineState: () => state,
     sessionCount: () => server.engine.currentSessionCount,
+    bulkStats: () => ({ reads: bulkReads, subscriptions: subscriptionStats(server) }),
     misbehaviour,
     continuationPoints: () =>
       Object.values((server.engine as unknown as { _sessions: Record<string, { continuationPointManager?: { _map?: Map<string, unknown> } }> })._sessions).reduce(
@@ -589,4 +621,35 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       process.stderr.write(`simulator failed: ${(err as Error).message}\n`);
       process.exit(1);
     });
+}
+
+/** Per-subscription counters of every open session (node-opcua internals, read-only). */
+function subscriptionStats(server: OPCUAServer): BulkStats['subscriptions'] {
+  interface Sub {
+    id: number;
+    monitoredItemCount: number;
+    state: number;
+    subscriptionDiagnostics: { dataChangeNotificationsCount: number; monitoringQueueOverflowCount: number };
+    _pending_notifications?: { size: number };
+    monitoredItems: Map<number, { queue?: unknown[] }>;
+  }
+  interface Session {
+    sessionName: string;
+    publishEngine?: { subscriptions: Sub[]; pendingPublishRequestCount: number } | null;
+  }
+  const sessions = Object.values((server.engine as unknown as { _sessions: Record<string, Session> })._sessions);
+  const states = ['?', 'CLOSED', 'CREATING', 'NORMAL', 'LATE', 'KEEPALIVE', 'TERMINATED'];
+  return sessions.flatMap((s) =>
+    (s.publishEngine?.subscriptions ?? []).map((sub) => ({
+      session: s.sessionName,
+      id: sub.id,
+      items: sub.monitoredItemCount,
+      notificationsSent: sub.subscriptionDiagnostics.dataChangeNotificationsCount,
+      queueOverflows: sub.subscriptionDiagnostics.monitoringQueueOverflowCount,
+      pendingNotifications: sub._pending_notifications?.size ?? 0,
+      queuedInItems: [...sub.monitoredItems.values()].reduce((t, item) => t + (item.queue?.length ?? 0), 0),
+      queuedPublishRequests: s.publishEngine?.pendingPublishRequestCount ?? 0,
+      state: states[sub.state] ?? String(sub.state),
+    })),
+  );
 }

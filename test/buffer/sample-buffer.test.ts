@@ -21,6 +21,53 @@ describe('SampleBuffer', () => {
     expect(b.rows().map((r) => r.value)).toEqual([0, 1, 2]);
   });
 
+  it('commits a burst in slices of whole appends, serving the event loop between them, each append acknowledged after its own slice (issue 25)', async () => {
+    // A slice time no commit fits: every slice is the smallest, 1,000 samples (MIN_SLICE_SAMPLES).
+    const b = track(openTestBuffer({ commitIntervalMs: 20, sliceMs: 0.001 }));
+    const commits = async () => (await b.metrics.bufferCommits.get()).values[0]?.value ?? 0;
+    const before = await commits();
+    // A check phase of the event loop counted: the slices must leave room for it (sockets, timers).
+    let turns = 0;
+    let done = false;
+    const tick = () => {
+      turns += 1;
+      if (!done) setImmediate(tick);
+    };
+    setImmediate(tick);
+    // 5 slices' worth of appends of 500 in one turn, as an OPC UA server's burst arrives.
+    const per = 2;
+    const resolved: Array<{ turn: number; rows: number }> = [];
+    await Promise.all(
+      Array.from({ length: 5 * per }, (_, i) =>
+        b.buffer.append(samples(500, `mvr_${i}`)).then(() => {
+          resolved[i] = { turn: turns, rows: b.rows().length };
+        }),
+      ),
+    );
+    done = true;
+    expect((await commits()) - before).toBe(5);
+    // Acknowledged only once committed (B1): each append finds at least itself and those before it.
+    resolved.forEach((r, i) => expect(r.rows, `rows when append ${i} resolved`).toBeGreaterThanOrEqual((i + 1) * 500));
+    expect(new Set(resolved.slice(0, per).map((r) => r.turn)).size).toBe(1);
+    for (let k = 1; k < 5; k++) expect(resolved[k * per].turn, `slice ${k + 1} after a turn of the loop`).toBeGreaterThan(resolved[k * per - 1].turn);
+    expect(b.rows()).toHaveLength(5_000);
+  });
+
+  it('commits an append larger than a slice whole, and flush() and close() commit every slice at once', async () => {
+    const b = track(openTestBuffer({ commitIntervalMs: 60_000, sliceMs: 0.001 }));
+    const big = b.buffer.append(samples(15_000, 'mvr_big'));
+    const small = b.buffer.append(samples(10, 'mvr_small'));
+    await b.buffer.flush();
+    expect(b.rows()).toHaveLength(15_010);
+    await Promise.all([big, small]);
+    const last = b.buffer.append(samples(12_000, 'mvr_last', 1_800_000_000_000));
+    const lastToo = b.buffer.append(samples(12_000, 'mvr_last2', 1_800_000_000_000));
+    await b.close();
+    await Promise.all([last, lastToo]);
+    const again = track(openTestBuffer({ path: b.path, dir: b.dir }));
+    expect(again.rows()).toHaveLength(39_010);
+  });
+
   it('keeps everything across close and reopen', async () => {
     const b = track(openTestBuffer());
     await b.buffer.append(samples(1000, 'mvr_x'));

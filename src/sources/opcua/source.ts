@@ -19,7 +19,7 @@ import { parseNodeId } from './node-id.js';
 import { ensureOwnCertificate } from './own-certificate.js';
 import { PollingReader } from './polling-reader.js';
 import { SampleQueue } from './sample-queue.js';
-import { startSubscription, type SubscriptionReader } from './subscription-reader.js';
+import { startSubscription, type MessageCounts, type SubscriptionReader } from './subscription-reader.js';
 import { planNodes, type InvalidNode } from './validate-nodes.js';
 import { NO_OPERATION_LIMITS, readServerOperationLimits, type OperationLimits } from './operation-limits.js';
 import { Watchdog } from './watchdog.js';
@@ -165,6 +165,7 @@ export class OpcuaSource implements Source {
       nodes_monitored: this.monitored,
       invalid_nodes: this.invalid.map((n) => ({ node_id: n.node_id, variable: n.variable, reason: n.reason })),
       publishing_interval_ms: this.publishingInterval,
+      publish_requests: this.link?.subscription?.publishRequests ?? null,
       watchdog_timeout_ms: this.watchdogTimeoutMs || null,
       watchdog_silent_ms: this.link?.watchdog ? Math.round(this.link.watchdog.silentFor()) : null,
       connected_since: this.connectedAt,
@@ -358,7 +359,20 @@ export class OpcuaSource implements Source {
     // Before the subscription exists, so the first live value cannot move where the gap starts.
     this.history?.begin(session, plan.valid, limits);
     if (this.cfg.mode === 'subscription') {
-      const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed() }, limits);
+      const labels = { source: this.name };
+      const onMessage = (c: MessageCounts) => {
+        if (this.link !== link) return;
+        if (c.values > 0) this.ctx.metrics.opcuaValuesReceived.inc(labels, c.values);
+        if (c.overflows > 0) {
+          this.ctx.metrics.opcuaQueueOverflows.inc(labels, c.overflows);
+          this.throttle.warn('queue-overflow', { code: 'OPCUA_QUEUE_OVERFLOW', values: c.overflows }, `${this.path}: the server discarded older values of ${c.overflows} node(s) (Overflow bit, Part 4 §5.12.1.5): its monitored-item queues (queue_size) filled before the gateway fetched them; counted in gateway_opcua_queue_overflows_total`);
+        }
+        if (c.missedMessages > 0) {
+          this.ctx.metrics.opcuaMissedMessages.inc(labels, c.missedMessages);
+          this.throttle.warn('missed-messages', { code: 'OPCUA_MISSED_MESSAGES', messages: c.missedMessages }, `${this.path}: ${c.missedMessages} NotificationMessage(s) of the subscription never arrived (sequence number skipped); their values are lost`);
+        }
+      };
+      const sub = await startSubscription(session, this.cfg, plan.valid, { onValue, onAlive: () => link.watchdog?.feed(), onMessage }, limits);
       link.subscription = sub;
       invalid = [...invalid, ...sub.refused].sort((a, b) => a.index - b.index);
       this.monitored = sub.monitored;
@@ -550,6 +564,7 @@ export class OpcuaSource implements Source {
     if (this.link === link || this.stopped) this.history?.end();
     link.teardown = (async () => {
       link.watchdog?.stop();
+      link.subscription?.stop();
       await link.conditions?.terminate();
       await link.poller?.stop();
       const client = link.client;

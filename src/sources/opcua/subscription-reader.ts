@@ -8,10 +8,13 @@ import {
   type ClientMonitoredItemGroup,
   type ClientSession,
   type ClientSubscription,
+  type DataChangeNotification,
   type DataValue,
+  type NotificationMessage,
 } from 'node-opcua';
 import type { OpcuaServerConfig } from './config.js';
 import type { NodeBinding } from './decode.js';
+import { PublishPipeline, publishRequestsFor } from './publish-pipeline.js';
 import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 import type { InvalidNode } from './validate-nodes.js';
 
@@ -25,6 +28,18 @@ export interface SubscriptionCallbacks {
   onValue(binding: NodeBinding, dv: DataValue): void;
   /** A keep-alive or any Publish response: the link is alive. */
   onAlive(): void;
+  /**
+   * Once per NotificationMessage, before its values are dispatched: how many values it carries,
+   * how many of them have the Overflow bit (the server discarded older values of that node), and
+   * how many NotificationMessages its sequence number says were skipped since the last one.
+   */
+  onMessage?(counts: MessageCounts): void;
+}
+
+export interface MessageCounts {
+  values: number;
+  overflows: number;
+  missedMessages: number;
 }
 
 export interface SubscriptionReader {
@@ -34,6 +49,10 @@ export interface SubscriptionReader {
   /** Nodes whose monitored item the server refused (bad filter, sampling not supported ...). */
   readonly refused: InvalidNode[];
   readonly monitored: number;
+  /** Publish requests kept queued at the server (publish-pipeline.ts). */
+  readonly publishRequests: number;
+  /** Stops topping up the Publish requests (the link is being torn down; closing the session ends the rest). */
+  stop(): void;
   terminate(): Promise<void>;
 }
 
@@ -61,6 +80,11 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
   });
   subscription.on('keepalive', () => cb.onAlive());
   subscription.on('received_notifications', () => cb.onAlive());
+  if (cb.onMessage) {
+    const onMessage = cb.onMessage;
+    const sequence = new SequenceTracker();
+    subscription.on('raw_notification', (msg: NotificationMessage) => onMessage(countMessage(msg, sequence)));
+  }
 
   const groups = new Map<string, NodeBinding[]>();
   for (const b of bindings) {
@@ -107,12 +131,19 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
     }
   }
 
+  const publishingInterval = subscription.publishingInterval || cfg.publishing_interval;
+  const pipeline = new PublishPipeline(session, publishRequestsFor(bindings, publishingInterval));
+  pipeline.start(publishingInterval);
+
   return {
     subscription,
-    publishingInterval: subscription.publishingInterval || cfg.publishing_interval,
+    publishingInterval,
     refused,
     monitored,
+    publishRequests: pipeline.target,
+    stop: () => pipeline.stop(),
     async terminate() {
+      pipeline.stop();
       await Promise.race([subscription.terminate().catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
     },
   };
@@ -126,4 +157,38 @@ function monitorRefusal(status: string, b: NodeBinding): string {
   }
   if (status === 'BadNodeIdUnknown') return 'node does not exist on the server (BadNodeIdUnknown)';
   return `the server refused to monitor the node (${status})`;
+}
+
+/**
+ * Sequence numbers of one subscription's NotificationMessages (Part 4 §5.13.1.1): each message
+ * with data takes the next number, a keep-alive carries the number the next one will take. A jump
+ * means messages were sent and never reached us.
+ */
+export class SequenceTracker {
+  private next: number | null = null;
+
+  /**
+   * Messages skipped before this one (0 for the first one seen). A number below the expected one
+   * (the 32-bit counter wrapped, or the subscription was re-created after a reconnect) starts
+   * the count afresh.
+   */
+  see(sequenceNumber: number, hasData: boolean): number {
+    const skipped = this.next !== null && sequenceNumber > this.next ? sequenceNumber - this.next : 0;
+    this.next = hasData ? sequenceNumber + 1 : sequenceNumber;
+    return skipped;
+  }
+}
+
+/** Values, overflow bits and skipped messages of one NotificationMessage. */
+export function countMessage(msg: NotificationMessage, sequence: SequenceTracker): MessageCounts {
+  let values = 0;
+  let overflows = 0;
+  const data = msg.notificationData ?? [];
+  for (const n of data) {
+    const items = (n as DataChangeNotification | null)?.monitoredItems;
+    if (!items) continue;
+    values += items.length;
+    for (const item of items) if (item.value?.statusCode?.hasOverflowBit) overflows += 1;
+  }
+  return { values, overflows, missedMessages: sequence.see(msg.sequenceNumber, data.length > 0) };
 }

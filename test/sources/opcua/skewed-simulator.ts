@@ -1,13 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { Misbehaviour, MisbehaviourEvent } from '../../../src/sim/opcua-misbehaving.js';
-import type { OpcuaSimulatorOptions, SimVariableName } from '../../../src/sim/opcua-server.js';
+import type { BulkStats, OpcuaSimulatorOptions, SimVariableName } from '../../../src/sim/opcua-server.js';
 import { ROOT } from '../../helpers/cli.js';
 
 export interface SkewedSimulator {
   endpointUrl: string;
   port: number;
   nodeIds: Record<SimVariableName, string>;
+  /** Node ids of the bulk variables (option `bulkVariables`), in order. */
+  bulkNodeIds: string[];
+  /** The server's own counters (samplings, per-subscription notifications, overflows, queued Publish requests). */
+  stats(): Promise<BulkStats>;
   /** The server certificate, made by node-opcua under the skewed clock (its notBefore is skewed too). */
   certificateFile: string;
   /** What the child's clock minus ours read at start-up (≈ the offset asked for). */
@@ -35,6 +39,7 @@ export function startSkewedSimulator(offsetMs: number, options: OpcuaSimulatorOp
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
+  const statsWaiters: Array<(s: BulkStats) => void> = [];
   const output = () => out;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`the skewed simulator did not start within 90 s:\n${out}`)), 90_000);
@@ -53,12 +58,30 @@ export function startSkewedSimulator(offsetMs: number, options: OpcuaSimulatorOp
       clearTimeout(timer);
       child.removeAllListeners('exit');
       child.stdout!.removeAllListeners('data');
-      child.stdout!.on('data', (more) => (out += more));
+      // Answers to `stats` (SIM_STATS lines), in the order asked.
+      let pendingLine = '';
+      child.stdout!.on('data', (more) => {
+        out += more;
+        pendingLine += more;
+        let nl: number;
+        while ((nl = pendingLine.indexOf('\n')) >= 0) {
+          const line = pendingLine.slice(0, nl);
+          pendingLine = pendingLine.slice(nl + 1);
+          const m = /^SIM_STATS (.+)$/.exec(line);
+          if (m) statsWaiters.shift()?.(JSON.parse(m[1]) as BulkStats);
+        }
+      });
       const ready = JSON.parse(m[1]) as Omit<SkewedSimulator, 'measuredOffsetMs' | 'output' | 'close' | 'events'> & { clockNow: number };
       resolve({
         endpointUrl: ready.endpointUrl,
         port: ready.port,
         nodeIds: ready.nodeIds,
+        bulkNodeIds: ready.bulkNodeIds ?? [],
+        stats: () =>
+          new Promise<BulkStats>((resolveStats) => {
+            statsWaiters.push(resolveStats);
+            child.stdin!.write('stats\n');
+          }),
         certificateFile: ready.certificateFile,
         measuredOffsetMs: ready.clockNow - Date.now(),
         misbehavingNodeIds: ready.misbehavingNodeIds ?? {},
