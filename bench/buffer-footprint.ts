@@ -108,8 +108,37 @@ function fileHash(path: string): MultisetHash {
   return h;
 }
 
+/** Where the bytes in use go, per b-tree (SQLite's dbstat): pages, cell payload, empty bytes in them. */
+interface Breakdown {
+  pageSize: number;
+  /** Pages in use that no b-tree owns: pointer-map pages of auto_vacuum (and the lock-byte page). */
+  otherPages: number;
+  trees: Array<{ name: string; pages: number; payload: number; unused: number }>;
+}
+
+function breakdown(path: string): Breakdown {
+  const db = new BetterSqlite3(path, { readonly: true });
+  try {
+    const pageSize = db.pragma('page_size', { simple: true }) as number;
+    const inUse = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
+    const trees = db.prepare('SELECT name, count(*) AS pages, sum(payload) AS payload, sum(unused) AS unused FROM dbstat GROUP BY name ORDER BY pages DESC').all() as Breakdown['trees'];
+    return { pageSize, otherPages: inUse - trees.reduce((n, t) => n + t.pages, 0), trees };
+  } finally {
+    db.close();
+  }
+}
+
+/** The breakdown as table rows, bytes per sample: whole pages, of which payload and empty space. */
+function breakdownRows(b: Breakdown, samples: number): Array<Record<string, string | number>> {
+  const bps = (bytes: number) => (bytes / samples).toFixed(3);
+  const rows: Array<Record<string, string | number>> = b.trees.map((t) => ({ 'b-tree': t.name, pages: t.pages, 'B/sample': bps(t.pages * b.pageSize), 'payload B/sample': bps(t.payload), 'empty B/sample': bps(t.unused) }));
+  if (b.otherPages > 0) rows.push({ 'b-tree': '(pointer map)', pages: b.otherPages, 'B/sample': bps(b.otherPages * b.pageSize), 'payload B/sample': '', 'empty B/sample': '' });
+  return rows;
+}
+
 interface Outcome {
   samples: number;
+  breakdown: Breakdown;
   inUse: number;
   onDisk: number;
   chunkBytes: number;
@@ -161,7 +190,7 @@ async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean
   }
   const stall = stalls.stop();
   const s = b.stats();
-  const out = { samples: expected.n, inUse: b.usedBytes(), onDisk: onDisk(path), chunkBytes: s.chunkBytes, liveRows: s.liveRows, chunks: s.chunks, maxStallMs: stall.maxMs, stallsOver100: stall.over100, seconds: (performance.now() - started) / 1000 };
+  const out = { samples: expected.n, breakdown: breakdown(path), inUse: b.usedBytes(), onDisk: onDisk(path), chunkBytes: s.chunkBytes, liveRows: s.liveRows, chunks: s.chunks, maxStallMs: stall.maxMs, stallsOver100: stall.over100, seconds: (performance.now() - started) / 1000 };
   await b.close();
   return { ...out, lossless: fileHash(path).equals(expected) };
 }
@@ -217,7 +246,7 @@ async function plant(mod: BufferModule, n: number, dir: string, gzipBytes: { val
   }
   const stall = stalls.stop();
   const s = b.stats();
-  const out = { samples: total, inUse: b.usedBytes(), onDisk: onDisk(path), chunkBytes: s.chunkBytes, liveRows: s.liveRows, chunks: s.chunks, maxStallMs: stall.maxMs, stallsOver100: stall.over100, seconds: (performance.now() - started) / 1000 };
+  const out = { samples: total, breakdown: breakdown(path), inUse: b.usedBytes(), onDisk: onDisk(path), chunkBytes: s.chunkBytes, liveRows: s.liveRows, chunks: s.chunks, maxStallMs: stall.maxMs, stallsOver100: stall.over100, seconds: (performance.now() - started) / 1000 };
   await b.close();
   return { ...out, lossless: fileHash(path).equals(expected) };
 }
@@ -297,6 +326,9 @@ try {
     }
   }
   process.stdout.write(`\nBuffer footprint (${NOISY_MACHINE_NOTE})\n\n${table(rows)}\n`);
+  for (const r of results.filter((x) => x.mod === current)) {
+    process.stdout.write(`\nwhere the bytes in use go, ${r.scenario} (${r.o.breakdown.pageSize}-byte pages; SQLite dbstat):\n${table(breakdownRows(r.o.breakdown, r.o.samples))}\n`);
+  }
   if (gzip > 0) process.stdout.write(`\nreference: gzip -9 of the plant corpus as CSV (variable,ts,value): ${bps(gzip, BIG)} B/sample\n`);
   process.stdout.write('\n');
   for (const r of results.filter((x) => x.mod === current)) {

@@ -18,6 +18,7 @@
  *
  *   nice -n 5 npx tsx bench/commit-latency.ts                         # 20 M backlog, 60 s each
  *   BENCH_BACKLOG=2000000 BENCH_SECONDS=30 npx tsx bench/commit-latency.ts
+ *   BENCH_PAGE_SIZE=4096 npx tsx bench/commit-latency.ts          # a backlog file with 4 KB pages (created before 2 KB pages)
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -32,11 +33,13 @@ import { PlantCorpus } from './plant-corpus.js';
 
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20_000_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
+/** Page size of the backlog file: a new file's (2 KB) unless set (4096: a file of an earlier version). */
+const PAGE_SIZE = process.env.BENCH_PAGE_SIZE ? Number(process.env.BENCH_PAGE_SIZE) : undefined;
 const T0 = Date.parse('2026-11-01T00:00:00Z');
 
 /** A file holding `n` unsealed rows of the plant corpus, written with plain SQL. */
 function backlogFile(path: string, n: number): void {
-  openBufferDatabase(path, { synchronous: 'normal', logger: silentLogger(), integrityCheck: false }).db.close();
+  openBufferDatabase(path, { synchronous: 'normal', logger: silentLogger(), integrityCheck: false, pageSize: PAGE_SIZE }).db.close();
   const db = new BetterSqlite3(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = OFF');
@@ -139,7 +142,10 @@ try {
   const master = join(dir, 'backlog.db');
   const t = performance.now();
   backlogFile(master, BACKLOG);
-  process.stdout.write(`backlog of ${BACKLOG.toLocaleString('en-US')} rows written in ${((performance.now() - t) / 1000).toFixed(0)} s\n`);
+  const probe = new BetterSqlite3(master, { readonly: true });
+  const pageSize = probe.pragma('page_size', { simple: true }) as number;
+  probe.close();
+  process.stdout.write(`backlog of ${BACKLOG.toLocaleString('en-US')} rows (${pageSize}-byte pages) written in ${((performance.now() - t) / 1000).toFixed(0)} s\n`);
   const rows: Array<Record<string, string | number>> = [];
   const results = new Map<BufferModule, Result>();
   for (const mod of [baseline, current]) {

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_CHUNK_SAMPLES, readAllSamples } from '../../src/buffer/chunks/store.js';
+import { chunkSamples, MAX_CHUNK_SAMPLES, readAllSamples, type ChunkRow } from '../../src/buffer/chunks/store.js';
 import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
@@ -165,12 +165,18 @@ describe('sealed chunks (buffer v2)', () => {
     const sizes = b.db.prepare('SELECT var, n FROM chunks ORDER BY seq_from').all() as Array<{ var: number; n: number }>;
     expect(Math.max(...sizes.map((c) => c.n))).toBe(MAX_CHUNK_SAMPLES);
     expect(sizes.reduce((a, c) => a + c.n, 0)).toBe(12_700);
-    // Each variable's samples come back bit-exact and in the order they were appended.
-    const all = readAllSamples(b.db);
+    // Each variable's samples come back bit-exact, each chunk a run of them in the order they were
+    // appended, the runs together all of them. (Which of a variable's chunks comes first inside a
+    // sealing range is the page packing's choice, sealer B3: by size, and so by page size too.)
+    const names = new Map((b.db.prepare('SELECT id, name FROM variables').all() as Array<{ id: number; name: string }>).map((v) => [v.id, v.name]));
+    const chunks = b.db.prepare('SELECT seq_from, var, n, ts_min, ts_max, data FROM chunks ORDER BY seq_from').all() as ChunkRow[];
     for (const name of ['mvr_a', 'mvr_b', 'mvr_big', ...new Set(more.map((m) => m.variable))]) {
       const want = [...data, ...more].filter((d) => d.variable === name).map(key);
-      expect(all.filter((r) => r.variable === name).map(key)).toEqual(want);
+      const runs = chunks.filter((c) => names.get(c.var) === name).map((c) => [...chunkSamples(c)].map((x) => key({ variable: name, ts: x.ts, value: x.value })));
+      runs.sort((x, y) => want.indexOf(x[0]) - want.indexOf(y[0]));
+      expect(runs.flat()).toEqual(want);
     }
+    expect(readAllSamples(b.db).map(key).sort()).toEqual([...data, ...more].map(key).sort());
   });
 
   it('serves a chunk longer than a block in several blocks, for a range that starts and ends inside chunks and a limit that falls inside one', async () => {

@@ -208,6 +208,8 @@ describe('giving disk back (B9)', () => {
       writeFileSync(`${path}.convert`, 'half a copy');
       const second = openBufferDatabase(path, { synchronous: 'full', logger: log.logger });
       expect(second.db.pragma('auto_vacuum', { simple: true })).toBe(2);
+      // The conversion copies the file with its own page size (4 KB, SQLite's default then).
+      expect(second.db.pragma('page_size', { simple: true })).toBe(4096);
       expect(second.db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(existsSync(`${path}.convert`)).toBe(false);
       expect(readAllSamples(second.db).map(key).sort()).toEqual(data.map(key).sort());

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
+import { NEW_FILE_PAGE_SIZE, openBufferDatabase } from '../../src/buffer/file/database.js';
 import { silentLogger } from '../../src/core/logger.js';
 
 const dirs: string[] = [];
@@ -18,6 +18,29 @@ function fresh(): { dir: string; path: string } {
 }
 
 describe('opening the buffer file', () => {
+  it('a new file takes 2 KB pages (fixed pages of empty tables cost half); an existing file keeps its own page size and content', () => {
+    const { path } = fresh();
+    const created = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() }).db;
+    expect(NEW_FILE_PAGE_SIZE).toBe(2048);
+    expect(created.pragma('page_size', { simple: true })).toBe(2048);
+    // The page size was set before the first page: auto_vacuum and WAL still hold.
+    expect(created.pragma('auto_vacuum', { simple: true })).toBe(2);
+    expect(created.pragma('journal_mode', { simple: true })).toBe('wal');
+    created.close();
+    expect(openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() }).db.pragma('page_size', { simple: true })).toBe(2048);
+
+    // A file created with 4 KB pages (every file before this version) opens as it is.
+    const older = fresh().path;
+    const db4 = openBufferDatabase(older, { synchronous: 'full', logger: silentLogger(), pageSize: 4096 }).db;
+    db4.prepare("INSERT INTO meta (key, value) VALUES ('marker', 'keep me')").run();
+    db4.close();
+    const reopened = openBufferDatabase(older, { synchronous: 'full', logger: silentLogger() }).db;
+    expect(reopened.pragma('page_size', { simple: true })).toBe(4096);
+    expect(reopened.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(reopened.prepare("SELECT value FROM meta WHERE key = 'marker'").pluck().get()).toBe('keep me');
+    reopened.close();
+  });
+
   it('refuses a file written by a newer version and leaves it in place (no downgrade guessing)', () => {
     const { dir, path } = fresh();
     const first = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });

@@ -7,8 +7,9 @@ import { assertNotNested } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { MaintenanceTask } from '../maintenance.js';
 import type { Tally } from '../tally.js';
-import { ROW_BYTES, type ChunkJob, type ChunkMeta, type Sealer } from './sealer.js';
-import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
+import { CommitCost } from './commit-cost.js';
+import { mergedChunkCount, ROW_BYTES, type ChunkJob, type ChunkMeta, type Sealer } from './sealer.js';
+import type { ChunkStore } from './store.js';
 
 /**
  * The seal schedule: which rows to seal and which chunks to merge next, as jobs the maintenance
@@ -17,26 +18,32 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore } from './store.js';
  * Keeps:
  *  B3  A job's range is chosen outside every hold (Holds.all: claims, reservations, sync-only and
  *      ledger ranges) and re-checked at its commit (sealer.ts).
- *  B7  A job's commit is sized to fit a slice: the cost of past commits per byte written is
- *      measured, and a sealing range or compaction window is cut so that its commit is expected to
- *      take at most COMMIT_SHARE of a slice. One job at a time; `sealNow` and `compactNow` (tests,
+ *  B7  A job's commit is sized to fit a slice: the duration of past commits is measured (a fixed
+ *      term and a cost per byte written, per kind of job: commit-cost.ts), and a sealing range or
+ *      compaction window is cut so that its commit is expected to take at most COMMIT_SHARE of a
+ *      slice. One job at a time; `sealNow` and `compactNow` (tests,
  *      benchmarks) drop a job in progress and run whole ranges synchronously.
  *
  * When: rows committed at least seal_after ago are sealed once a full range of them is there, or
  * as a partial range when the oldest have waited twice seal_after or nothing was committed for
  * seal_after (an idle gateway seals its whole tail seal_after after its last sample). A variable's small chunks are merged (compaction) inside windows of up to
  * compact_samples samples: a window bounded by its size, a hold or a row when that saves a quarter
- * of its chunks (and then the cursor moves past it for good in this process), the newest one, while
- * it can still grow (rows waiting to be sealed are more than a quarter of it), only when that cuts
- * its chunks to a quarter, so it is not redone after every seal.
+ * of its chunks (and then the cursor moves past it for good in this process); the newest one, while
+ * it can still grow (rows waiting to be sealed are more than a quarter of it, or a full sealing
+ * range waits), only when that cuts its chunks to a quarter, so it is not redone after every seal,
+ * and once few rows wait when that saves a quarter. The cursor moves past the newest window only once it is half the largest
+ * window: what is sealed after a smaller one joins it in a later merge, so a burst's last sealing
+ * ranges do not stay one more small chunk per variable beside the merged ones
+ * (bench/buffer-footprint.ts, burst + idle), while a busy gateway starts a new window rather than
+ * rewriting a large one after every seal.
  * When sealing is due on every turn (a v1 backlog converted in place, heavy ingest), compaction
  * takes every other turn, or small chunks would pile up until the backlog is sealed.
  */
 
 /** Share of a slice a job's commit is expected to take at most. */
 const COMMIT_SHARE = 0.7;
-/** Starting cost of a commit, in ms per byte written (25 MB/s with the fsync: a busy disk); measured after. */
-const INITIAL_MS_PER_BYTE = 4e-5;
+/** Starting cost of a commit: a 5 ms sync plus 25 MB/s (a busy disk); measured after. */
+const INITIAL_COST = { fixedMs: 5, msPerByte: 4e-5 };
 /** Smallest sealing range the cost model may ask for (fewer rows make too many tiny chunks); seal_rows caps it. */
 const MIN_SEAL_ROWS = 2_000;
 /** After a look that found no job to start, the next look waits this long. */
@@ -80,8 +87,8 @@ export class SealSchedule implements MaintenanceTask {
   private retryAt = 0;
   /** Until then (performance.now() ms) no job is looked for: the last look found none to start. */
   private restUntil = 0;
-  /** Measured cost of a commit per byte written (exponentially weighted). */
-  private msPerByte = INITIAL_MS_PER_BYTE;
+  /** Measured cost of the commits of seal jobs and of compaction jobs. */
+  readonly cost = { seal: new CommitCost(INITIAL_COST), compact: new CommitCost(INITIAL_COST) };
   private readonly st: { firstRowAfter: Statement };
 
   constructor(
@@ -96,7 +103,7 @@ export class SealSchedule implements MaintenanceTask {
     o.sealer.hooks = {
       before: (job) => o.logger.debug({ event: `buffer_${job.kind}_committing`, seq_from: job.lo, seq_to: job.hi }, job.kind === 'seal' ? 'committing sealed chunks' : 'committing merged chunks'),
       after: (job, ms) => {
-        this.measured(ms, job.commitWork);
+        this.cost[job.kind].record(job.commitWork, ms);
         o.wrote();
       },
     };
@@ -135,7 +142,7 @@ export class SealSchedule implements MaintenanceTask {
       return this.due();
     }
     const job = this.job!;
-    const canCommit = (work: number) => work * this.msPerByte <= deadline - performance.now();
+    const canCommit = (work: number) => this.cost[job.kind].expectedMs(work) <= deadline - performance.now();
     let outcome;
     try {
       outcome = job.step(deadline, canCommit);
@@ -163,13 +170,21 @@ export class SealSchedule implements MaintenanceTask {
 
   /** Rows a sealing range may take so that its commit fits a slice. */
   private sealBudgetRows(): number {
-    const bytes = (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte;
+    const bytes = this.cost.seal.budget(this.o.sliceMs * COMMIT_SHARE);
     return Math.min(this.o.sealRows, Math.max(MIN_SEAL_ROWS, Math.floor(bytes / (ROW_BYTES + 2))));
   }
 
-  /** Chunk bytes a compaction window may hold so that its commit (delete + write) fits a slice. */
+  /**
+   * Chunk bytes a compaction window may hold so that its commit (delete + write) fits a slice.
+   * Before any compaction commit was measured, the seal's line stands in (measured by then: a
+   * burst's rows are sealed first), not the starting guess: a seal costs more per byte than a
+   * compaction (it deletes rows, a compaction puts whole overflow pages on the freelist), so it
+   * errs on the small side, and the first windows of a small buffer, which are passed for good once
+   * merged, are not cut to the guess (bench/buffer-footprint.ts, burst + idle).
+   */
   private compactBudgetBytes(): number {
-    return (this.o.sliceMs * COMMIT_SHARE) / this.msPerByte / 2;
+    const cost = this.cost.compact.measured > 0 ? this.cost.compact : this.cost.seal;
+    return cost.budget(this.o.sliceMs * COMMIT_SHARE) / 2;
   }
 
   private startJob(deadline: number): boolean {
@@ -243,7 +258,8 @@ export class SealSchedule implements MaintenanceTask {
       }
       const worth = w.full ? w.after < w.chunks.length * 0.75 : w.after * 4 <= w.chunks.length;
       if (!worth) {
-        if (!w.full) {
+        // The newest window waits for more sealed chunks; a bounded one is passed for good.
+        if (w.newest) {
           this.compactPending = false;
           return false;
         }
@@ -251,7 +267,7 @@ export class SealSchedule implements MaintenanceTask {
         continue;
       }
       this.o.logger.debug({ event: 'buffer_compact_started', seq_from: w.lo, seq_to: w.hi, chunks: w.chunks.length }, 'merging small chunks');
-      this.job = this.o.sealer.compactJob(w.lo, w.hi, w.chunks, w.full);
+      this.job = this.o.sealer.compactJob(w.lo, w.hi, w.chunks, w.settled);
       this.jobStarted = performance.now();
       return true;
     }
@@ -260,10 +276,12 @@ export class SealSchedule implements MaintenanceTask {
 
   /**
    * The next compaction window above `compactCursor`: whole chunks only, no rows, no hold, at
-   * most `compactSamples` samples and `maxBytes` bytes. `full` says it cannot grow any more (its
-   * size, a hold or a row bounds it; only the newest sealed samples can still grow).
+   * most `compactSamples` samples and `maxBytes` bytes. `full` says it will not grow much any more
+   * (its size, a hold or a row bounds it, or it is the newest and few rows wait to be sealed);
+   * `newest` that it reaches the newest sealed samples (nothing bounds it); `settled` that the
+   * cursor moves past it once merged (bounded, or the newest but large).
    */
-  private nextCompactWindow(maxBytes: number): { lo: number; hi: number; chunks: ChunkMeta[]; after: number; full: boolean } | null {
+  private nextCompactWindow(maxBytes: number): { lo: number; hi: number; chunks: ChunkMeta[]; after: number; full: boolean; newest: boolean; settled: boolean } | null {
     const holds = this.o.holds.all(this.compactCursor);
     let from = this.compactCursor + 1;
     for (let guard = 0; guard < 1_000; guard++) {
@@ -284,7 +302,7 @@ export class SealSchedule implements MaintenanceTask {
       if (nextHold) limit = Math.min(limit, nextHold.from - 1);
       const firstRow = this.st.firstRowAfter.get(from - 1, limit + 1) as number | undefined;
       if (firstRow !== undefined && firstRow !== null) limit = firstRow - 1;
-      const perVar = new Map<number, number>();
+      const perVar = new Map<number, number[]>();
       const chunks: ChunkMeta[] = [];
       let samples = 0;
       let bytes = 0;
@@ -298,7 +316,9 @@ export class SealSchedule implements MaintenanceTask {
         chunks.push(m);
         samples += m.n;
         bytes += m.bytes;
-        perVar.set(m.var, (perVar.get(m.var) ?? 0) + m.n);
+        const sizes = perVar.get(m.var);
+        if (sizes) sizes.push(m.n);
+        else perVar.set(m.var, [m.n]);
       }
       if (chunks.length === 0) {
         // Nothing sealed here: go on at the next chunk past the row or hold that ended it.
@@ -309,12 +329,18 @@ export class SealSchedule implements MaintenanceTask {
         continue;
       }
       let after = 0;
-      for (const n of perVar.values()) after += Math.ceil(n / MAX_CHUNK_SAMPLES);
+      for (const sizes of perVar.values()) after += mergedChunkCount(sizes);
       const last = chunks[chunks.length - 1];
-      // The newest window can still grow while rows wait to be sealed; with few left (an idle
-      // gateway, a trickle) it will not grow much, and counts as full.
-      const growing = !full && limit >= this.sealedUpto && this.o.tally.rows * 4 > samples;
-      return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: !growing };
+      // The newest window can still grow while rows wait to be sealed (more than a quarter of it,
+      // or a full sealing range is there: a burst's rows being sealed range after range); with
+      // few left (an idle gateway, a trickle) it will not grow much, and counts as full. Once it
+      // is half the largest window it is passed for good after its merge: a busy gateway starts a
+      // new window rather than rewriting a large one after every seal. A smaller one stays open,
+      // so what is sealed after it (the tail of a burst, a trickle) joins it.
+      const newest = !full && limit >= this.sealedUpto;
+      const growing = newest && (this.o.tally.rows * 4 > samples || this.eligible(false) - this.sealedUpto >= this.sealBudgetRows());
+      const large = bytes * 2 >= maxBytes || samples * 2 >= this.o.compactSamples;
+      return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: !growing, newest, settled: !newest || large };
     }
     return null;
   }
@@ -339,7 +365,10 @@ export class SealSchedule implements MaintenanceTask {
     } else {
       t.chunks += r.chunksAfter - r.chunksBefore;
       t.chunkBytes += r.bytesAfter - r.bytesBefore;
+      // A settled window is passed for good; the newest one is looked at again once more chunks
+      // were sealed after it (it reaches sealed_upto: there is nothing beyond it to merge now).
       if (job.full) this.compactCursor = r.newHi;
+      else this.compactPending = false;
       this.o.logger.debug({ event: 'buffer_compacted', seq_from: job.lo, seq_to: r.newHi, samples: r.samples, chunks_before: r.chunksBefore, chunks_after: r.chunksAfter, bytes_before: r.bytesBefore, bytes_after: r.bytesAfter, ms: Math.round(ms) }, 'merged small chunks');
     }
     this.o.changed();
@@ -398,12 +427,5 @@ export class SealSchedule implements MaintenanceTask {
   /** Drops a job in progress (it has written nothing yet). */
   cancel(): void {
     this.job = null;
-  }
-
-  /** Records the duration of a commit of `workBytes` bytes (the cost model). */
-  measured(ms: number, workBytes: number): void {
-    if (workBytes <= 0) return;
-    const sample = ms / workBytes;
-    this.msPerByte = 0.7 * this.msPerByte + 0.3 * sample;
   }
 }

@@ -19,7 +19,21 @@ export interface OpenOptions {
    * many bytes in use (default CONVERT_AT_OPEN_MAX_BYTES); a larger one at a later start.
    */
   convertMaxBytes?: number;
+  /** Page size of a NEW file (default NEW_FILE_PAGE_SIZE); an existing file keeps its own. */
+  pageSize?: number;
 }
+
+/**
+ * Page size of a file this version creates. A b-tree takes at least one page even when empty, and
+ * the buffer's schema has about twenty (most of them empty most of the time: set_aside, the import
+ * ledger, the annotation outbox...): with 4 KB pages they alone took ~0.25 bytes per sample of a
+ * 400k-sample buffer, a tenth of the issue 22 §3 budget of 2.5. Smaller pages also leave less empty
+ * space at the end of the chunk table's leaf pages and of the live row tail. 2 KB rather than 1 KB:
+ * a chunk (up to ~10 KB) then spans a handful of overflow pages, not ten, and the live rows' b-tree
+ * stays as shallow (bench/buffer-footprint.ts, bench/commit-latency.ts). Files of earlier versions
+ * keep their page size (SQLite fixes it at the first write; changing it needs a full rewrite).
+ */
+export const NEW_FILE_PAGE_SIZE = 2_048;
 
 /**
  * Files of earlier versions have auto_vacuum off, so their free pages cannot be returned to the
@@ -77,6 +91,11 @@ function openAndCheck(path: string, options: OpenOptions): Database {
   if (existsSync(`${path}.convert`)) rmSync(`${path}.convert`, { force: true });
   const db = new BetterSqlite3(path, { timeout: 5_000 });
   try {
+    // A new file (no page written yet) gets the page size of NEW_FILE_PAGE_SIZE: it must be set
+    // before the first page is written (auto_vacuum and journal_mode below write page 1). On an
+    // existing file the pragma would only take effect at a VACUUM, which the conversion below runs
+    // (VACUUM INTO), so it is not issued there: an existing file keeps its page size.
+    if ((db.pragma('page_count', { simple: true }) as number) === 0) db.pragma(`page_size = ${options.pageSize ?? NEW_FILE_PAGE_SIZE}`);
     // A new file gives free pages back in steps (capacity/disk.ts): set before its first page is
     // written, which `journal_mode = WAL` does. On an existing file it changes nothing by itself.
     // Fails with SQLITE_NOTADB on a file that is not a database.
