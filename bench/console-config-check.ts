@@ -14,10 +14,9 @@
  * problems took 1.7 s in one block, 60 kB with ~700 problems minutes; and building the OPC UA source
  * loaded node-opcua, a 1.3 s block the first time in a gateway without OPC UA.
  */
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseDocument } from 'yaml';
 import { checkConfigText } from '../src/console/config-check.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { measureBlock, median, NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 const TARGET_MS = 50;
@@ -38,26 +37,7 @@ opcua:
   return s;
 }
 
-interface Sample {
-  totalMs: number;
-  blockMs: number;
-}
-
-async function measure(fn: () => unknown): Promise<Sample> {
-  const h = monitorEventLoopDelay({ resolution: 1 });
-  h.enable();
-  // Let the histogram's timer start before the work.
-  await new Promise((r) => setTimeout(r, 5));
-  const t = performance.now();
-  await fn();
-  const totalMs = performance.now() - t;
-  await new Promise((r) => setTimeout(r, 5));
-  h.disable();
-  // The delay beyond the 1 ms resolution is how long the loop could not run a timer.
-  return { totalMs, blockMs: Math.max(0, h.max / 1e6 - 1) };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+type Sample = Awaited<ReturnType<typeof measureBlock>>;
 const max = (xs: number[]) => Math.max(...xs);
 
 const valid = configText(false);
@@ -69,13 +49,13 @@ const cases: Array<{ name: string; run: () => unknown }> = [
   { name: 'check, 60 kB with every node bad', run: () => checkConfigText(invalid) },
 ];
 
-const cold = await measure(() => checkConfigText(valid));
+const cold = await measureBlock(() => checkConfigText(valid));
 const rows: Array<Record<string, string | number>> = [];
 const results = new Map<string, Sample[]>();
 for (const c of cases) {
   const samples: Sample[] = [];
   for (let i = 0; i < RUNS + 3; i++) {
-    const s = await measure(c.run);
+    const s = await measureBlock(c.run);
     if (i >= 3) samples.push(s); // 3 warm-up runs
   }
   results.set(c.name, samples);

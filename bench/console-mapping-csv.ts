@@ -18,13 +18,12 @@
  *   npx tsx bench/console-mapping-csv.ts
  *   BENCH_RUNS=30 npx tsx bench/console-mapping-csv.ts
  */
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Document, parseDocument } from 'yaml';
 import { parseYamlDocumentSliced } from '../src/config/load.js';
 import { ConfigMerge, fedVariables } from '../src/console/config-merge.js';
 import { importMappingsCsv, mappingsCsvOf } from '../src/console/mapping-csv.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { measureBlock, median, NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 const pause = (): Promise<void> => nextTurn().then(() => undefined);
@@ -46,24 +45,7 @@ modbus:
   return s;
 }
 
-interface Sample {
-  totalMs: number;
-  blockMs: number;
-}
-
-async function measure(fn: () => unknown): Promise<Sample> {
-  const h = monitorEventLoopDelay({ resolution: 1 });
-  h.enable();
-  await new Promise((r) => setTimeout(r, 5));
-  const t = performance.now();
-  await fn();
-  const totalMs = performance.now() - t;
-  await new Promise((r) => setTimeout(r, 5));
-  h.disable();
-  return { totalMs, blockMs: Math.max(0, h.max / 1e6 - 1) };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+type Sample = Awaited<ReturnType<typeof measureBlock>>;
 const max = (xs: number[]) => Math.max(...xs);
 
 const text = configText();
@@ -107,7 +89,7 @@ const results = new Map<string, Sample[]>();
 for (const c of cases) {
   const samples: Sample[] = [];
   for (let i = 0; i < RUNS + 3; i++) {
-    const s = await measure(c.run);
+    const s = await measureBlock(c.run);
     if (i >= 3) samples.push(s);
   }
   results.set(c.name, samples);

@@ -1,5 +1,6 @@
 /** Small helpers shared by the benchmarks: tables, ratios, RSS sampling, timing. */
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 
 export const NOISY_MACHINE_NOTE =
   'Note: shared machines are noisy (other processes compete for CPU and disk). Compare the ratio, not the absolute figures, and run twice before trusting a small difference.';
@@ -155,4 +156,22 @@ export async function getJson<T>(url: string): Promise<T> {
 export async function postJson(url: string, body: unknown): Promise<void> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+}
+
+/** The middle value (NaN for none). */
+export const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+/** How long `fn` took, and the longest the event loop could not run a timer meanwhile. */
+export async function measureBlock(fn: () => unknown): Promise<{ totalMs: number; blockMs: number }> {
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  // Let the histogram's timer start before the work.
+  await new Promise((r) => setTimeout(r, 5));
+  const t = performance.now();
+  await fn();
+  const totalMs = performance.now() - t;
+  await new Promise((r) => setTimeout(r, 5));
+  h.disable();
+  // The delay beyond the 1 ms resolution is how long the loop could not run a timer.
+  return { totalMs, blockMs: Math.max(0, h.max / 1e6 - 1) };
 }

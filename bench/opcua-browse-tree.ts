@@ -19,14 +19,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { browseOpcua, browseSchema } from '../src/console/build-tools.js';
 import { startOpcuaSimulator } from '../src/sim/opcua-server.js';
-import { NOISY_MACHINE_NOTE, table } from './lib.js';
+import { median, NOISY_MACHINE_NOTE, table } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const BULK = 5_000;
 const dir = mkdtempSync(join(tmpdir(), 'bench-browse-tree-'));
 const sim = await startOpcuaSimulator({ securityModes: ['None'], bulkVariables: BULK, pkiDir: join(dir, 'sim') });
 const pki = join(dir, 'console-pki');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function measure(label: string, body: Record<string, unknown>) {
   const input = browseSchema.parse({ endpoint: sim.endpointUrl, ...body });

@@ -34,14 +34,13 @@ import { BUCKET_MS, ValueRing } from '../src/console/value-ring.js';
 import type { Clock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { mb, NOISY_MACHINE_NOTE, table } from './lib.js';
+import { mb, median, NOISY_MACHINE_NOTE, table } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
 
 const VARIABLES = (process.env.BENCH_VARIABLES ?? '5000,100000').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 660);
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
 /** The trend task's maintenance slices so far: their total time, how many, how many took up to 50 ms. */
 async function trendSeconds(metrics: ReturnType<typeof createMetrics>): Promise<{ sum: number; count: number; upTo50ms: number }> {
