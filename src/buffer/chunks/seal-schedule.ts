@@ -31,11 +31,11 @@ import type { ChunkStore } from './store.js';
  * of its chunks (and then the cursor moves past it for good in this process); the newest one, while
  * it can still grow (rows waiting to be sealed are more than a quarter of it, or a full sealing
  * range waits), only when that cuts its chunks to a quarter, so it is not redone after every seal,
- * and once few rows wait when that saves a quarter. The cursor moves past the newest window only once it is half the largest
- * window: what is sealed after a smaller one joins it in a later merge, so a burst's last sealing
- * ranges do not stay one more small chunk per variable beside the merged ones
- * (bench/buffer-footprint.ts, burst + idle), while a busy gateway starts a new window rather than
- * rewriting a large one after every seal.
+ * and once few rows wait when that saves a quarter. The cursor moves past the newest window only
+ * once it could not take the rows that wait within the largest window: until then what is sealed
+ * after it joins it in a later merge, so a burst's last sealing ranges do not stay one more small
+ * chunk per variable beside the merged ones (bench/buffer-footprint.ts, burst + idle), while a
+ * busy gateway starts a new window rather than rewriting a large one after every seal.
  * When sealing is due on every turn (a v1 backlog converted in place, heavy ingest), compaction
  * takes every other turn, or small chunks would pile up until the backlog is sealed.
  */
@@ -279,7 +279,7 @@ export class SealSchedule implements MaintenanceTask {
    * most `compactSamples` samples and `maxBytes` bytes. `full` says it will not grow much any more
    * (its size, a hold or a row bounds it, or it is the newest and few rows wait to be sealed);
    * `newest` that it reaches the newest sealed samples (nothing bounds it); `settled` that the
-   * cursor moves past it once merged (bounded, or the newest but large).
+   * cursor moves past it once merged (bounded, or the newest with no room for the rows that wait).
    */
   private nextCompactWindow(maxBytes: number): { lo: number; hi: number; chunks: ChunkMeta[]; after: number; full: boolean; newest: boolean; settled: boolean } | null {
     const holds = this.o.holds.all(this.compactCursor);
@@ -334,12 +334,14 @@ export class SealSchedule implements MaintenanceTask {
       // The newest window can still grow while rows wait to be sealed (more than a quarter of it,
       // or a full sealing range is there: a burst's rows being sealed range after range); with
       // few left (an idle gateway, a trickle) it will not grow much, and counts as full. Once it
-      // is half the largest window it is passed for good after its merge: a busy gateway starts a
-      // new window rather than rewriting a large one after every seal. A smaller one stays open,
-      // so what is sealed after it (the tail of a burst, a trickle) joins it.
+      // cannot take the rows that wait (at its own bytes per sample) within the largest window, it
+      // is passed for good after its merge: a new window starts with them rather than this one
+      // being rewritten after every seal. Until then it stays open, so what is sealed after it
+      // (the tail of a burst, a trickle) joins it.
       const newest = !full && limit >= this.sealedUpto;
-      const growing = newest && (this.o.tally.rows * 4 > samples || this.eligible(false) - this.sealedUpto >= this.sealBudgetRows());
-      const large = bytes * 2 >= maxBytes || samples * 2 >= this.o.compactSamples;
+      const rows = this.o.tally.rows;
+      const growing = newest && (rows * 4 > samples || this.eligible(false) - this.sealedUpto >= this.sealBudgetRows());
+      const large = bytes + (rows * bytes) / samples >= maxBytes || samples + rows >= this.o.compactSamples;
       return { lo: chunks[0].seq_from, hi: last.seq_from + last.n - 1, chunks, after, full: !growing, newest, settled: !newest || large };
     }
     return null;
