@@ -70,16 +70,19 @@ function backlogFile(path: string, n: number): void {
 }
 
 /**
- * The baseline (before issue 22) knows the buffer schema up to 4 and refuses a file of schema 5
+ * The baseline (before issue 22) knows the buffer schema up to 4 and refuses a newer file
  * (BUFFER_SCHEMA_NEWER). Migration 5 only records the chunk formats in `meta` (chunks of format 2
- * need a reader that knows them); the backlog holds rows and no chunk, so its copy for the
- * baseline is stamped back to schema 4, which is what an earlier version wrote.
+ * need a reader that knows them), migration 6 adds the console's trend table (no samples); the
+ * backlog holds rows, no chunk and no trend, so its copy for the baseline is stamped back to
+ * schema 4, which is what an earlier version wrote.
  */
 function stampForBaseline(path: string): void {
   const db = new BetterSqlite3(path);
   try {
-    if ((db.pragma('user_version', { simple: true }) as number) !== 5 || (db.prepare('SELECT count(*) FROM chunks').pluck().get() as number) !== 0) return;
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version < 5 || version > 6 || (db.prepare('SELECT count(*) FROM chunks').pluck().get() as number) !== 0) return;
     db.prepare("DELETE FROM meta WHERE key = 'chunk_formats'").run();
+    db.exec('DROP TABLE IF EXISTS trend');
     db.pragma('user_version = 4');
   } finally {
     db.close();
