@@ -10,6 +10,7 @@
  *
  *   npx tsx bench/buffer-ingest.ts
  *   BENCH_SAMPLES=500000 npx tsx bench/buffer-ingest.ts     # quick run
+ *   BENCH_SAMPLES=1000000 BENCH_VARIABLES=100000 npx tsx bench/buffer-ingest.ts   # 100,000 variables
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,7 +24,8 @@ import { createMetrics } from '../src/core/metrics.js';
 import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
 
 const N = Number(process.env.BENCH_SAMPLES ?? 3_000_000);
-const VARIABLES = 5_000;
+/** Distinct variables (BENCH_VARIABLES=100000: a whole plant, one sample each per second). */
+const VARIABLES = Number(process.env.BENCH_VARIABLES ?? 5_000);
 const BATCH = 100;
 const T0 = Date.parse('2026-11-22T00:00:00Z');
 

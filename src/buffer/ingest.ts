@@ -25,8 +25,8 @@ import type { VariableDictionary } from './variables.js';
  *      keep (refuse_new over max_bytes or on a full disk, more than maxPendingSamples waiting in
  *      memory, a closed buffer) are refused: the promise rejects with a `SamplesRefusedError`
  *      carrying a stable code and the reason, and none of that append's samples were committed.
- *      The commit's own work is only the rows, the acks' deletes, `meta.next_seq` and
- *      `last_committed`: maintenance (sealing, compaction, giving disk back) never runs in it (B7).
+ *      The commit's own work is only the rows, the acks' deletes and `meta.next_seq` (each
+ *      variable's newest timestamp is recorded in memory after it, last-committed.ts): maintenance (sealing, compaction, giving disk back) never runs in it (B7).
  *  B3  New seqs come from `meta.next_seq`, read and advanced inside the commit transaction (another
  *      process, `set-aside requeue` on the file, may have taken some), so a new sample never takes
  *      a seq any sample ever had.
@@ -55,8 +55,8 @@ const INSERT_ROWS = 64;
  * loop, after sockets and timers. Sources deliver in bursts (an OPC UA server answers a whole
  * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
  * held the loop 80–240 ms on a busy 2-core machine (issue 25). Measured, not fixed: a fixed 5,000
- * cut ingest throughput by two thirds (each commit also writes one last_committed row per
- * variable, and an fsync), while a slice sized by time keeps commits as large as the machine
+ * cut ingest throughput by two thirds (each commit also pays an fsync, and then wrote one
+ * last_committed row per variable), while a slice sized by time keeps commits as large as the machine
  * commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
  */
 const MIN_SLICE_SAMPLES = 1_000;
@@ -237,7 +237,7 @@ export class Ingest {
 
   private readonly commitTx: Transaction<(batch: PendingAppend[], acks: number[], refuse: boolean) => number>;
 
-  /** The commit transaction's body: the rows, `meta.next_seq`, `last_committed`, the acks' deletes. */
+  /** The commit transaction's body: the rows, `meta.next_seq`, the acks' deletes. */
   private commitBody(batch: PendingAppend[], acks: number[], refuse: boolean): number {
     let inserted = 0;
     if (!refuse) {
@@ -265,7 +265,6 @@ export class Ingest {
       for (let i = 0; i < n; i += 4) this.st.insert.run(args[i], args[i + 1], args[i + 2], args[i + 3]);
       if (inserted > 0) this.st.setNextSeq.run(String(seq));
       this.nextSeq = seq;
-      if (inserted > 0) this.r.lastCommitted.record(batch);
     }
     for (const seq of acks) this.st.deleteSeq.run(seq);
     return inserted;
@@ -300,6 +299,8 @@ export class Ingest {
       assertNotNested(this.db, 'a group commit');
       const inserted = this.commitTx.immediate(batch, acks, refuse);
       this.lastCommitAt = performance.now();
+      // After the commit, never inside it (last-committed.ts L1): written on the maintenance schedule.
+      if (inserted > 0) this.r.lastCommitted.record(batch);
       this.measure(this.lastCommitAt - started, inserted + acks.length);
       const t = this.r.tally;
       t.rows += inserted - acks.length;

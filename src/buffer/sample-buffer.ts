@@ -8,6 +8,7 @@
  * Nobody outside src/buffer gets the database handle.
  */
 import type { Database } from 'better-sqlite3';
+import { describeError } from '../core/errors.js';
 import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
 import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
@@ -140,7 +141,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
     this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
     this.trend = new TrendStore(db, { clock, logger, maxBytes: o.maxBytes, usage: this.usage, dict, wrote: () => this.diskReturn.wrote() });
-    this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
+    this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend, this.lastCommitted], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
     this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);
     this.refreshGauges();
@@ -365,6 +366,12 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     // The console's open buckets, after the last samples (a clean stop keeps the whole trend).
     this.trend.finish();
     this.trend.close();
+    try {
+      this.lastCommitted.flush();
+    } catch (err) {
+      // A full or failing disk: the table lags (L1), which costs re-reading some history, not data.
+      this.opts.logger.warn({ err: describeError(err) }, 'buffer: the newest committed timestamps could not be written at close; a history backfill may re-read a few seconds');
+    }
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch {

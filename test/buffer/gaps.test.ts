@@ -48,12 +48,12 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     db.close();
   });
 
-  it('is written in the commit transaction: a failed commit leaves no trace (L1)', async () => {
+  it('records a timestamp only once its commit succeeded: a failed commit leaves no trace (L1)', async () => {
     const b = testBuffer();
     await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }]);
-    // Make the next commit fail inside its transaction, after the samples were inserted.
-    b.db.exec("CREATE TRIGGER fail_next AFTER INSERT ON last_committed WHEN NEW.variable = 'mvr_fail' BEGIN SELECT RAISE(ABORT, 'injected'); END;");
-    const p = b.buffer.append([{ variable: 'mvr_fail', ts: 9_000, value: 1 }]);
+    // Make the next commit fail inside its transaction, at the insert of the sample.
+    b.db.exec('CREATE TRIGGER fail_next AFTER INSERT ON samples WHEN NEW.value = 424242 BEGIN SELECT RAISE(ABORT, \'injected\'); END;');
+    const p = b.buffer.append([{ variable: 'mvr_fail', ts: 9_000, value: 424242 }]);
     await waitFor(() => !b.buffer.stats().writable, { what: 'the injected commit failure' });
     expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(false);
     expect(b.buffer.lastCommitted.get('mvr_fail')).toBeNull();
@@ -62,6 +62,28 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     expect(b.buffer.lastCommitted.get('mvr_fail')).toBe(9_000);
     expect(b.rows().some((r) => r.variable === 'mvr_fail')).toBe(true);
   });
+
+  it('is written to the file on the maintenance schedule, not in the commit; a failed write keeps it for the next (L1)', async () => {
+    const b = testBuffer();
+    const stored = (v: string) => (b.db.prepare('SELECT ts FROM last_committed WHERE variable = ?').pluck(true).get(v) as number | undefined) ?? null;
+    await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }]);
+    // Committed: known at once, in the file only later (never ahead of the samples).
+    expect(b.buffer.lastCommitted.get('mvr_a')).toBe(1_000);
+    expect(stored('mvr_a')).toBeNull();
+    await waitFor(() => stored('mvr_a') === 1_000, { timeoutMs: 30_000, what: 'the maintenance schedule to write last_committed' });
+    expect(b.buffer.lastCommitted.unwritten).toBe(0);
+
+    // A write that fails (here a trigger; a full disk in the field) loses nothing from memory.
+    b.db.exec('CREATE TRIGGER fail_lc BEFORE UPDATE ON last_committed BEGIN SELECT RAISE(ABORT, \'injected\'); END;');
+    await b.buffer.append([{ variable: 'mvr_a', ts: 2_000, value: 2 }]);
+    expect(() => b.buffer.lastCommitted.flush()).toThrow(/injected/);
+    expect(b.buffer.lastCommitted.get('mvr_a')).toBe(2_000);
+    expect(stored('mvr_a')).toBe(1_000);
+    b.db.exec('DROP TRIGGER fail_lc');
+    b.buffer.lastCommitted.flush();
+    expect(stored('mvr_a')).toBe(2_000);
+    expect(b.buffer.lastCommitted.unwritten).toBe(0);
+  }, 60_000);
 });
 
 describe('gap ledger (gaps.ts)', () => {
