@@ -92,6 +92,9 @@ export interface IngestRooms {
 
 export class Ingest {
   private readonly insertArgs: Array<number | Buffer> = new Array(INSERT_ROWS * 4);
+  /** The variable ids and timestamps of the rows the running commit inserts (for last_committed, after it). */
+  private committedIds = new Int32Array(4096);
+  private committedTs = new Float64Array(4096);
   private nextSeq: number;
   private pending: PendingAppend[] = [];
   private pendingCount = 0;
@@ -248,12 +251,22 @@ export class Ingest {
       let seq = this.nextSeq;
       const args = this.insertArgs;
       let n = 0;
+      let ids = this.committedIds;
+      let tss = this.committedTs;
       for (const p of batch) {
         for (const s of p.samples) {
           if (!Number.isFinite(s.value) || !Number.isFinite(s.ts)) continue;
+          const id = this.r.dict.idOf(s.variable);
+          const ts = Math.trunc(s.ts);
+          if (inserted === ids.length) {
+            ids = this.committedIds = growInt32(ids);
+            tss = this.committedTs = growFloat64(tss);
+          }
+          ids[inserted] = id;
+          tss[inserted] = ts;
           args[n++] = seq++;
-          args[n++] = this.r.dict.idOf(s.variable);
-          args[n++] = Math.trunc(s.ts);
+          args[n++] = id;
+          args[n++] = ts;
           args[n++] = toRowValue(s.value);
           inserted++;
           if (n === args.length) {
@@ -300,7 +313,7 @@ export class Ingest {
       const inserted = this.commitTx.immediate(batch, acks, refuse);
       this.lastCommitAt = performance.now();
       // After the commit, never inside it (last-committed.ts L1): written on the maintenance schedule.
-      if (inserted > 0) this.r.lastCommitted.record(batch);
+      if (inserted > 0) this.r.lastCommitted.record(this.committedIds, this.committedTs, inserted);
       this.measure(this.lastCommitAt - started, inserted + acks.length);
       const t = this.r.tally;
       t.rows += inserted - acks.length;
@@ -424,4 +437,16 @@ export class Ingest {
     this.pendingCount = 0;
     return discarded;
   }
+}
+
+function growInt32(a: Int32Array): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(a.length * 2);
+  b.set(a);
+  return b;
+}
+
+function growFloat64(a: Float64Array): Float64Array<ArrayBuffer> {
+  const b = new Float64Array(a.length * 2);
+  b.set(a);
+  return b;
 }

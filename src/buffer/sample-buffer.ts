@@ -26,7 +26,7 @@ import { SampleReader } from './imports/reader.js';
 import { Ingest } from './ingest.js';
 import { Maintenance } from './maintenance.js';
 import { Readout } from './readout.js';
-import { LastCommitted } from './last-committed.js';
+import { FLUSH_MS as LAST_COMMITTED_FLUSH_MS, LastCommitted } from './last-committed.js';
 import { SetAsideMove, SetAsideStore, type SetAsideInfo } from './set-aside.js';
 import { Tally } from './tally.js';
 import { TrendStore, type TrendSource, type TrendVisit } from './trend.js';
@@ -101,6 +101,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       compressor: 'deflate',
       sliceMs: DEFAULT_SLICE_MS,
       maintenanceIdleMs: 1_000,
+      lastCommittedFlushMs: LAST_COMMITTED_FLUSH_MS,
       keepFreeBytes: DEFAULT_KEEP_FREE_BYTES,
       returnFreeAfterMs: DEFAULT_RETURN_AFTER_MS,
       ...options,
@@ -109,7 +110,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     const { logger, metrics, clock } = o;
     const changed = () => this.notify();
     const dict = new VariableDictionary(db);
-    this.lastCommitted = new LastCommitted(db);
+    this.lastCommitted = new LastCommitted(db, dict, o.lastCommittedFlushMs);
     this.importLedger = new ImportLedger(db, clock);
     this.usage = new DiskUsage(db);
     this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes });
@@ -370,7 +371,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       this.lastCommitted.flush();
     } catch (err) {
       // A full or failing disk: the table lags (L1), which costs re-reading some history, not data.
-      this.opts.logger.warn({ err: describeError(err) }, 'buffer: the newest committed timestamps could not be written at close; a history backfill may re-read a few seconds');
+      this.opts.logger.warn({ err: describeError(err) }, 'buffer: the newest committed timestamps could not be written at close; a history backfill may re-read up to 30 s');
     }
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');

@@ -32,6 +32,8 @@ export interface BufferOptions {
   sliceMs?: number;
   /** How often an idle buffer looks for maintenance work. */
   maintenanceIdleMs?: number;
+  /** Longest each variable's newest committed timestamp waits in memory before it is written (last-committed.ts, 30 s). */
+  lastCommittedFlushMs?: number;
   /** Free space the file keeps for new samples; free pages beyond it unused for a minute go back to the disk (buffer.keep_free). */
   keepFreeBytes?: number;
   /** How long free pages must stay unused before they are returned (buffer.return_free_after). */

@@ -64,13 +64,15 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
   });
 
   it('is written to the file on the maintenance schedule, not in the commit; a failed write keeps it for the next (L1)', async () => {
-    const b = testBuffer();
+    const b = openTestBuffer({ lastCommittedFlushMs: 2_000 });
+    cleanup.push(() => b.destroy());
     const stored = (v: string) => (b.db.prepare('SELECT ts FROM last_committed WHERE variable = ?').pluck(true).get(v) as number | undefined) ?? null;
-    await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }]);
+    await b.buffer.append([{ variable: 'mvr_a', ts: 1_000, value: 1 }, { variable: 'mvr_b', ts: 7_000, value: 1 }]);
     // Committed: known at once, in the file only later (never ahead of the samples).
     expect(b.buffer.lastCommitted.get('mvr_a')).toBe(1_000);
     expect(stored('mvr_a')).toBeNull();
-    await waitFor(() => stored('mvr_a') === 1_000, { timeoutMs: 30_000, what: 'the maintenance schedule to write last_committed' });
+    expect(b.buffer.lastCommitted.snapshot()).toEqual(new Map([['mvr_a', 1_000], ['mvr_b', 7_000]]));
+    await waitFor(() => stored('mvr_a') === 1_000 && stored('mvr_b') === 7_000, { timeoutMs: 30_000, what: 'the maintenance schedule to write last_committed' });
     expect(b.buffer.lastCommitted.unwritten).toBe(0);
 
     // A write that fails (here a trigger; a full disk in the field) loses nothing from memory.
@@ -84,6 +86,30 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     expect(stored('mvr_a')).toBe(2_000);
     expect(b.buffer.lastCommitted.unwritten).toBe(0);
   }, 60_000);
+  it('keeps thousands of variables in memory and writes them in parts that fit a slice, none lost or doubled', async () => {
+    const b = openTestBuffer({ lastCommittedFlushMs: 3_600_000 });
+    cleanup.push(() => b.destroy());
+    const n = 5_000;
+    const batch = Array.from({ length: n }, (_, i) => ({ variable: `mvr_v${i}`, ts: 1_000 + i, value: i }));
+    await b.buffer.append(batch);
+    await b.buffer.append(batch.map((s) => ({ ...s, ts: s.ts + 10 })));
+    const lc = b.buffer.lastCommitted;
+    expect(lc.unwritten).toBe(n);
+    const count = () => b.db.prepare('SELECT count(*) FROM last_committed').pluck(true).get() as number;
+    // A slice of a few milliseconds writes a part; the rest stays pending and due.
+    lc.slice(performance.now() + 2);
+    const first = count();
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThanOrEqual(n);
+    expect(lc.unwritten).toBe(n - first);
+    await b.buffer.append([{ variable: 'mvr_v0', ts: 99_000, value: 1 }]);
+    lc.flush();
+    expect(count()).toBe(n);
+    expect(lc.unwritten).toBe(0);
+    const rows = new Map(b.db.prepare('SELECT variable, ts FROM last_committed').raw(true).all() as Array<[string, number]>);
+    for (let i = 1; i < n; i++) expect(rows.get(`mvr_v${i}`)).toBe(1_010 + i);
+    expect(rows.get('mvr_v0')).toBe(99_000);
+  });
 });
 
 describe('gap ledger (gaps.ts)', () => {
