@@ -175,7 +175,10 @@ export class Claims {
     for (const gap of holds.gapsDescending()) {
       let hi = gap.hi;
       while (out.length < limit) {
-        const want = limit - out.length + holds.claimedCount;
+        // Claimed seqs are skipped; the page is not sized to every claim (the oldest-first ones are
+        // elsewhere): at 100,000 samples/s reading past all of them on every claim cost 3.6 % of
+        // the gateway. A page that comes back full is followed by the next one below it.
+        const want = limit - out.length + Math.min(holds.claimedCount, 2 * limit);
         const seqs = this.st.newestSeqs.all(gap.lo, hi, want) as number[];
         if (seqs.length === 0) break;
         for (const seq of seqs) {
