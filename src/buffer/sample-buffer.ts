@@ -242,6 +242,13 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     return n;
   }
 
+  /** `deleteRange` a slice per event-loop turn (ImportRanges.deleteRangeInSlices). */
+  async deleteRangeInSlices(range: SeqRange): Promise<number> {
+    const n = await this.ranges.deleteRangeInSlices(range, this.opts.sliceMs, () => this.closed);
+    this.refreshGauges();
+    return n;
+  }
+
   planJobRange(maxItems: number, keepNewest: number): SeqRange | null {
     return this.ranges.planJobRange(maxItems, keepNewest, this.available);
   }

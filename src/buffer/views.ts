@@ -39,6 +39,8 @@ export interface BackfillBuffer {
   /** Rejected items (index → the service's error) to set_aside and the entry to `finishing`, in one transaction. */
   finishImportJob(entry: LedgerEntry, rejected: ReadonlyMap<number, unknown>): number;
   deleteRange(range: SeqRange): number;
+  /** The same, a transaction per event-loop turn (a job's range is up to 1.3 M rows). */
+  deleteRangeInSlices(range: SeqRange): Promise<number>;
   markSyncOnly(range: SeqRange): void;
 }
 

@@ -304,7 +304,7 @@ export class BackfillManager {
           const job = await this.poll(entry, signal);
           if (!job) return;
           if (job.status === 'finished') {
-            this.finished(entry, job);
+            await this.finished(entry, job);
             return;
           }
           if (!this.failed(entry, `import job ${entry.jobId} failed`)) return;
@@ -346,7 +346,7 @@ export class BackfillManager {
   }
 
   /** A finished job: set aside what it rejected, delete the rest of the range (I2b). */
-  private finished(entry: LedgerEntry, job: ImportJob): void {
+  private async finished(entry: LedgerEntry, job: ImportJob): Promise<void> {
     const items = entry.itemCount ?? 0;
     const rejected = job.items_rejected ?? 0;
     const accepted = job.items_accepted ?? items - rejected;
@@ -376,12 +376,17 @@ export class BackfillManager {
       this.o.logger.warn({ job_id: entry.jobId, count: refusedCount }, 'the tracking service rejected items of an import job; they are set aside (edge-gateway set-aside list)');
     }
     this.o.metrics.importJobs.inc({ outcome: 'finished' });
-    this.completeDeletion(entry, rejected);
+    // A slice per event-loop turn: a job's range is up to 1.3 M rows (I2b; a stop half-way leaves
+    // the entry 'finishing' and the next start deletes the rest).
+    this.endDeletion(entry, rejected, await this.o.buffer.deleteRangeInSlices(entry.range));
   }
 
-  /** Deletes the rows of a finished job's range (I2b) and ends its ledger entry. */
+  /** Deletes the rows of a finished job's range (I2b) and ends its ledger entry (at a start). */
   private completeDeletion(entry: LedgerEntry, rejected: number): void {
-    const deleted = this.o.buffer.deleteRange(entry.range);
+    this.endDeletion(entry, rejected, this.o.buffer.deleteRange(entry.range));
+  }
+
+  private endDeletion(entry: LedgerEntry, rejected: number, deleted: number): void {
     this.o.ledger.remove(entry.id);
     this.deliveredTotal += deleted;
     this.delivered.add(deleted);

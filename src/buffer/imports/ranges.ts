@@ -101,6 +101,39 @@ export class ImportRanges {
     return refused.length;
   }
 
+  /**
+   * Same as `deleteRange`, a transaction of about `sliceMs / 2` per event-loop turn (B7): a job's
+   * range is up to 1.3 M rows, and deleting it in one turn held the loop for up to a second at
+   * 100,000 samples/s (bench/plant-scale.ts, loop max 973 ms). The range stays reserved until the
+   * end, so nothing else takes its samples meanwhile; a stop half-way leaves the ledger entry
+   * `finishing`, and the next start deletes the rest. Rejects (deleting nothing more) once
+   * `closed()` says the buffer closed.
+   */
+  async deleteRangeInSlices(range: SeqRange, sliceMs: number, closed: () => boolean): Promise<number> {
+    let deleted = 0;
+    let rows = 5_000;
+    for (let from = range.from; from <= range.to; ) {
+      if (closed()) throw new Error('the buffer closed while a finished import job\'s rows were being deleted; the next start deletes the rest');
+      const to = Math.min(range.to, from + rows - 1);
+      const t0 = performance.now();
+      const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
+      const ms = performance.now() - t0;
+      this.o.tally.rows -= n;
+      deleted += n;
+      from = to + 1;
+      // Seqs per transaction so that the next takes about half a slice (rows may be sparse).
+      rows = Math.max(1_000, Math.min(200_000, Math.round((rows * sliceMs) / 2 / Math.max(ms, 0.1))));
+      if (from <= range.to) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    if (closed()) throw new Error('the buffer closed while a finished import job\'s rows were being deleted; the next start deletes the rest');
+    if (this.o.tally.sealed > 0) {
+      deleted += inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
+      this.o.tally.resync(this.o.store.totals());
+    }
+    this.releaseRange(range);
+    return deleted;
+  }
+
   /** A finished import job accounted for the range: delete its samples (B2b) and end the reservation. */
   deleteRange(range: SeqRange): number {
     let deleted = 0;
