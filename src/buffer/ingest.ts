@@ -26,7 +26,8 @@ import type { VariableDictionary } from './variables.js';
  *      memory, a closed buffer) are refused: the promise rejects with a `SamplesRefusedError`
  *      carrying a stable code and the reason, and none of that append's samples were committed.
  *      The commit's own work is only the rows, the acks' deletes and `meta.next_seq` (each
- *      variable's newest timestamp is recorded in memory after it, last-committed.ts): maintenance (sealing, compaction, giving disk back) never runs in it (B7).
+ *      variable's newest timestamp is recorded in memory after it, last-committed.ts):
+ *      maintenance (sealing, compaction, giving disk back) never runs in it (B7).
  *  B3  New seqs come from `meta.next_seq`, read and advanced inside the commit transaction (another
  *      process, `set-aside requeue` on the file, may have taken some), so a new sample never takes
  *      a seq any sample ever had.
@@ -56,8 +57,8 @@ const INSERT_ROWS = 64;
  * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
  * held the loop 80–240 ms on a busy 2-core machine (issue 25). Measured, not fixed: a fixed 5,000
  * cut ingest throughput by two thirds (each commit also pays an fsync, and then wrote one
- * last_committed row per variable), while a slice sized by time keeps commits as large as the machine
- * commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
+ * last_committed row per variable), while a slice sized by time keeps commits as large as the
+ * machine commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
  */
 const MIN_SLICE_SAMPLES = 1_000;
 /** Starting estimate: 2 µs a sample (500,000 samples/s, bench/buffer-ingest.ts's target). */
