@@ -33,8 +33,8 @@ import type { VariableDictionary } from './variables.js';
 
 /** Longest an update waits in memory before a maintenance slice writes it. */
 export const FLUSH_MS = 30_000;
-/** Upserts between two looks at the slice's deadline. */
-const CHECK_EVERY = 256;
+/** Fewest upserts a slice writes, and fewest that measure the pace. */
+const MIN_PART = 256;
 
 export class LastCommitted implements MaintenanceTask {
   readonly name = 'last_committed';
@@ -138,14 +138,14 @@ export class LastCommitted implements MaintenanceTask {
   private writeUntil(deadline: number): void {
     if (this.tail === this.head) return;
     assertNotNested(this.db, 'writing last_committed');
-    // As many as fit the slice at the last measured pace (at least CHECK_EVERY); dropped from the
+    // As many as fit the slice at the last measured pace (at least MIN_PART); dropped from the
     // queue only after their transaction committed, so a failed write (a full disk) keeps them.
-    const fit = Number.isFinite(deadline) ? Math.max(CHECK_EVERY, Math.floor((deadline - performance.now()) / this.msPerEntry)) : Infinity;
+    const fit = Number.isFinite(deadline) ? Math.max(MIN_PART, Math.floor((deadline - performance.now()) / this.msPerEntry)) : Infinity;
     const end = Math.min(this.tail, this.head + fit);
     const ids = this.queue.subarray(this.head, end);
     const t0 = performance.now();
     this.writePart(ids);
-    if (ids.length >= CHECK_EVERY) this.msPerEntry = Math.max(0.0005, (performance.now() - t0) / ids.length);
+    if (ids.length >= MIN_PART) this.msPerEntry = Math.max(0.0005, (performance.now() - t0) / ids.length);
     for (const id of ids) this.newest[id] = NaN;
     this.head = end;
     if (this.head === this.tail) {

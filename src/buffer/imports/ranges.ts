@@ -110,28 +110,22 @@ export class ImportRanges {
    * `closed()` says the buffer closed.
    */
   async deleteRangeInSlices(range: SeqRange, sliceMs: number, closed: () => boolean): Promise<number> {
+    const stopped = () => new Error("the buffer closed while a finished import job's rows were being deleted; the next start deletes the rest");
     let deleted = 0;
     let rows = 5_000;
     for (let from = range.from; from <= range.to; ) {
-      if (closed()) throw new Error('the buffer closed while a finished import job\'s rows were being deleted; the next start deletes the rest');
+      if (closed()) throw stopped();
       const to = Math.min(range.to, from + rows - 1);
       const t0 = performance.now();
-      const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
+      deleted += this.deleteRows(from, to);
       const ms = performance.now() - t0;
-      this.o.tally.rows -= n;
-      deleted += n;
       from = to + 1;
       // Seqs per transaction so that the next takes about half a slice (rows may be sparse).
       rows = Math.max(1_000, Math.min(200_000, Math.round((rows * sliceMs) / 2 / Math.max(ms, 0.1))));
       if (from <= range.to) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    if (closed()) throw new Error('the buffer closed while a finished import job\'s rows were being deleted; the next start deletes the rest');
-    if (this.o.tally.sealed > 0) {
-      deleted += inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
-      this.o.tally.resync(this.o.store.totals());
-    }
-    this.releaseRange(range);
-    return deleted;
+    if (closed()) throw stopped();
+    return deleted + this.endDeletion(range);
   }
 
   /** A finished import job accounted for the range: delete its samples (B2b) and end the reservation. */
@@ -139,18 +133,26 @@ export class ImportRanges {
     let deleted = 0;
     // In slices so one huge delete does not make one huge transaction.
     const slice = 50_000;
-    for (let from = range.from; from <= range.to; from += slice) {
-      const to = Math.min(range.to, from + slice - 1);
-      const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
-      this.o.tally.rows -= n;
-      deleted += n;
-    }
+    for (let from = range.from; from <= range.to; from += slice) deleted += this.deleteRows(from, Math.min(range.to, from + slice - 1));
+    return deleted + this.endDeletion(range);
+  }
+
+  /** Deletes the rows of seqs from..to in a transaction of its own; returns how many. */
+  private deleteRows(from: number, to: number): number {
+    const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
+    this.o.tally.rows -= n;
+    return n;
+  }
+
+  /** After the rows: the range's chunk samples, then the reservation ends. Returns the chunk samples removed. */
+  private endDeletion(range: SeqRange): number {
+    let removed = 0;
     if (this.o.tally.sealed > 0) {
-      deleted += inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
+      removed = inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
       this.o.tally.resync(this.o.store.totals());
     }
     this.releaseRange(range);
-    return deleted;
+    return removed;
   }
 
   /**
