@@ -273,6 +273,11 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     return this.reader.importReader(range, idField, rows);
   }
 
+  /** The buffer's file, for a reader on a connection of its own (imports/detached-reader.ts); null in memory. */
+  get filePath(): string | null {
+    return this.db.memory ? null : this.db.name;
+  }
+
   readRange(range: SeqRange, chunk = 5_000): Generator<BufferedRow[]> {
     return this.reader.readRange(range, chunk);
   }

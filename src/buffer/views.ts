@@ -35,6 +35,8 @@ export interface BackfillBuffer {
   shrinkRange(range: SeqRange, newTo: number): void;
   releaseRange(range: SeqRange): void;
   importReader(range: SeqRange, idField: string, rows?: number): ImportReader;
+  /** The file, for the import-file worker's own read-only connection; null for a buffer in memory. */
+  readonly filePath: string | null;
   readRange(range: SeqRange, chunk?: number): Generator<BufferedRow[]>;
   /** Rejected items (index → the service's error) to set_aside and the entry to `finishing`, in one transaction. */
   finishImportJob(entry: LedgerEntry, rejected: ReadonlyMap<number, unknown>): number;

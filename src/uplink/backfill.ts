@@ -13,7 +13,7 @@ import { RateMeter } from '../core/rate-meter.js';
 import { WakeSignal } from '../core/signal.js';
 import { describeResult, outcomeOf, type ImportJob, type TrackingClient } from './client.js';
 import type { BackfillConfig } from './config.js';
-import { buildImportFile } from './import-file.js';
+import { ImportFileBuilder } from './import-file-builder.js';
 import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
 
@@ -97,8 +97,10 @@ export class BackfillManager {
   private buildLock: Promise<void> = Promise.resolve();
 
   private readonly throttle: LogThrottle;
+  private readonly files: ImportFileBuilder;
 
   constructor(private readonly o: BackfillOptions) {
+    this.files = new ImportFileBuilder({ buffer: o.buffer, logger: o.logger });
     this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
     this.delivered = new RateMeter(() => o.clock.monotonic(), 60);
     this.unsubscribe = o.buffer.onChange(() => this.wake.notify());
@@ -150,6 +152,7 @@ export class BackfillManager {
     this.unsubscribe();
     await this.loop;
     await Promise.allSettled([...this.tasks.values()]);
+    await this.files.close();
   }
 
   stats(): BackfillStats {
@@ -258,7 +261,7 @@ export class BackfillManager {
           let unlock!: () => void;
           this.buildLock = new Promise<void>((r) => (unlock = r));
           await previous;
-          const built = await buildImportFile(this.o.buffer.importReader(entry.range, this.o.itemIdField), file, this.o.config.max_file_bytes, signal).finally(unlock);
+          const built = await this.files.build(entry.range, this.o.itemIdField, file, this.o.config.max_file_bytes, signal).finally(unlock);
           if (built.itemCount === 0 || built.lastSeq === null) {
             this.endReservation(entry);
             return;

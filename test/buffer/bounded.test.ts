@@ -183,7 +183,13 @@ describe('bounded buffer', () => {
     }
     const grown = b.buffer.walBytes();
     expect(grown).toBeGreaterThan(2_000_000);
-    expect(lines.some((l) => typeof l.msg === 'string' && (l.msg as string).includes('holds a read snapshot'))).toBe(true);
+    // The operator is told once the reader has blocked the truncation for 5 s (not for a moment).
+    const told = () => lines.some((l) => typeof l.msg === 'string' && (l.msg as string).includes('holds a read snapshot'));
+    await waitFor(async () => {
+      await b.buffer.append(batch(10, 800_000 + Math.floor(Math.random() * 1e5)));
+      return told();
+    }, { timeoutMs: 30_000, intervalMs: 200, what: 'the blocked-WAL warning' });
+    expect(b.buffer.walBytes()).toBeGreaterThan(2_000_000);
     reader.exec('COMMIT');
     reader.close();
     await waitFor(async () => {

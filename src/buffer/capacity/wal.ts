@@ -9,12 +9,21 @@ import { describeError } from '../../core/errors.js';
  * the maintenance schedule, capacity/disk.ts). A checkpoint copies pages back but cannot reset the
  * WAL while a reader (an operator's sqlite3 shell, `set-aside list`) holds an old snapshot, so the
  * file keeps growing. Once it is over the limit, a TRUNCATE checkpoint is tried at most every
- * second; when a reader blocks it the operator is told once, and the WAL shrinks as soon as the
+ * second; when a reader blocks it for 5 s the operator is told once, and the WAL shrinks as soon as the
  * reader lets go.
  */
+/**
+ * A reader that blocks the TRUNCATE this long is one that holds its snapshot, worth telling the
+ * operator; the import-file worker's reads (a statement of a few ms at a time) only ever meet a
+ * single attempt.
+ */
+const BLOCKED_WARN_MS = 5_000;
+
 export class WalBound {
   private lastCheck = 0;
   private blocked = false;
+  /** Since when every TRUNCATE attempt found a reader (monotonic ms), or null. */
+  private blockedSince: number | null = null;
   readonly walPath: string;
 
   constructor(
@@ -41,14 +50,19 @@ export class WalBound {
     const size = this.bytes();
     if (size <= this.o.limitBytes) {
       this.blocked = false;
+      this.blockedSince = null;
       return;
     }
     try {
       const r = this.truncate();
-      if (r.busy !== 0 && !this.blocked) {
+      if (r.busy === 0) {
+        this.blockedSince = null;
+        this.blocked = false;
+      } else if (this.blockedSince === null) this.blockedSince = now;
+      else if (!this.blocked && now - this.blockedSince >= BLOCKED_WARN_MS) {
         this.blocked = true;
-        this.o.logger.warn({ wal_bytes: size, limit: this.o.limitBytes }, 'another connection holds a read snapshot of the buffer; its WAL cannot shrink until that reader ends');
-      } else if (r.busy === 0) this.blocked = false;
+        this.o.logger.warn({ wal_bytes: size, limit: this.o.limitBytes, blocked_s: Math.round((now - this.blockedSince) / 1000) }, 'another connection holds a read snapshot of the buffer; its WAL cannot shrink until that reader ends');
+      }
     } catch (err) {
       this.o.logger.warn({ err: describeError(err) }, 'WAL checkpoint failed');
     }

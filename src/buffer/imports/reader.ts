@@ -20,7 +20,7 @@ export class SampleReader {
 
   constructor(
     private readonly db: Database,
-    private readonly o: { store: ChunkStore; tally: Tally; dict: VariableDictionary },
+    private readonly o: { store: ChunkStore; tally: Pick<Tally, 'sealed'>; dict: Pick<VariableDictionary, 'nameOf'> },
   ) {
     this.st = { oldestBetween: db.prepare('SELECT seq, var, ts, value FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT ?').raw(true) };
   }
