@@ -291,7 +291,7 @@ export class Ingest {
     }
     if (this.closed || this.committing || !this.hasWork) return;
     this.committing = true;
-    // One slice: whole appends up to what fits sliceMs (at least one append), acks up to as many.
+    // One slice: whole appends up to what fits sliceMs (at least one append), acks in what is left.
     const limit = this.sliceSamples;
     let take = 0;
     let samples = 0;
@@ -300,7 +300,10 @@ export class Ingest {
       take += 1;
     }
     const batch = take === this.pending.length ? this.pending : this.pending.slice(0, take);
-    const acks = this.ackQueue.length <= limit ? this.ackQueue : this.ackQueue.slice(0, limit);
+    // Inserts and acks' deletes share the slice (msPerSample is measured over both): acks get what
+    // the inserts leave, and at least a quarter so they never wait behind a steady stream of inserts.
+    const ackLimit = Math.max(limit - samples, Math.ceil(limit / 4));
+    const acks = this.ackQueue.length <= ackLimit ? this.ackQueue : this.ackQueue.slice(0, ackLimit);
     this.pending = take === this.pending.length ? [] : this.pending.slice(take);
     this.pendingCount -= samples;
     this.ackQueue = acks === this.ackQueue ? [] : this.ackQueue.slice(acks.length);
@@ -351,14 +354,17 @@ export class Ingest {
     } else if (this.pending.length > 0) this.scheduleCommit();
   }
 
-  /** Samples (and acks) one slice takes: what the last commits did in sliceMs. */
+  /** Samples and acks one slice takes together (acks at least a quarter): what the last commits did in sliceMs. */
   get sliceSamples(): number {
     return Math.max(MIN_SLICE_SAMPLES, Math.floor(this.o.sliceMs / this.msPerSample));
   }
 
   private measure(ms: number, work: number): void {
     if (work < MEASURE_MIN_WORK) return;
-    this.msPerSample = 0.7 * this.msPerSample + 0.3 * (ms / work);
+    // Up fast, down slowly: a slice that overran (page splits, a cold cache, the disk's fsync)
+    // shrinks the next ones at once, and one quick commit does not grow them back.
+    const now = ms / work;
+    this.msPerSample = now > this.msPerSample ? 0.5 * this.msPerSample + 0.5 * now : 0.85 * this.msPerSample + 0.15 * now;
   }
 
   /** Rejects appends the buffer does not keep (B1), each with its own count, after counting them. */

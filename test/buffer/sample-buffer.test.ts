@@ -53,6 +53,24 @@ describe('SampleBuffer', () => {
     expect(b.rows()).toHaveLength(5_000);
   });
 
+  it('inserts and acknowledgements share a slice: acks take what the inserts leave, at least a quarter (issue 25)', async () => {
+    // The smallest slice (1,000 samples of work): 2,000 acks and 2,000 new samples due at once.
+    const b = track(openTestBuffer({ commitIntervalMs: 20, sliceMs: 0.001 }));
+    await b.buffer.append(samples(2_000, 'mvr_old'));
+    const claimed = b.buffer.claimOldest(2_000);
+    expect(claimed).toHaveLength(2_000);
+    const commits = async () => (await b.metrics.bufferCommits.get()).values[0]?.value ?? 0;
+    const before = await commits();
+    b.buffer.ack(claimed);
+    await Promise.all([0, 1, 2, 3].map((i) => b.buffer.append(samples(500, `mvr_new${i}`))));
+    await b.buffer.flush();
+    // Each slice did at most 1,250 (1,000 inserts + 250 acks): 4,000 pieces of work need 4 slices
+    // (2 when acks took a whole slice's worth beside the inserts, 2,000 of work in a slice meant for 1,000).
+    expect((await commits()) - before).toBeGreaterThanOrEqual(4);
+    expect(b.rows().filter((r) => r.variable === 'mvr_old')).toHaveLength(0);
+    expect(b.rows()).toHaveLength(2_000);
+  });
+
   it('commits an append larger than a slice whole, and flush() and close() commit every slice at once', async () => {
     const b = track(openTestBuffer({ commitIntervalMs: 60_000, sliceMs: 0.001 }));
     const big = b.buffer.append(samples(15_000, 'mvr_big'));
