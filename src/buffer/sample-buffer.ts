@@ -222,8 +222,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.ranges.reserveRange(range);
   }
 
-  shrinkRange(range: SeqRange, newTo: number): void {
-    this.ranges.shrinkRange(range, newTo);
+  shrinkRange(range: SeqRange, newTo: number, count?: number): void {
+    this.ranges.shrinkRange(range, newTo, count);
   }
 
   releaseRange(range: SeqRange): void {

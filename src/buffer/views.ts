@@ -32,7 +32,8 @@ export interface BackfillBuffer {
   readonly syncOnlyRanges: readonly SeqRange[];
   planJobRange(maxItems: number, keepNewest: number): SeqRange | null;
   reserveRange(range: SeqRange): void;
-  shrinkRange(range: SeqRange, newTo: number): void;
+  /** `count`: the samples in [from, newTo] when the caller knows them (a built file's item count). */
+  shrinkRange(range: SeqRange, newTo: number, count?: number): void;
   releaseRange(range: SeqRange): void;
   importReader(range: SeqRange, idField: string, rows?: number): ImportReader;
   /** The file, for the import-file worker's own read-only connection; null for a buffer in memory. */

@@ -267,7 +267,7 @@ export class BackfillManager {
             return;
           }
           if (built.lastSeq < entry.range.to) {
-            this.o.buffer.shrinkRange(entry.range, built.lastSeq);
+            this.o.buffer.shrinkRange(entry.range, built.lastSeq, built.itemCount);
             entry.range = { from: entry.range.from, to: built.lastSeq };
           }
           this.o.ledger.update(entry.id, { state: 'uploading', seqTo: entry.range.to, itemCount: built.itemCount, filePath: file, fileBytes: built.bytes });

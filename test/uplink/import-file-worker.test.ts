@@ -31,9 +31,12 @@ async function bufferWith(n: number, seal: boolean) {
   for (let i = 0; i < n; i += 20_000) await b.buffer.append(samples.slice(i, i + 20_000));
   if (seal) b.buffer.sealNow();
   const seqs = b.db.prepare('SELECT min(lo) AS lo, max(hi) AS hi FROM (SELECT min(seq) AS lo, max(seq) AS hi FROM samples UNION ALL SELECT min(seq_from), max(seq_from + n - 1) FROM chunks)').get() as { lo: number; hi: number };
+  const range = { from: seqs.lo, to: seqs.hi };
+  // Held, as an import job's range is (B3): sealing and compaction leave its samples alone.
+  b.buffer.reserveRange(range);
   const builder = new ImportFileBuilder({ buffer: b.buffer, logger: silentLogger() });
   open.push(builder);
-  return { b, builder, range: { from: seqs.lo, to: seqs.hi } };
+  return { b, builder, range };
 }
 
 describe('import files built on a worker thread', () => {

@@ -27,6 +27,8 @@ import type { SampleReader } from './reader.js';
  */
 export class ImportRanges {
   private readonly st: { countBetween: Statement; firstAfter: Statement; nthFrom: Statement; maxBelow: Statement; maxSeqInRange: Statement; deleteBetween: Statement };
+  /** The last range planJobRange chose and how many samples it holds, for reserveRange. */
+  private planned: (SeqRange & { count: number; rows: number; sealed: number }) | null = null;
 
   constructor(
     private readonly db: Database,
@@ -44,12 +46,21 @@ export class ImportRanges {
 
   /** Marks a seq range as held by an import job (the ledger row is the durable record). */
   reserveRange(range: SeqRange): void {
-    this.o.holds.reserve(range, this.countIn(range.from, range.to));
+    // planJobRange counted the range while choosing it (in this same turn, nothing changed since):
+    // counting 1.3 M rows again held the event loop ~50–100 ms at 100,000 variables (issue 25).
+    const planned = this.planned;
+    this.planned = null;
+    const count = planned && planned.from === range.from && planned.to === range.to && planned.rows === this.o.tally.rows && planned.sealed === this.o.tally.sealed ? planned.count : this.countIn(range.from, range.to);
+    this.o.holds.reserve(range, count);
   }
 
-  /** Shrinks a reserved range to what the file actually holds (the rest returns to the queue). */
-  shrinkRange(range: SeqRange, newTo: number): void {
-    if (this.o.holds.shrink(range, newTo, this.countIn(range.from, newTo))) this.o.changed();
+  /**
+   * Shrinks a reserved range to what the file actually holds (the rest returns to the queue).
+   * `count`, when the caller knows it, is the number of samples in [from, newTo]: a file's item
+   * count is (item i is the i-th sample of the range, B3), which saves counting them again.
+   */
+  shrinkRange(range: SeqRange, newTo: number, count?: number): void {
+    if (this.o.holds.shrink(range, newTo, count ?? this.countIn(range.from, newTo))) this.o.changed();
   }
 
   /** Ends a reservation without deleting (a failed job returns its samples to the queue). */
@@ -174,43 +185,47 @@ export class ImportRanges {
       // The sync path is already sending samples this old: leave them to it.
       if (lowestClaim !== null && lowestClaim <= first) return null;
       const hi = lowestClaim === null ? gap.hi : Math.min(gap.hi, lowestClaim);
-      const to = this.seqAtCount(first, hi, want);
-      if (to === null) continue;
-      return { from: first, to };
+      const at = this.seqAtCount(first, hi, want);
+      if (at === null) continue;
+      this.planned = { from: first, to: at.to, count: at.count, rows: this.o.tally.rows, sealed: this.o.tally.sealed };
+      return { from: first, to: at.to };
     }
     return null;
   }
 
   /**
-   * The seq at which [first, seq] holds `want` samples (rows and sealed), below `hi`; a chunk is
-   * taken whole when the count falls inside it (one job per chunk, no re-encoding at the end).
-   * The highest seq below `hi` when there are fewer; null when there is none.
+   * The seq at which [first, seq] holds `want` samples (rows and sealed), below `hi`, and how many
+   * it holds; a chunk is taken whole when the count falls inside it (one job per chunk, no
+   * re-encoding at the end). The highest seq below `hi` when there are fewer; null when there is none.
    */
-  private seqAtCount(first: number, hi: number, want: number): number | null {
+  private seqAtCount(first: number, hi: number, want: number): { to: number; count: number } | null {
     let cur = first;
     let remaining = want;
     let last: number | null = null;
+    const found = (to: number) => ({ to, count: want - remaining });
     for (;;) {
       const c = this.o.tally.sealed > 0 ? this.o.store.firstAfter(cur - 1, hi) : undefined;
       const rowsEnd = c ? Math.max(cur, c.seq_from) : hi; // rows in [cur, rowsEnd)
       if (rowsEnd > cur) {
         const nth = this.st.nthFrom.get(cur, rowsEnd, remaining - 1) as number | undefined;
-        if (nth !== undefined) return nth;
+        if (nth !== undefined) {
+          remaining = 0;
+          return found(nth);
+        }
         const count = this.st.countBetween.get(cur, rowsEnd - 1) as number;
         if (count > 0) {
           remaining -= count;
           last = this.st.maxBelow.get(cur, rowsEnd) as number;
         }
       }
-      if (!c) return last;
+      if (!c) return last === null ? null : found(last);
       const start = Math.max(cur, c.seq_from);
       const end = Math.min(c.seq_from + c.n - 1, hi - 1);
-      const inChunk = end - start + 1;
-      if (inChunk >= remaining) return end;
-      remaining -= inChunk;
+      remaining -= end - start + 1; // a chunk's seqs are dense (S4): every seq in it is a sample
       last = end;
+      if (remaining <= 0) return found(end);
       cur = end + 1;
-      if (cur >= hi) return last;
+      if (cur >= hi) return found(last);
     }
   }
 
