@@ -53,7 +53,7 @@
  * before the restarted gateway's Rebirth request is answered is refused (unknown_alias): the check
  * shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
  * "sent" set: a value nobody read while the gateway was dead was never a sample). The emulator keeps
- * every value in memory (~190 bytes each in its process, printed): ~6 M values a minute at 100k, so
+ * every value in memory (~170 bytes each in its process, printed): ~6 M values a minute at 100k, so
  * the kill check defaults to 10k and 30k (BENCH_STEPS overrides).
  *
  *   npm run build && nice -n 10 npx tsx bench/plant-scale.ts
@@ -63,8 +63,8 @@
  * Env: BENCH_PROTOCOLS (opcua,mqtt,sparkplug,modbus; default all), BENCH_STEPS (default
  * 10000,30000,100000; modbus takes only steps ≤ 10,000 unless BENCH_MODBUS_ANY=1, the issue's
  * Modbus target being 10k registers), BENCH_SECONDS (measured, default 60), BENCH_WARMUP (default
- * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>; the process the kill
- * check ends writes none), BENCH_SERVER_PROF=<dir> (the OPC UA server profiles itself over each
+ * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>; with BENCH_KILL the
+ * killed process writes none, the restarted one <protocol>-<n>-restarted.cpuprofile), BENCH_SERVER_PROF=<dir> (the OPC UA server profiles itself over each
  * measured window), BENCH_GATEWAY_LOG, BENCH_KILL=1 (the kill check above; steps default to
  * 10000,30000).
  */
@@ -718,7 +718,8 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
           const old = gw!;
           deadCommitted += before.buffer.committed_total;
           deadCpu += cpuSecondsOf(old.child.pid!);
-          restarted = await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir)), status);
+          const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}-restarted.cpuprofile`] : [];
+          restarted = await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status);
         })
       : Promise.resolve();
     const m = await window(
