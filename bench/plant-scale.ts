@@ -940,7 +940,8 @@ function killRow(step: string, k: KillFigures): Record<string, string | number> 
     step,
     sent: k.sent,
     delivered: k.delivered,
-    'lost (before / outage / after kill)': `${k.lost} (${k.lostBefore} / ${k.lostOutage} / ${k.lostAfter}), ${pctOf(k.lost)}`,
+    // Not drained: the gateway still holds some, so "lost" counts those too (an upper bound).
+    'lost (before / outage / after kill)': `${k.drained ? '' : 'NOT drained, ≤ '}${k.lost} (${k.lostBefore} / ${k.lostOutage} / ${k.lostAfter}), ${pctOf(k.lost)}`,
     duplicates: k.duplicates,
     unexpected: k.unexpected,
     'kill → started / status / commit / delivery s': `${k.startedS.toFixed(1)} / ${k.statusS.toFixed(1)} / ${k.firstCommitS.toFixed(1)} / ${k.firstDeliveryS.toFixed(1)}`,
