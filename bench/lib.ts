@@ -24,12 +24,17 @@ export function rssOf(pid: number = process.pid): number {
   }
 }
 
-/** Samples RSS every `intervalMs` until stopped; returns the peak and the samples. */
-export function rssSampler(pid: number = process.pid, intervalMs = 100) {
-  let peak = rssOf(pid);
+/**
+ * Samples RSS every `intervalMs` until stopped; returns the peak and the samples. `pid` may be a
+ * function: a process restarted meanwhile is followed (a dead one reads 0 and is not sampled).
+ */
+export function rssSampler(pid: number | (() => number) = process.pid, intervalMs = 100) {
+  const pidNow = typeof pid === 'function' ? pid : () => pid;
+  let peak = rssOf(pidNow());
   const samples: number[] = [];
   const timer = setInterval(() => {
-    const v = rssOf(pid);
+    const v = rssOf(pidNow());
+    if (v === 0) return;
     samples.push(v);
     if (v > peak) peak = v;
   }, intervalMs);

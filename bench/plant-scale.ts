@@ -32,33 +32,64 @@
  * gateway and how often it had one with no Publish request to answer. A commit rate below N/s with
  * nothing lost in these rows is the server not sampling every item every second.
  *
+ * Kill check (BENCH_KILL=1; MQTT JSON and Sparkplug B): half-way through the measured window the
+ * gateway process is SIGKILLed (no handler runs, as in a crash) and started again on the same data
+ * dir, buffer and config while the publisher keeps publishing; the window's figures then cover both
+ * processes (CPU added up, the commit rate from the last reading before the kill). After the window
+ * the publisher stops and says what it sent (per message group, the timestamps of its values: JSON
+ * counts a message once mosquitto acknowledged it, Sparkplug's QoS 0 once written); the bench waits
+ * (status polled, 15 min at most) until the gateway holds nothing (backlog 0, nothing pending a
+ * commit, no batch or import job in flight), then compares per variable every (variable, timestamp)
+ * sent since the window began with what the emulator stores (GET /_emulator/value-keys) and prints
+ * sent, delivered, lost (by timestamp: before the kill, between the kill and the restarted gateway's
+ * first commit, after it), duplicates (values written twice upstream), the restart times (kill →
+ * process started → /status answering → first commit → first delivery), the backlog before the kill,
+ * at the restart and its maximum afterwards, the drain time and the emulator's RSS. JSON runs with
+ * a persistent session (clean: false) so mosquitto redelivers what the killed gateway never
+ * acknowledged and keeps what arrives while it is away (max_queued_messages 100000 here: 1,000
+ * messages/s at 100k for 100 s); its notices go to a log and "messages are being dropped" is counted.
+ * Sparkplug keeps clean: true (Sparkplug 3.0) and QoS 0 DDATA: values in flight at the kill and
+ * published while no gateway is subscribed are lost by MQTT's QoS 0 semantics, and DDATA arriving
+ * before the restarted gateway's Rebirth request is answered is refused (unknown_alias): the check
+ * shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
+ * "sent" set: a value nobody read while the gateway was dead was never a sample). The emulator keeps
+ * every value in memory (~170 bytes each in its process, printed): ~6 M values a minute at 100k, so
+ * the kill check defaults to 10k and 30k (BENCH_STEPS overrides).
+ *
  *   npm run build && nice -n 10 npx tsx bench/plant-scale.ts
  *   BENCH_PROTOCOLS=opcua BENCH_STEPS=10000 BENCH_SECONDS=60 npx tsx bench/plant-scale.ts
+ *   BENCH_KILL=1 BENCH_PROTOCOLS=mqtt,sparkplug BENCH_STEPS=10000,30000 nice -n 10 npx tsx bench/plant-scale.ts
  *
  * Env: BENCH_PROTOCOLS (opcua,mqtt,sparkplug,modbus; default all), BENCH_STEPS (default
  * 10000,30000,100000; modbus takes only steps ≤ 10,000 unless BENCH_MODBUS_ANY=1, the issue's
  * Modbus target being 10k registers), BENCH_SECONDS (measured, default 60), BENCH_WARMUP (default
- * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>), BENCH_SERVER_PROF=<dir>
- * (the OPC UA server profiles itself over each measured window), BENCH_GATEWAY_LOG.
+ * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>; with BENCH_KILL the
+ * killed process writes none, the restarted one <protocol>-<n>-restarted.cpuprofile), BENCH_SERVER_PROF=<dir> (the OPC UA server profiles itself over each
+ * measured window), BENCH_GATEWAY_LOG, BENCH_KILL=1 (the kill check above; steps default to
+ * 10000,30000).
  */
 import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BulkStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssSampler, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, rssSampler, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const PROTOCOLS = (process.env.BENCH_PROTOCOLS ?? 'opcua,mqtt,sparkplug,modbus').split(',').map((s) => s.trim()).filter(Boolean);
-const STEPS = (process.env.BENCH_STEPS ?? '10000,30000,100000').split(',').map(Number);
+const STEPS = (process.env.BENCH_STEPS ?? (process.env.BENCH_KILL === '1' ? '10000,30000' : '10000,30000,100000')).split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
 const SETUP_DEADLINE_MS = 600_000;
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const MODBUS_DEVICES = 50;
 const PER_MESSAGE = 100;
+/** BENCH_KILL=1: SIGKILL the gateway in the middle of each MQTT/Sparkplug window and check what arrived (see the header). */
+const KILL = process.env.BENCH_KILL === '1';
+/** Longest wait for the gateway to deliver everything after the publisher stopped (kill check). */
+const DRAIN_DEADLINE_MS = 900_000;
 
 type Protocol = 'opcua' | 'mqtt' | 'sparkplug' | 'modbus';
 const variableOf = (p: Protocol, i: number) => `mvr_${p}_${i + 1}`;
@@ -70,11 +101,12 @@ const variableOf = (p: Protocol, i: number) => `mvr_${p}_${i + 1}`;
  * 'stats' message; 'stop' runs `stop` (a client closing its session, so the server does not keep
  * serving an orphan subscription into the next measurement) and exits.
  */
-function serveCount(count: () => number, ready: Record<string, unknown>, o: { stats?: () => unknown; stop?: () => Promise<void> } = {}): void {
+function serveCount(count: () => number, ready: Record<string, unknown>, o: { stats?: () => unknown; stop?: () => Promise<void>; sentKeys?: () => Promise<SentKeys> } = {}): void {
   process.send?.(ready);
   process.on('message', (m) => {
     if (typeof m === 'object' && m !== null && 'profile' in m) void profileSelf(m as { profile: 'start' | string });
     if (m === 'count') process.send?.({ count: count() });
+    if (m === 'keys') void o.sentKeys?.().then((keys) => process.send?.({ keys }));
     if (m === 'stats') process.send?.({ stats: o.stats?.() ?? null });
     if (m === 'stop') {
       const stopping = o.stop ? Promise.race([o.stop().catch(() => undefined), sleep(3_000)]) : Promise.resolve();
@@ -113,16 +145,46 @@ async function profileSelf(m: { profile: 'start' | string }): Promise<void> {
  * Calls `slice` ten times a second by the clock, catching up on ticks a busy machine delayed, so
  * the publisher sends its N values a second whatever its timer's lateness.
  */
-function catchUp(slice: () => void): void {
+function catchUp(slice: () => void): () => void {
   const t0 = performance.now();
   let done = 0;
-  setInterval(() => {
+  const timer = setInterval(() => {
     const due = Math.floor((performance.now() - t0) / 100);
     while (done < due) {
       slice();
       done += 1;
     }
   }, 20);
+  return () => clearInterval(timer);
+}
+
+/**
+ * What a publisher sent, for the kill check (BENCH_KILL): per message group (100 variables that
+ * always travel together: a JSON document's metrics, a Sparkplug device's), the timestamps of the
+ * values sent with it. Every variable of group g is `g * 100 + j`. MQTT JSON: a value counts as
+ * sent when the broker acknowledged its message (PUBACK); Sparkplug B (QoS 0): when mqtt.js wrote it.
+ */
+interface SentKeys {
+  groups: number[][];
+  /** Publishes the broker refused or that failed (not counted as sent). */
+  failed: number;
+}
+
+/**
+ * Timestamps per group, strictly increasing (a catching-up publisher sends one group twice within a
+ * millisecond: two values at one instant would be one key upstream, so the check could not tell them apart).
+ */
+function groupClock(groups: number): (g: number) => number {
+  const last = new Float64Array(groups);
+  return (g) => (last[g] = Math.max(Date.now(), last[g] + 1));
+}
+
+/** Stops the publisher, waits until nothing it sent awaits an acknowledgement (60 s at most), then reports. */
+async function finishSending(stop: () => void, outstanding: () => number, keys: () => SentKeys): Promise<SentKeys> {
+  stop();
+  const deadline = performance.now() + 60_000;
+  while (outstanding() > 0 && performance.now() < deadline) await sleep(50);
+  return keys();
 }
 
 /** JSON metrics documents, 100 values each, QoS 1, spread over the second in 10 slices. */
@@ -130,21 +192,35 @@ async function mqttPublisher(n: number, url: string): Promise<void> {
   const mqtt = (await import('mqtt')).default;
   const client = await mqtt.connectAsync(url, { clientId: `plant-scale-pub-${process.pid}`, clean: true });
   const messages = Math.ceil(n / PER_MESSAGE);
+  const clock = groupClock(messages);
+  const groups: number[][] = Array.from({ length: messages }, () => []);
   let sent = 0;
+  let failed = 0;
+  let outstanding = 0;
   let tick = 0;
   const slice = () => {
     const from = Math.floor((messages * (tick % 10)) / 10);
     const to = Math.floor((messages * ((tick % 10) + 1)) / 10);
     tick += 1;
-    const ts = Date.now();
     for (let g = from; g < to; g++) {
+      const ts = clock(g);
       const metrics = [];
       for (let k = g * PER_MESSAGE; k < Math.min(n, (g + 1) * PER_MESSAGE); k++) metrics.push({ name: variableOf('mqtt', k), value: k + (tick % 1000) / 1000 });
-      void client.publishAsync(`plant/json/g${g}`, JSON.stringify({ timestamp: ts, metrics }), { qos: 1 }).then(() => (sent += 1), () => undefined);
+      outstanding += 1;
+      void client
+        .publishAsync(`plant/json/g${g}`, JSON.stringify({ timestamp: ts, metrics }), { qos: 1 })
+        .then(
+          () => {
+            sent += 1;
+            groups[g].push(ts);
+          },
+          () => void (failed += 1),
+        )
+        .finally(() => void (outstanding -= 1));
     }
   };
-  catchUp(slice);
-  serveCount(() => sent * PER_MESSAGE, { ok: true });
+  const stop = catchUp(slice);
+  serveCount(() => sent * PER_MESSAGE, { ok: true }, { sentKeys: () => finishSending(stop, () => outstanding, () => ({ groups, failed })) });
 }
 
 /** A Sparkplug B edge node with n/100 devices of 100 metrics (aliases after the BIRTH), DDATA at QoS 0. */
@@ -167,14 +243,19 @@ async function sparkplugPublisher(n: number, url: string): Promise<void> {
     will: { topic: `spBv1.0/${group}/NDEATH/${node}`, payload: Buffer.from(sparkplugCodec.encodePayload({ timestamp: Date.now(), metrics: [{ name: 'bdSeq', type: 'UInt64', value: bdSeq }] })), qos: 1, retain: false },
   });
   const metricsOf = (d: number) => Array.from({ length: Math.min(PER_MESSAGE, n - d * PER_MESSAGE) }, (_, j) => d * PER_MESSAGE + j);
+  const clock = groupClock(devices);
+  // DBIRTH metrics carry values too (they become samples): their timestamps are sent values as well.
+  const groups: number[][] = Array.from({ length: devices }, () => []);
   let births = 0;
   const birth = () => {
     seq = 0;
     const now = Date.now();
     client.publish(`spBv1.0/${group}/NBIRTH/${node}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics: [{ name: 'bdSeq', type: 'UInt64', value: bdSeq, timestamp: now }, { name: 'Node Control/Rebirth', alias: 1_000_000, type: 'Boolean', value: false, timestamp: now }] })), { qos: 0 });
     for (let d = 0; d < devices; d++) {
-      const metrics = metricsOf(d).map((k) => ({ name: variableOf('sparkplug', k), alias: k + 1, type: 'Double' as const, value: k, timestamp: now }));
-      client.publish(`spBv1.0/${group}/DBIRTH/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics })), { qos: 0 });
+      const ts = clock(d);
+      const metrics = metricsOf(d).map((k) => ({ name: variableOf('sparkplug', k), alias: k + 1, type: 'Double' as const, value: k, timestamp: ts }));
+      client.publish(`spBv1.0/${group}/DBIRTH/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: ts, seq: nextSeq(), metrics })), { qos: 0 });
+      groups[d].push(ts);
     }
     births += 1;
   };
@@ -183,18 +264,20 @@ async function sparkplugPublisher(n: number, url: string): Promise<void> {
   birth();
   let sent = 0;
   let tick = 0;
-  catchUp(() => {
+  const stop = catchUp(() => {
     const from = Math.floor((devices * (tick % 10)) / 10);
     const to = Math.floor((devices * ((tick % 10) + 1)) / 10);
     tick += 1;
-    const now = Date.now();
     for (let d = from; d < to; d++) {
-      const metrics = metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: k + (tick % 1000) / 1000, timestamp: now }));
-      client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: now, seq: nextSeq(), metrics })), { qos: 0 });
+      const ts = clock(d);
+      const metrics = metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: k + (tick % 1000) / 1000, timestamp: ts }));
+      client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: ts, seq: nextSeq(), metrics })), { qos: 0 });
+      groups[d].push(ts);
       sent += 1;
     }
   });
-  serveCount(() => sent * PER_MESSAGE, { ok: true });
+  // QoS 0: nothing to wait for but mqtt.js's write buffer.
+  serveCount(() => sent * PER_MESSAGE, { ok: true }, { sentKeys: () => finishSending(stop, () => (client.stream.writableLength > 0 ? 1 : 0), () => ({ groups, failed: 0 })) });
   void births;
 }
 
@@ -318,14 +401,19 @@ async function waitForPort(port: number): Promise<void> {
 }
 
 /** mosquitto in its own process; the in-flight window raised so QoS 1 at 1,000 msg/s is not held to 20 per round trip. */
-async function startMosquitto(dir: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+async function startMosquitto(dir: string): Promise<{ url: string; log: string | null; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   const conf = join(dir, 'mosquitto.conf');
-  writeFileSync(conf, [`user ${userInfo().username}`, `listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', 'max_inflight_messages 1000', 'log_dest none'].join('\n') + '\n');
+  // The kill check keeps mosquitto's notices: "Outgoing messages are being dropped for client ..."
+  // is how it says a session's queue (max_queued_messages) overflowed while the gateway was away.
+  const log = join(dir, 'mosquitto.log');
+  const logging = KILL ? [`log_dest file ${log}`, 'log_type error', 'log_type warning', 'log_type notice'] : ['log_dest none'];
+  writeFileSync(conf, [`user ${userInfo().username}`, `listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', 'max_inflight_messages 1000', ...logging].join('\n') + '\n');
   const proc = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
   await waitForPort(port);
   return {
     url: `mqtt://127.0.0.1:${port}`,
+    log: KILL ? log : null,
     pid: proc.pid!,
     stop: () =>
       new Promise<void>((r) => {
@@ -350,14 +438,21 @@ interface Measured {
   counters: Record<string, number>;
 }
 
-/** CPU (cores), RSS and the count's rate of process `pid` over SECONDS; `snap`'s counters as rates. */
-async function window(pid: number, src: Source, count: () => Promise<number>, during?: () => Promise<void>, snap: () => Promise<Record<string, number>> = async () => ({}), profileLabel = 'window'): Promise<Omit<Measured, 'setupS'>> {
+/** The process a window measures: its pid now, and the CPU seconds it used (with those of processes it replaced: the kill check). */
+interface Watched {
+  pid(): number;
+  cpuSeconds(): number;
+}
+const watch = (pid: number): Watched => ({ pid: () => pid, cpuSeconds: () => cpuSecondsOf(pid) });
+
+/** CPU (cores), RSS and the count's rate of process `proc` over SECONDS; `snap`'s counters as rates. */
+async function window(proc: Watched, src: Source, count: () => Promise<number>, during?: () => Promise<void>, snap: () => Promise<Record<string, number>> = async () => ({}), profileLabel = 'window'): Promise<Omit<Measured, 'setupS'>> {
   const sourcePids = src.pids;
   const p0 = (await src.published?.()) ?? null;
-  const rss = rssSampler(pid, 500);
+  const rss = rssSampler(() => proc.pid(), 500);
   const sourceCpu = () => sourcePids.reduce((t, p) => t + cpuSecondsOf(p), 0);
   const s0 = sourceCpu();
-  const c0 = cpuSecondsOf(pid);
+  const c0 = proc.cpuSeconds();
   const n0 = await count();
   const k0 = await snap();
   const serverProf = process.env.BENCH_SERVER_PROF;
@@ -378,7 +473,7 @@ async function window(pid: number, src: Source, count: () => Promise<number>, du
   const s = (performance.now() - t0) / 1_000;
   const counters: Record<string, number> = {};
   for (const [k, v] of Object.entries(k1)) counters[k] = (v - (k0[k] ?? 0)) / s;
-  const cpu = cpuSecondsOf(pid) - c0;
+  const cpu = proc.cpuSeconds() - c0;
   const sourceCores = (sourceCpu() - s0) / s;
   const { peak, samples } = rss.stop();
   return { cores: cpu / s, sourceCores, published: p0 !== null && p1 !== null ? (p1 - p0) / s : null, peakRss: peak, steadyRss: percentile(samples, 50), rate: (n1 - n0) / s, counters };
@@ -458,6 +553,10 @@ interface Source {
   serverStats?: () => Promise<BulkStats>;
   /** BENCH_SERVER_PROF: starts ('start') or writes (a file path) the server's CPU profile. */
   profile?: (what: string) => void;
+  /** Kill check: stops the publisher and says what it sent (MQTT, Sparkplug). */
+  sentKeys?: () => Promise<SentKeys>;
+  /** Kill check: mosquitto's log file. */
+  brokerLog?: string | null;
   stop(): Promise<void>;
 }
 
@@ -490,14 +589,25 @@ async function startSource(p: Protocol, n: number, dir: string): Promise<Source>
       p === 'mqtt'
         ? { topic: 'plant/json/#', format: 'metrics', qos: 1, payload_variables: ['mvr_mqtt_*'] }
         : { topic: 'spBv1.0/plant/#', format: 'sparkplug', qos: 1, payload_variables: ['mvr_sparkplug_*'] };
+    // Kill check, JSON at QoS 1: a persistent session (clean: false, the gateway's default), so the
+    // broker keeps what the killed gateway never acknowledged and what arrives while it is away
+    // (MQTT 3.1.1 §3.1.2.4). Sparkplug keeps clean: true as Sparkplug 3.0 asks: its DDATA is QoS 0,
+    // which a broker neither redelivers nor (mosquitto's default) queues for an absent session.
+    const clean = !(KILL && p === 'mqtt');
     return {
-      config: { mqtt: { connections: [{ name: 'plant', url: broker.url, client_id: `plant-scale-gw-${p}`, clean: true, subscriptions: [subscription] }] } },
+      config: { mqtt: { connections: [{ name: 'plant', url: broker.url, client_id: `plant-scale-gw-${p}`, clean, subscriptions: [subscription] }] } },
       bare: async () => {
         const cp = child('bare-mqtt', { url: broker.url, topic: p === 'mqtt' ? 'plant/json/#' : 'spBv1.0/plant/DDATA/#', perMessage: PER_MESSAGE });
         return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
       },
       pids: [pub.pid!, broker.pid],
       published: () => countOf(pub),
+      sentKeys: async () => {
+        const answer = nextMessage<{ keys: SentKeys }>(pub);
+        pub.send('keys');
+        return (await answer).keys;
+      },
+      brokerLog: broker.log,
       stop: async () => {
         await stopChild(pub);
         await broker.stop();
@@ -536,13 +646,19 @@ interface GatewayFigures extends Measured {
   serverBacklogMax: number;
   /** OPC UA: share of the 1 s looks where the server held notifications and no Publish request of the gateway's. */
   serverStarvedShare: number;
+  /** BENCH_KILL: the SIGKILL, the restart and what arrived (MQTT, Sparkplug), else null. */
+  kill: KillFigures | null;
 }
 
 interface Status {
-  buffer: { samples: number; committed_total: number; oldest_unsent_age_s: number | null; pending_commit: number };
-  uplink: { freshest_delivered_age_s: number | null };
+  buffer: { samples: number; committed_total: number; oldest_unsent_age_s: number | null; pending_commit: number; inflight: number };
+  uplink: { freshest_delivered_age_s: number | null; sync: { delivered_total: number } };
+  backfill: { jobs_in_flight: number; delivered_total: number };
   sources: Array<{ detail?: Record<string, unknown> }>;
 }
+
+/** Values a source read and has not handed to the buffer yet (OPC UA pending_samples; MQTT messages awaiting their commit). */
+const sourcesPending = (s: Status) => s.sources.reduce((t, x) => t + Number(x.detail?.pending_samples ?? 0) + Number(x.detail?.pending_messages ?? 0), 0);
 
 async function runGateway(p: Protocol, n: number, src: Source, dir: string): Promise<GatewayFigures> {
   const { DEMO_FIXTURE } = await import('../src/emulator/demo-fixture.js');
@@ -554,20 +670,16 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
   try {
     const profDir = process.env.BENCH_CPU_PROF;
     if (profDir) mkdirSync(profDir, { recursive: true });
+    const config = {
+      gateway: { name: `scale-${p}`, data_dir: join(dir, 'data'), status_interval: 0 },
+      log: { level: 'info', format: 'json' },
+      service: { base_url: `${emu.base}/tracking/v1`, auth_url: emu.base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
+      buffer: { path: join(dir, 'buffer.db') },
+      http: { enabled: true, host: '127.0.0.1', port: httpPort },
+      ...src.config,
+    };
     const t0 = performance.now();
-    gw = await startGatewayProcess(
-      {
-        gateway: { name: `scale-${p}`, data_dir: join(dir, 'data'), status_interval: 0 },
-        log: { level: 'info', format: 'json' },
-        service: { base_url: `${emu.base}/tracking/v1`, auth_url: emu.base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
-        buffer: { path: join(dir, 'buffer.db') },
-        http: { enabled: true, host: '127.0.0.1', port: httpPort },
-        ...src.config,
-      },
-      dir,
-      profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}.cpuprofile`] : [],
-    );
-    const pid = gw.child.pid!;
+    gw = await startGatewayProcess(config, dir, profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}.cpuprofile`] : []);
     // Set-up: every variable read at least once (OPC UA: every item monitored).
     let setupS: number | null = null;
     for (;;) {
@@ -592,15 +704,41 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
     let serverStarved = 0;
     const status = () => getJson<Status>(`${base}/status`);
     let scrape = 0;
+    // Kill check: what the killed process used and committed is added to its successor's figures.
+    const killing = KILL && src.sentKeys !== undefined;
+    let deadCpu = 0;
+    let deadCommitted = 0;
+    let restarted: Restart | null = null;
+    let backlogAfterRestartMax = 0;
+    const proc: Watched = { pid: () => gw!.child.pid!, cpuSeconds: () => deadCpu + cpuSecondsOf(gw!.child.pid!) };
+    const windowFromMs = Date.now();
+    const killTask = killing
+      ? sleep((SECONDS * 1_000) / 2).then(async () => {
+          const before = await status();
+          const old = gw!;
+          deadCommitted += before.buffer.committed_total;
+          deadCpu += cpuSecondsOf(old.child.pid!);
+          const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}-restarted.cpuprofile`] : [];
+          restarted = await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status);
+        })
+      : Promise.resolve();
     const m = await window(
-      pid,
+      proc,
       src,
-      async () => (await status()).buffer.committed_total,
+      async () => {
+        // A restart still under way at the window's end: wait for the new process's /status.
+        for (;;) {
+          const s = await status().catch(() => null);
+          if (s) return deadCommitted + s.buffer.committed_total;
+          await sleep(100);
+        }
+      },
       async () => {
         const s = await status().catch(() => null);
         if (s) {
           if (s.uplink.freshest_delivered_age_s !== null) fresh.push(s.uplink.freshest_delivered_age_s);
           backlogMax = Math.max(backlogMax, s.buffer.samples);
+          if (restarted) backlogAfterRestartMax = Math.max(backlogAfterRestartMax, s.buffer.samples);
           oldestMax = Math.max(oldestMax, s.buffer.oldest_unsent_age_s ?? 0);
           pendingMax = Math.max(pendingMax, s.buffer.pending_commit + s.sources.reduce((t, x) => t + Number(x.detail?.pending_samples ?? 0), 0));
         }
@@ -624,22 +762,204 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
       () => opcuaSnapshotIf(p, src, `${base}/metrics`),
       `${p}-${n}-gateway`,
     );
-    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0 };
+    await killTask;
+    const kill = killing && restarted ? await killCheck(p, n, src, emu, status, restarted, backlogAfterRestartMax, windowFromMs) : null;
+    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0, kill };
   } finally {
     await gw?.stop();
     await emu.stop();
   }
 }
 
+// ================================================================ kill check (BENCH_KILL)
+
+interface Restart {
+  /** Wall-clock ms of the SIGKILL and of the first commit of the restarted gateway. */
+  killedAt: number;
+  resumedAt: number;
+  /** Seconds from the SIGKILL to: the new process's "gateway started", /status answering, its first commit, its first delivery upstream. */
+  startedS: number;
+  statusS: number;
+  firstCommitS: number;
+  firstDeliveryS: number;
+  backlogBefore: number;
+  /** buffer.samples at the restarted gateway's first /status: what the killed one left in the file. */
+  backlogAtRestart: number;
+}
+
+/**
+ * SIGKILLs the gateway (the whole process, no handler runs: a crash), starts it again on the same
+ * data dir, buffer and config while the publisher keeps publishing, and times its way back:
+ * polling /status every 50 ms, never waiting a fixed time.
+ */
+async function killAndRestart(old: Proc, backlogBefore: number, start: () => Promise<Proc>, status: () => Promise<Status>): Promise<Restart> {
+  const killedAt = Date.now();
+  const t = performance.now();
+  await old.stop('SIGKILL');
+  await start();
+  const startedS = (performance.now() - t) / 1_000;
+  const since = () => (performance.now() - t) / 1_000;
+  let statusS = NaN;
+  let backlogAtRestart = NaN;
+  let firstCommitS = NaN;
+  let resumedAt = NaN;
+  let firstDeliveryS = NaN;
+  while (Number.isNaN(firstCommitS) || Number.isNaN(firstDeliveryS)) {
+    if (since() > SETUP_DEADLINE_MS / 1_000) throw new Error(`gateway restarted after SIGKILL: no commit or no delivery within ${SETUP_DEADLINE_MS / 1000} s`);
+    const s = await status().catch(() => null);
+    if (s) {
+      if (Number.isNaN(statusS)) {
+        statusS = since();
+        backlogAtRestart = s.buffer.samples;
+      }
+      if (Number.isNaN(firstCommitS) && s.buffer.committed_total > 0) {
+        firstCommitS = since();
+        resumedAt = Date.now();
+      }
+      if (Number.isNaN(firstDeliveryS) && s.uplink.sync.delivered_total + s.backfill.delivered_total > 0) firstDeliveryS = since();
+    }
+    await sleep(50);
+  }
+  return { killedAt, resumedAt, startedS, statusS, firstCommitS, firstDeliveryS, backlogBefore, backlogAtRestart };
+}
+
+interface KillFigures extends Restart {
+  sent: number;
+  delivered: number;
+  lost: number;
+  /** Lost values by their timestamp: before the kill, between the kill and the first commit after it, after that. */
+  lostBefore: number;
+  lostOutage: number;
+  lostAfter: number;
+  lostFirst: number | null;
+  lostLast: number | null;
+  /** Delivered in the checked range with a timestamp the publisher never sent (should be 0). */
+  unexpected: number;
+  /** Writes that replaced a value at the same (variable, timestamp): delivered twice (whole run). */
+  duplicates: number;
+  publishFailed: number;
+  backlogAfterRestartMax: number;
+  drained: boolean;
+  drainS: number;
+  /** What was still held at the drain deadline when not drained. */
+  leftover: string;
+  refusedAfterRestart: Record<string, number>;
+  brokerDrops: number;
+  emulatorRss: number;
+  emulatorValues: number;
+}
+
+/**
+ * After the window: stops the publisher, waits until the gateway holds nothing (backlog 0, nothing
+ * pending a commit, no batch or import job in flight, three looks in a row 0.5 s apart) and then
+ * compares, per variable, the timestamps the publisher sent since the window began with those the
+ * emulator stores (GET /_emulator/value-keys).
+ */
+async function killCheck(p: Protocol, n: number, src: Source, emu: { base: string; child: ChildProcess }, status: () => Promise<Status>, r: Restart, backlogAfterRestartMax: number, fromMs: number): Promise<KillFigures> {
+  const keys = await src.sentKeys!();
+  const t = performance.now();
+  let idleLooks = 0;
+  let last: Status | null = null;
+  while (idleLooks < 3 && performance.now() - t < DRAIN_DEADLINE_MS) {
+    await sleep(500);
+    last = await status().catch(() => null);
+    const idle = last !== null && last.buffer.samples === 0 && last.buffer.pending_commit === 0 && last.buffer.inflight === 0 && last.backfill.jobs_in_flight === 0 && sourcesPending(last) === 0;
+    idleLooks = idle ? idleLooks + 1 : 0;
+  }
+  const drained = idleLooks >= 3;
+  const drainS = (performance.now() - t) / 1_000;
+  const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}, source pending ${sourcesPending(last)}`;
+
+  const sentOf = keys.groups.map((ts) => [...new Set(ts)].filter((x) => x >= fromMs).sort((a, b) => a - b));
+  const f = { sent: 0, delivered: 0, lost: 0, lostBefore: 0, lostOutage: 0, lostAfter: 0, lostFirst: null as number | null, lostLast: null as number | null, unexpected: 0, duplicates: 0 };
+  const compare = (k: number, stored: number[]) => {
+    const want = sentOf[Math.floor(k / PER_MESSAGE)] ?? [];
+    const got = stored.filter((x) => x >= fromMs);
+    f.sent += want.length;
+    let i = 0;
+    let j = 0;
+    while (i < want.length || j < got.length) {
+      if (j >= got.length || (i < want.length && want[i] < got[j])) {
+        const ts = want[i++];
+        f.lost += 1;
+        if (ts < r.killedAt) f.lostBefore += 1;
+        else if (ts < r.resumedAt) f.lostOutage += 1;
+        else f.lostAfter += 1;
+        f.lostFirst = Math.min(f.lostFirst ?? ts, ts);
+        f.lostLast = Math.max(f.lostLast ?? ts, ts);
+      } else if (i >= want.length || got[j] < want[i]) {
+        f.unexpected += 1;
+        j += 1;
+      } else {
+        f.delivered += 1;
+        i += 1;
+        j += 1;
+      }
+    }
+  };
+  const prefix = `mvr_${p}_`;
+  const seen = new Uint8Array(n);
+  let cursor: string | null = null;
+  do {
+    const page: { variables: Array<{ id: string; epoch_ms: number[]; overwritten: number }>; next_cursor: string | null } = await getJson(`${emu.base}/_emulator/value-keys?prefix=${prefix}&limit=2000${cursor ? `&starting_after=${cursor}` : ''}`);
+    for (const v of page.variables) {
+      const k = Number(v.id.slice(prefix.length)) - 1;
+      if (!(k >= 0 && k < n)) continue;
+      seen[k] = 1;
+      compare(k, v.epoch_ms);
+      f.duplicates += v.overwritten;
+    }
+    cursor = page.next_cursor;
+  } while (cursor !== null);
+  for (let k = 0; k < n; k++) if (!seen[k]) compare(k, []);
+
+  // Values the restarted gateway refused, by reason (Sparkplug: aliases unknown until the rebirth).
+  const refusedAfterRestart: Record<string, number> = {};
+  for (const sub of ((last?.sources[0]?.detail?.subscriptions ?? []) as Array<{ refused?: Record<string, number> }>)) {
+    for (const [reason, count] of Object.entries(sub.refused ?? {})) refusedAfterRestart[reason] = (refusedAfterRestart[reason] ?? 0) + count;
+  }
+  const brokerDrops = src.brokerLog && existsSync(src.brokerLog) ? (readFileSync(src.brokerLog, 'utf8').match(/messages are being dropped/gi) ?? []).length : 0;
+  const stats = await getJson<{ values_stored: number }>(`${emu.base}/_emulator/stats`);
+  return { ...r, ...f, publishFailed: keys.failed, backlogAfterRestartMax, drained, drainS, leftover, refusedAfterRestart, brokerDrops, emulatorRss: rssOf(emu.child.pid!), emulatorValues: stats.values_stored };
+}
+
 async function runBare(p: Protocol, n: number, src: Source): Promise<Measured> {
   const { cp, setupMs } = await src.bare();
   try {
     await sleep(WARMUP * 1_000);
-    const m = await window(cp.pid!, src, () => countOf(cp), undefined, async () => (p === 'opcua' ? { ...(await opcuaSnapshot(src)), 'bare client received': await countOf(cp) } : {}), `${p}-${n}-bare`);
+    const m = await window(watch(cp.pid!), src, () => countOf(cp), undefined, async () => (p === 'opcua' ? { ...(await opcuaSnapshot(src)), 'bare client received': await countOf(cp) } : {}), `${p}-${n}-bare`);
     return { ...m, setupS: setupMs > 0 ? setupMs / 1_000 : null };
   } finally {
     await stopChild(cp);
   }
+}
+
+function killRow(step: string, k: KillFigures): Record<string, string | number> {
+  const pctOf = (x: number) => (k.sent > 0 ? `${((x / k.sent) * 100).toFixed(3)} %` : '-');
+  return {
+    step,
+    sent: k.sent,
+    delivered: k.delivered,
+    // Not drained: the gateway still holds some, so "lost" counts those too (an upper bound).
+    'lost (before / outage / after kill)': `${k.drained ? '' : 'NOT drained, ≤ '}${k.lost} (${k.lostBefore} / ${k.lostOutage} / ${k.lostAfter}), ${pctOf(k.lost)}`,
+    duplicates: k.duplicates,
+    unexpected: k.unexpected,
+    'kill → started / status / commit / delivery s': `${k.startedS.toFixed(1)} / ${k.statusS.toFixed(1)} / ${k.firstCommitS.toFixed(1)} / ${k.firstDeliveryS.toFixed(1)}`,
+    'backlog before / at restart / max after': `${k.backlogBefore} / ${k.backlogAtRestart} / ${k.backlogAfterRestartMax}`,
+    'drain s': `${k.drainS.toFixed(0)}${k.drained ? '' : ' (NOT drained)'}`,
+    'emulator RSS MB (values)': `${mb(k.emulatorRss)} (${k.emulatorValues.toLocaleString('en-US')})`,
+  };
+}
+
+function killNotes(k: KillFigures): string {
+  const at = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().slice(11, 23));
+  const lines = [`  killed at ${at(k.killedAt)}, first commit after restart at ${at(k.resumedAt)}`];
+  if (k.lost > 0) lines.push(`  lost values' timestamps from ${at(k.lostFirst)} to ${at(k.lostLast)}`);
+  if (!k.drained) lines.push(`  not drained after ${DRAIN_DEADLINE_MS / 1000} s: ${k.leftover}`);
+  const refused = Object.entries(k.refusedAfterRestart).filter(([, c]) => c > 0);
+  if (refused.length > 0) lines.push(`  refused by the restarted gateway: ${refused.map(([r, c]) => `${r} ${c}`).join(', ')}`);
+  lines.push(`  publishes failed: ${k.publishFailed}; mosquitto "messages are being dropped" notices: ${k.brokerDrops}`);
+  return lines.join('\n');
 }
 
 // ================================================================ main
@@ -668,6 +988,11 @@ async function main(): Promise<void> {
   console.log(`Plant scale: ${PROTOCOLS.join(', ')} at ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} variables changing at 1 Hz; ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
   const rows: Array<Record<string, string | number>> = [];
   const accounting: Array<Record<string, string | number>> = [];
+  const kills: Array<Record<string, string | number>> = [];
+  if (KILL) {
+    const unchecked = PROTOCOLS.filter((p) => p === 'opcua' || p === 'modbus');
+    if (unchecked.length > 0) console.log(`BENCH_KILL: no kill check for ${unchecked.join(', ')} (a polled or sampled source has no "sent" set: a value nobody read while the gateway was dead was never a sample); they run without a kill.\n`);
+  }
   for (const p of PROTOCOLS as Protocol[]) {
     if (!['opcua', 'mqtt', 'sparkplug', 'modbus'].includes(p)) throw new Error(`BENCH_PROTOCOLS: unknown protocol ${JSON.stringify(p)} (opcua, mqtt, sparkplug, modbus)`);
     for (const n of STEPS) {
@@ -687,6 +1012,10 @@ async function main(): Promise<void> {
         rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}`, load: loadGw });
         rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': (g.cores / bare.cores).toFixed(2), 'source CPU': '', 'RSS peak/steady MB': `${(g.peakRss / bare.peakRss).toFixed(2)} / ${(g.steadyRss / bare.steadyRss).toFixed(2)}`, 'rate /s (of expected)': (g.rate / bare.rate).toFixed(3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
         process.stdout.write(`${table(rows.slice(-3))}\n\n`);
+        if (g.kill) {
+          kills.push(killRow(`${p} ${n.toLocaleString('en-US')}`, g.kill));
+          process.stdout.write(`SIGKILL at full load (values sent from the window's start to the publisher's stop):\n${table(kills.slice(-1))}\n${killNotes(g.kill)}\n\n`);
+        }
         if (p === 'opcua') {
           const step = `${p} ${n.toLocaleString('en-US')}`;
           const acc = [...accountingRows(step, 'bare client', bare.counters, n), ...accountingRows(step, 'gateway', g.counters, n)];
@@ -702,6 +1031,7 @@ async function main(): Promise<void> {
     }
   }
   console.log(`\n${table(rows)}\n`);
+  if (kills.length > 0) console.log(`SIGKILL at full load (BENCH_KILL):\n${table(kills)}\n`);
   if (accounting.length > 0) console.log(`OPC UA loss accounting (per second over the window; server counters cover every session):\n${table(accounting)}\n`);
   console.log('Targets (issue 25, 2-core machine): every change committed (100 %), gateway ≤ 1 core and ≤ 400 MB RSS, freshness ≤ 5 s (p99), oldest unsent ≤ 120 s, event-loop p99 ≤ 100 ms.');
   console.log('Load average (1/5/15 min) at the end of each side: the machine is shared.');

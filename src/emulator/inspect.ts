@@ -14,6 +14,7 @@ import type { Store } from './store.js';
  *
  *   GET    /_emulator/stats
  *   GET    /_emulator/values[?machine_variable_id=mvr_...]
+ *   GET    /_emulator/value-keys[?prefix=mvr_...&limit=N&starting_after=mvr_...]
  *   GET    /_emulator/annotations
  *   GET    /_emulator/import-jobs
  *   GET    /_emulator/faults     POST (merge a setting)     DELETE (clear)
@@ -47,6 +48,7 @@ const ENDPOINTS = [
   'GET /_emulator/stats',
   'GET /_emulator/values?machine_variable_id=mvr_...',
   'GET /_emulator/values',
+  'GET /_emulator/value-keys?prefix=mvr_...&limit=N&starting_after=mvr_...',
   'GET /_emulator/annotations',
   'GET /_emulator/import-jobs',
   'GET /_emulator/faults',
@@ -83,6 +85,15 @@ function journalQuery(query: URLSearchParams): JournalQuery {
   return q;
 }
 
+const VALUE_KEYS_MAX_PAGE = 10_000;
+
+/** ?prefix=&limit=&starting_after= of GET /_emulator/value-keys; 400 naming the parameter. */
+function valueKeysQuery(query: URLSearchParams): { prefix: string; startingAfter: string | null; limit: number } {
+  const limit = query.get('limit') ?? '1000';
+  if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > VALUE_KEYS_MAX_PAGE) throw badRequest(`limit: "${limit}" is not a whole number from 1 to ${VALUE_KEYS_MAX_PAGE}`);
+  return { prefix: query.get('prefix') ?? '', startingAfter: query.get('starting_after'), limit: Number(limit) };
+}
+
 export class Inspector {
   constructor(private readonly deps: InspectorDeps) {}
 
@@ -102,6 +113,8 @@ export class Inspector {
         if (!this.deps.fixture.variables.has(id)) throw notFound(`unknown machine variable "${id}"`);
         return { status: 200, body: store.valuesOf(id) };
       }
+      case '/value-keys':
+        return method === 'GET' ? { status: 200, body: store.valueKeys(valueKeysQuery(query)) } : notAllowed('GET');
       case '/annotations':
         return method === 'GET' ? { status: 200, body: store.annotations.map((a) => ({ organisation_id: a.organisation_id, ...a.annotation })) } : notAllowed('GET');
       case '/import-jobs':

@@ -57,6 +57,15 @@ export interface ImportJobRecord {
   view: ImportJobView;
 }
 
+/** One variable in GET /_emulator/value-keys: the instants it holds and how many writes replaced a value. */
+export interface ValueKeys {
+  id: string;
+  /** Epoch ms of every stored value, ascending. */
+  epoch_ms: number[];
+  /** Writes to an instant it already held (a value delivered twice counts 1). */
+  overwritten: number;
+}
+
 export interface EmulatorStats {
   /** Distinct (variable, timestamp) pairs stored. */
   values_stored: number;
@@ -127,6 +136,25 @@ export class Store {
     const out: Record<string, number> = {};
     for (const [id, series] of this.values) out[id] = series.size;
     return out;
+  }
+
+  /**
+   * The (variable, instant) keys held, a page of variables at a time in id string order: enough for
+   * a client to check exactly which of the values it sent arrived, and which arrived twice, without
+   * one request per variable or the values themselves (GET /_emulator/value-keys).
+   */
+  valueKeys(q: { prefix: string; startingAfter: string | null; limit: number }): { variables: ValueKeys[]; next_cursor: string | null } {
+    const ids: string[] = [];
+    for (const id of this.values.keys()) if (id.startsWith(q.prefix) && (q.startingAfter === null || id > q.startingAfter)) ids.push(id);
+    ids.sort();
+    const page = ids.slice(0, q.limit);
+    const variables = page.map((id) => {
+      const series = this.values.get(id)!;
+      let overwritten = 0;
+      for (const v of series.values()) overwritten += v.writes - 1;
+      return { id, epoch_ms: [...series.keys()].sort((a, b) => a - b), overwritten };
+    });
+    return { variables, next_cursor: ids.length > q.limit ? page[page.length - 1] : null };
   }
 
   countRequest(route: string, status: number | 'dropped'): void {
