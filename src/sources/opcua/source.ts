@@ -80,6 +80,8 @@ export class OpcuaSource implements Source {
   private certificateManager: ClockTolerantCertificateManager | null = null;
   /** Server clock minus gateway clock at the last connect; kept across reconnects for error messages. */
   private clockOffset: ClockOffset | null = null;
+  /** The server's operation limits read at the last connect (status; kept across reconnects). */
+  private operationLimits: OperationLimits | null = null;
   private link: Link | null = null;
   private linkSeq = 0;
   private loop: Promise<void> | null = null;
@@ -170,6 +172,11 @@ export class OpcuaSource implements Source {
       watchdog_silent_ms: this.link?.watchdog ? Math.round(this.link.watchdog.silentFor()) : null,
       connected_since: this.connectedAt,
       server_clock_offset_ms: this.clockOffset?.offsetMs ?? null,
+      operation_limits: this.operationLimits && {
+        max_nodes_per_read: this.operationLimits.maxNodesPerRead,
+        max_monitored_items_per_call: this.operationLimits.maxMonitoredItemsPerCall,
+        max_nodes_per_history_read_data: this.operationLimits.maxNodesPerHistoryReadData,
+      },
       recoveries: { ...this.recoveries },
       next_retry_ms: this.nextRetryMs,
       pending_samples: this.queue.size,
@@ -345,6 +352,7 @@ export class OpcuaSource implements Source {
     // Every Read, CreateMonitoredItems and HistoryRead below is split to fit these (Part 5 §6.3.11).
     const limits = await readServerOperationLimits(session);
     link.limits = limits;
+    this.operationLimits = limits;
     if (!current()) return;
     const plan = await planNodes(session, this.cfg, link.namespaceArray, limits);
     if (!current()) return;
