@@ -210,7 +210,7 @@ export class OpcuaSource implements Source {
       await this.teardown(link, broken === null || broken.how === 'stopped');
       if (untrusted) await this.forgetTrustIndex();
       this.connectedAt = null;
-      this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, 0);
+      this.setMonitored(0);
       if (this.stopped) break;
       if (broken && broken.how !== 'stopped') {
         this.recoveries[broken.how] = (this.recoveries[broken.how] ?? 0) + 1;
@@ -325,6 +325,8 @@ export class OpcuaSource implements Source {
     client.on('connection_lost', () => {
       if (!current() || !link.established) return;
       this.ctx.stats.setState('connecting');
+      // The items are gone with the server (or the connection); counted again once repaired.
+      this.setMonitored(0);
       this.ctx.logger.warn({ endpoint: this.cfg.endpoint }, 'OPC UA connection lost; reconnecting (subscriptions are transferred when the server still has them, else re-created)');
     });
     client.on('connection_reestablished', () => {
@@ -432,6 +434,9 @@ export class OpcuaSource implements Source {
   /** After node-opcua repaired the connection: the same nsu= ids must still point to the same indexes. */
   private async afterReconnect(link: Link): Promise<void> {
     this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
+    // node-opcua transferred the subscription or re-created its items (split to the server's
+    // MaxMonitoredItemsPerCall) before this event; what the server accepted is monitored.
+    this.setMonitored(link.subscription ? link.subscription.countMonitored() : link.poller ? link.bindings.length : 0);
     this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
     this.ctx.stats.setState(this.invalid.length > 0 ? 'degraded' : 'connected');
     this.ctx.logger.info({ endpoint: this.cfg.endpoint }, 'OPC UA connection re-established; session and subscription restored');
@@ -488,6 +493,12 @@ export class OpcuaSource implements Source {
         `${this.path}: the certificate of the OPC UA server ${endpoint} is valid only from ${isoSeconds(early.validFrom.getTime())} by the gateway clock (${clockNote}); accepted because it is trusted (Part 6 E.6 allows suppressing this check); the warning stops once that time has passed. Check the server's clock`,
       );
     }
+  }
+
+  /** nodes_monitored and gateway_opcua_monitored_nodes: what is being read right now. */
+  private setMonitored(n: number): void {
+    this.monitored = n;
+    this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, n);
   }
 
   private reportInvalid(invalid: InvalidNode[]): void {
