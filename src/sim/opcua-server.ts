@@ -142,6 +142,20 @@ export interface BulkStats {
   }>;
 }
 
+export interface MonitoredItemStats {
+  createCalls: number;
+  /** Items asked for in those calls (refused calls included). */
+  itemsRequested: number;
+  /** Most items one call asked for. */
+  maxItemsPerCall: number;
+  /** Items asked for by each call, oldest first (the last 10,000 calls). */
+  callSizes: number[];
+  /** Calls beyond MaxMonitoredItemsPerCall (node-opcua answers them BadTooManyOperations and creates nothing). */
+  callsOverLimit: number;
+  /** Session name → monitored items in its subscriptions now. */
+  itemsBySession: Record<string, number>;
+}
+
 /** Names of the simulator's variables, for `nodeIds` and `setValue`. */
 export type SimVariableName =
   | 'temperature'
@@ -187,6 +201,13 @@ export interface OpcuaSimulator {
    * §5.12.1.5), notifications harvested but not yet sent, and Publish requests waiting.
    */
   bulkStats(): BulkStats;
+  /**
+   * CreateMonitoredItems calls the server received (all sessions, since it started) and the
+   * monitored items each session holds now: how a client split its requests to the server's
+   * MaxMonitoredItemsPerCall, and whether it monitors everything again after a restart. Cheap
+   * (no walk over the items), for polling during a benchmark.
+   */
+  monitoredItemStats(): MonitoredItemStats;
   /** Continuation points (Browse, HistoryRead) the server keeps for its sessions now: a client that releases its own leaves none. */
   continuationPoints(): number;
   /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
@@ -302,6 +323,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     serverCapabilities: { maxSessions: opts.maxSessions ?? 100, operationLimits: { maxMonitoredItemsPerCall: 10_000, maxNodesPerRead: 10_000, maxNodesPerBrowse: 10_000, ...opts.operationLimits } },
   });
   await server.initialize();
+  const createCalls = countCreateMonitoredItems(server);
 
   const addressSpace = server.engine.addressSpace!;
   const ns: Namespace = addressSpace.registerNamespace(NAMESPACE_URI);
@@ -489,6 +511,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     machineState: () => state,
     sessionCount: () => server.engine.currentSessionCount,
     bulkStats: () => ({ reads: bulkReads, subscriptions: subscriptionStats(server) }),
+    monitoredItemStats: () => ({ ...createCalls, callSizes: [...createCalls.callSizes], itemsBySession: itemsBySession(server) }),
     misbehaviour,
     continuationPoints: () =>
       Object.values((server.engine as unknown as { _sessions: Record<string, { continuationPointManager?: { _map?: Map<string, unknown> } }> })._sessions).reduce(
@@ -621,6 +644,37 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       process.stderr.write(`simulator failed: ${(err as Error).message}\n`);
       process.exit(1);
     });
+}
+
+/**
+ * Counts the CreateMonitoredItems requests by wrapping the server's handler (node-opcua dispatches
+ * a request to the instance's `_on_<RequestName>` method, base_server.js), before its
+ * MaxMonitoredItemsPerCall check, so a call it refuses is counted too.
+ */
+function countCreateMonitoredItems(server: OPCUAServer): Omit<MonitoredItemStats, 'itemsBySession'> {
+  const c = { createCalls: 0, itemsRequested: 0, maxItemsPerCall: 0, callsOverLimit: 0, callSizes: [] as number[] };
+  type Handler = (message: { request: { itemsToCreate?: unknown[] | null } }, channel: unknown) => unknown;
+  const s = server as unknown as { _on_CreateMonitoredItemsRequest: Handler };
+  const original = s._on_CreateMonitoredItemsRequest.bind(server);
+  s._on_CreateMonitoredItemsRequest = (message, channel) => {
+    const n = message.request.itemsToCreate?.length ?? 0;
+    const limit = server.engine.serverCapabilities.operationLimits.maxMonitoredItemsPerCall;
+    c.createCalls += 1;
+    c.itemsRequested += n;
+    c.maxItemsPerCall = Math.max(c.maxItemsPerCall, n);
+    if (limit > 0 && n > limit) c.callsOverLimit += 1;
+    c.callSizes.push(n);
+    if (c.callSizes.length > 10_000) c.callSizes.shift();
+    return original(message, channel);
+  };
+  return c;
+}
+
+function itemsBySession(server: OPCUAServer): Record<string, number> {
+  const out: Record<string, number> = {};
+  const sessions = Object.values((server.engine as unknown as { _sessions: Record<string, { sessionName: string; publishEngine?: { subscriptions: Array<{ monitoredItemCount: number }> } | null }> })._sessions);
+  for (const s of sessions) out[s.sessionName] = (out[s.sessionName] ?? 0) + (s.publishEngine?.subscriptions ?? []).reduce((t, sub) => t + sub.monitoredItemCount, 0);
+  return out;
 }
 
 /** Per-subscription counters of every open session (node-opcua internals, read-only). */

@@ -80,6 +80,8 @@ export class OpcuaSource implements Source {
   private certificateManager: ClockTolerantCertificateManager | null = null;
   /** Server clock minus gateway clock at the last connect; kept across reconnects for error messages. */
   private clockOffset: ClockOffset | null = null;
+  /** The server's operation limits read at the last connect (status; kept across reconnects). */
+  private operationLimits: OperationLimits | null = null;
   private link: Link | null = null;
   private linkSeq = 0;
   private loop: Promise<void> | null = null;
@@ -170,6 +172,11 @@ export class OpcuaSource implements Source {
       watchdog_silent_ms: this.link?.watchdog ? Math.round(this.link.watchdog.silentFor()) : null,
       connected_since: this.connectedAt,
       server_clock_offset_ms: this.clockOffset?.offsetMs ?? null,
+      operation_limits: this.operationLimits && {
+        max_nodes_per_read: this.operationLimits.maxNodesPerRead,
+        max_monitored_items_per_call: this.operationLimits.maxMonitoredItemsPerCall,
+        max_nodes_per_history_read_data: this.operationLimits.maxNodesPerHistoryReadData,
+      },
       recoveries: { ...this.recoveries },
       next_retry_ms: this.nextRetryMs,
       pending_samples: this.queue.size,
@@ -203,7 +210,7 @@ export class OpcuaSource implements Source {
       await this.teardown(link, broken === null || broken.how === 'stopped');
       if (untrusted) await this.forgetTrustIndex();
       this.connectedAt = null;
-      this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, 0);
+      this.setMonitored(0);
       if (this.stopped) break;
       if (broken && broken.how !== 'stopped') {
         this.recoveries[broken.how] = (this.recoveries[broken.how] ?? 0) + 1;
@@ -318,6 +325,8 @@ export class OpcuaSource implements Source {
     client.on('connection_lost', () => {
       if (!current() || !link.established) return;
       this.ctx.stats.setState('connecting');
+      // The items are gone with the server (or the connection); counted again once repaired.
+      this.setMonitored(0);
       this.ctx.logger.warn({ endpoint: this.cfg.endpoint }, 'OPC UA connection lost; reconnecting (subscriptions are transferred when the server still has them, else re-created)');
     });
     client.on('connection_reestablished', () => {
@@ -345,6 +354,7 @@ export class OpcuaSource implements Source {
     // Every Read, CreateMonitoredItems and HistoryRead below is split to fit these (Part 5 §6.3.11).
     const limits = await readServerOperationLimits(session);
     link.limits = limits;
+    this.operationLimits = limits;
     if (!current()) return;
     const plan = await planNodes(session, this.cfg, link.namespaceArray, limits);
     if (!current()) return;
@@ -424,6 +434,9 @@ export class OpcuaSource implements Source {
   /** After node-opcua repaired the connection: the same nsu= ids must still point to the same indexes. */
   private async afterReconnect(link: Link): Promise<void> {
     this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
+    // node-opcua transferred the subscription or re-created its items (split to the server's
+    // MaxMonitoredItemsPerCall) before this event; what the server accepted is monitored.
+    this.setMonitored(link.subscription ? link.subscription.countMonitored() : link.poller ? link.bindings.length : 0);
     this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
     this.ctx.stats.setState(this.invalid.length > 0 ? 'degraded' : 'connected');
     this.ctx.logger.info({ endpoint: this.cfg.endpoint }, 'OPC UA connection re-established; session and subscription restored');
@@ -480,6 +493,12 @@ export class OpcuaSource implements Source {
         `${this.path}: the certificate of the OPC UA server ${endpoint} is valid only from ${isoSeconds(early.validFrom.getTime())} by the gateway clock (${clockNote}); accepted because it is trusted (Part 6 E.6 allows suppressing this check); the warning stops once that time has passed. Check the server's clock`,
       );
     }
+  }
+
+  /** nodes_monitored and gateway_opcua_monitored_nodes: what is being read right now. */
+  private setMonitored(n: number): void {
+    this.monitored = n;
+    this.ctx.metrics.opcuaMonitoredNodes.set({ source: this.name }, n);
   }
 
   private reportInvalid(invalid: InvalidNode[]): void {

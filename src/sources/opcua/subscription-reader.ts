@@ -49,6 +49,11 @@ export interface SubscriptionReader {
   /** Nodes whose monitored item the server refused (bad filter, sampling not supported ...). */
   readonly refused: InvalidNode[];
   readonly monitored: number;
+  /**
+   * Items the server holds now by their last result: node-opcua re-creates them after a server
+   * restart (reconnection) and only logs the ones the new server refused.
+   */
+  countMonitored(): number;
   /** Publish requests kept queued at the server (publish-pipeline.ts). */
   readonly publishRequests: number;
   /** Stops topping up the Publish requests (the link is being torn down; closing the session ends the rest). */
@@ -140,6 +145,7 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
     publishingInterval,
     refused,
     monitored,
+    countMonitored: () => created.reduce((t, g) => t + g.monitoredItems.reduce((k, item) => k + (item.statusCode && item.statusCode.value >>> 30 < 2 ? 1 : 0), 0), 0),
     publishRequests: pipeline.target,
     stop: () => pipeline.stop(),
     async terminate() {

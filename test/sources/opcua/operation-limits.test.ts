@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OPCUAClient } from 'node-opcua';
+import { AttributeIds, MonitoringMode, OPCUAClient, TimestampsToReturn } from 'node-opcua';
 import { openBufferDatabase } from '../../../src/buffer/file/database.js';
 import { GapLedger } from '../../../src/buffer/gaps.js';
 import { systemClock } from '../../../src/core/clock.js';
@@ -65,7 +65,28 @@ describe('OPC UA operation limits (Part 5 §6.3.11)', () => {
     const sim = await smallLimitServer();
     const h = startSource(sim, { publishing_interval: 200, sampling_interval: 100 });
     await everyVariableRead(h);
+    // The server saw the split: ceil(120 / 25) calls, none beyond its limit.
+    expect(sim.monitoredItemStats()).toMatchObject({ createCalls: Math.ceil(NODES / LIMITS.maxMonitoredItemsPerCall), itemsRequested: NODES, maxItemsPerCall: LIMITS.maxMonitoredItemsPerCall, callsOverLimit: 0 });
+    // What the gateway read is in its status (the operator's answer to "why so many calls").
+    expect(h.source.status().detail?.operation_limits).toEqual({ max_nodes_per_read: LIMITS.maxNodesPerRead, max_monitored_items_per_call: LIMITS.maxMonitoredItemsPerCall, max_nodes_per_history_read_data: LIMITS.maxNodesPerHistoryReadData });
   }, 180_000);
+
+  it('the simulator counts CreateMonitoredItems calls and the items each session holds, a call beyond its limit included', async () => {
+    const sim = await smallLimitServer();
+    const client = OPCUAClient.create({ endpointMustExist: false, connectionStrategy: { maxRetry: 1 } });
+    await client.connect(sim.endpointUrl);
+    cleanup.push(() => client.disconnect());
+    const session = await client.createSession();
+    cleanup.push(() => session.close().catch(() => undefined));
+    const sub = await session.createSubscription2({ requestedPublishingInterval: 500, publishingEnabled: true });
+    const items = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ itemToMonitor: { nodeId: sim.bulkNodeId(from + i), attributeId: AttributeIds.Value }, monitoringMode: MonitoringMode.Reporting, requestedParameters: { clientHandle: from + i, samplingInterval: 500, queueSize: 1, discardOldest: true } }));
+    const ok = await session.createMonitoredItems({ subscriptionId: sub.subscriptionId, timestampsToReturn: TimestampsToReturn.Both, itemsToCreate: items(1, LIMITS.maxMonitoredItemsPerCall) });
+    expect(ok.results?.every((r) => r.statusCode.isGood())).toBe(true);
+    await expect(session.createMonitoredItems({ subscriptionId: sub.subscriptionId, timestampsToReturn: TimestampsToReturn.Both, itemsToCreate: items(30, LIMITS.maxMonitoredItemsPerCall + 1) })).rejects.toThrow(/BadTooManyOperations/);
+    const st = sim.monitoredItemStats();
+    expect(st).toMatchObject({ createCalls: 2, itemsRequested: 2 * LIMITS.maxMonitoredItemsPerCall + 1, maxItemsPerCall: LIMITS.maxMonitoredItemsPerCall + 1, callsOverLimit: 1, callSizes: [LIMITS.maxMonitoredItemsPerCall, LIMITS.maxMonitoredItemsPerCall + 1] });
+    expect(Object.values(st.itemsBySession)).toEqual([LIMITS.maxMonitoredItemsPerCall]);
+  }, 120_000);
 
   it('splits the cyclic Read to MaxNodesPerRead (polling mode)', async () => {
     const sim = await smallLimitServer();

@@ -58,6 +58,49 @@ describe('OPC UA recovery without operator action', () => {
     expect(await metricValue(h.metrics, 'gateway_opcua_session_recoveries_total', { source: 'press1' })).toBeGreaterThanOrEqual(1);
   });
 
+  it('reports no nodes monitored while the server is away and every node again once node-opcua re-created the items (issue 25)', async () => {
+    const BULK = 20;
+    const first = await sim(undefined, { bulkVariables: BULK });
+    const h = start({
+      endpoint: first.endpointUrl,
+      watchdog_multiplier: 150, // 30 s: the repair is node-opcua's (connection_lost, then connection_reestablished)
+      nodes: Array.from({ length: BULK }, (_, i) => ({ node_id: first.bulkNodeId(i + 1), variable: `mvr_bulk_${i + 1}` })),
+    });
+    await flowingAfter(h, 'mvr_bulk_1', 0);
+    const monitored = () => h.source.status().detail?.nodes_monitored;
+    const gauge = () => metricValue(h.metrics, 'gateway_opcua_monitored_nodes', { source: 'press1' });
+    expect(monitored()).toBe(BULK);
+    await first.close();
+    const stoppedAt = Date.now();
+    await waitFor(() => h.source.status().state === 'connecting', { timeoutMs: 20_000, what: 'the connection loss noticed' });
+    // Nothing is monitored on a server that is gone: the status and the gauge say so.
+    expect(monitored()).toBe(0);
+    expect(await gauge()).toBe(0);
+    await delay(1_500);
+    await sim(first.port, { bulkVariables: BULK });
+    await waitFor(() => ((h.source.status().detail?.recoveries as Record<string, number>).reconnected ?? 0) >= 1, { timeoutMs: 45_000, what: 'node-opcua repaired the session' });
+    await flowingAfter(h, `mvr_bulk_${BULK}`, stoppedAt + 1_500, 1);
+    expect((h.source.status().detail?.recoveries as Record<string, number>).watchdog ?? 0).toBe(0);
+    expect(monitored()).toBe(BULK);
+    expect(await gauge()).toBe(BULK);
+  }, 120_000);
+
+  it('counts only the items the restarted server accepted again (node-opcua only logs the others)', async () => {
+    const BULK = 20;
+    const first = await sim(undefined, { bulkVariables: BULK });
+    const h = start({ endpoint: first.endpointUrl, watchdog_multiplier: 150, nodes: Array.from({ length: BULK }, (_, i) => ({ node_id: first.bulkNodeId(i + 1), variable: `mvr_bulk_${i + 1}` })) });
+    await flowingAfter(h, 'mvr_bulk_1', 0);
+    await first.close();
+    const stoppedAt = Date.now();
+    await delay(1_500);
+    // The PLC program changed while it was down: its last 5 variables are gone (BadNodeIdUnknown).
+    await sim(first.port, { bulkVariables: BULK - 5 });
+    await waitFor(() => ((h.source.status().detail?.recoveries as Record<string, number>).reconnected ?? 0) >= 1, { timeoutMs: 45_000, what: 'node-opcua repaired the session' });
+    await flowingAfter(h, `mvr_bulk_${BULK - 5}`, stoppedAt + 1_500, 1);
+    expect(h.source.status().detail?.nodes_monitored).toBe(BULK - 5);
+    expect(await metricValue(h.metrics, 'gateway_opcua_monitored_nodes', { source: 'press1' })).toBe(BULK - 5);
+  }, 120_000);
+
   it('a gateway whose own event loop is blocked longer than the watchdog keeps a healthy session (no false trip, issue 21 §2)', async () => {
     // The server in another process keeps publishing while this one is blocked.
     const server = await startSimulatorProcess({ pkiDir: tmpPki('opcua-rec-block-sim-'), updateIntervalMs: 100 });
@@ -117,6 +160,7 @@ describe('OPC UA recovery without operator action', () => {
     await first.close();
     const stoppedAt = Date.now();
     await waitFor(() => (h.source.status().detail?.recoveries as Record<string, number>).watchdog >= 1, { timeoutMs: 20_000, what: 'watchdog trip' });
+    expect(h.source.status().detail?.nodes_monitored).toBe(0);
     // While it is down the error says why, with its time; once connected again it is cleared (issue 24 §1).
     const down = await waitFor(() => h.source.status().lastError, { timeoutMs: 20_000, what: 'the outage as the source error' });
     expect(down.code).toMatch(/OPCUA_(WATCHDOG|UNREACHABLE)/);
