@@ -20,9 +20,13 @@ import type { VariableDictionary } from './variables.js';
  *  B5  Newest first (`claimNewest`: live data stays fresh); oldest first only for the age bound
  *      (`claimOldest`, issue 12 §5).
  *  B3  The sync path claims rows only: a sealed sample it needs is first turned back into a row
- *      with the same seq (`unseal`, one transaction per chunk), outside every import-job range.
+ *      with the same seq (`unsealAll`, the chunks one claim needs in one transaction), outside
+ *      every import-job range.
  *  B2c Setting samples aside records them and removes them, rows or sealed, in one transaction.
  */
+/** Most chunks one unseal transaction takes (a claim is at most a batch of 200; chunks hold ≥ 1). */
+const UNSEAL_BATCH = 256;
+
 export class Claims {
   private readonly st: { newestSeqs: Statement; rowBySeq: Statement; oldestBetween: Statement };
 
@@ -45,7 +49,7 @@ export class Claims {
     for (;;) {
       this.claimNewestRows(limit, out);
       if (out.length >= limit || this.o.tally.sealed === 0) return out;
-      if (!this.unsealNewest()) return out;
+      if (!this.unsealNewest(limit - out.length)) return out;
     }
   }
 
@@ -74,7 +78,8 @@ export class Claims {
           }
         }
         if (out.length >= limit || !c) break;
-        this.unseal(c);
+        // With the chunks after it in the gap, up to what this claim still needs: one transaction.
+        this.unsealAll(this.chunksFrom(c, limit - out.length, (x) => this.o.store.firstAfter(x.seq_from + x.n - 1, gap.hi)));
         // Its samples are rows now, with the same seqs; never below the gap (a job's range).
         lo = Math.max(gap.lo, Math.min(lo, c.seq_from - 1));
       }
@@ -146,26 +151,49 @@ export class Claims {
     if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());
   }
 
-  /** Turns the newest chunk outside every import-job range back into rows; false when there is none. */
-  private unsealNewest(): boolean {
+  /**
+   * Turns the newest chunks outside every import-job range back into rows, as many as hold `want`
+   * samples; false when there is none.
+   */
+  private unsealNewest(want: number): boolean {
     for (const gap of this.o.holds.gapsDescending()) {
       const c = this.o.store.lastBefore(gap.lo, gap.hi);
       if (c) {
-        this.unseal(c);
+        this.unsealAll(this.chunksFrom(c, want, (x) => this.o.store.lastBefore(gap.lo, x.seq_from)));
         return true;
       }
     }
     return false;
   }
 
-  private unseal(c: ChunkRow): void {
-    const n = inOwnTransaction(this.db, 'unseal', () => this.o.store.unseal(c));
-    this.o.logger.debug({ event: 'chunk_unsealed', seq_from: c.seq_from, samples: n }, 'a sealed chunk went back to rows for the sync path');
+  /** `first` and the chunks `next` leads to, until they hold `want` samples (at most UNSEAL_BATCH chunks). */
+  private chunksFrom(first: ChunkRow, want: number, next: (c: ChunkRow) => ChunkRow | undefined): ChunkRow[] {
+    const out = [first];
+    let n = first.n;
+    for (let c = n < want ? next(first) : undefined; c && out.length < UNSEAL_BATCH; c = n < want ? next(c) : undefined) {
+      out.push(c);
+      n += c.n;
+    }
+    return out;
+  }
+
+  /**
+   * Chunks back to rows in one transaction. One commit per chunk (an fsync each) made the sync
+   * path's pace a few chunks per fsync once the backlog was sealed: with 30,000 variables a
+   * chunk holds a few dozen samples, and draining fell to 700–1,000 samples/s (issue 25).
+   */
+  private unsealAll(chunks: readonly ChunkRow[]): void {
+    const n = inOwnTransaction(this.db, 'unseal', () => {
+      let sum = 0;
+      for (const c of chunks) sum += this.o.store.unseal(c);
+      return sum;
+    });
+    this.o.logger.debug({ event: 'chunk_unsealed', chunks: chunks.length, seq_from: chunks[0].seq_from, samples: n }, 'sealed chunks went back to rows for the sync path');
     const t = this.o.tally;
     t.rows += n;
     t.sealed -= n;
-    t.chunks -= 1;
-    t.chunkBytes -= c.data.length;
+    t.chunks -= chunks.length;
+    for (const c of chunks) t.chunkBytes -= c.data.length;
   }
 
   private claimNewestRows(limit: number, out: BufferedRow[]): void {

@@ -2,13 +2,14 @@ import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSamples, MAX_CHUNK_SAMPLES, readAllSamples, type ChunkRow } from '../../src/buffer/chunks/store.js';
 import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { createLogger, silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { buildImportFile } from '../../src/uplink/import-file.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
@@ -92,6 +93,39 @@ describe('sealed chunks (buffer v2)', () => {
     expect(b.buffer.stats().rows).toBe(0);
     expect(readAllSamples(b.db)).toEqual([]);
     expect(data.length).toBe(3_000);
+  });
+
+  it('a claim unseals the small chunks it needs in one transaction, newest or oldest first, each sample once (issue 25)', async () => {
+    // 100 variables × 20 samples: sealing makes chunks of 20, so a claim of 200 needs 10 of them.
+    const events: Array<Record<string, unknown>> = [];
+    const logger = createLogger({ level: 'debug', format: 'json', destination: new Writable({ write: (c, _e, cb) => (String(c).split('\n').filter(Boolean).forEach((l) => events.push(JSON.parse(l) as Record<string, unknown>)), cb()) }) });
+    const b = track(openTestBuffer({ sealRows: 1_000, logger }));
+    const data = Array.from({ length: 2_000 }, (_, i) => ({ variable: `mvr_u${i % 100}`, ts: T0 + i, value: i }));
+    await b.buffer.append(data);
+    b.buffer.sealNow();
+    expect(b.buffer.stats().sealedSamples).toBe(2_000);
+    const unseals = () => events.filter((e) => e.event === 'chunk_unsealed');
+    const newest = b.buffer.claimNewest(200);
+    expect(newest).toHaveLength(200);
+    expect(unseals()).toHaveLength(1); // one transaction (one fsync) for the 10 chunks, not 10
+    expect(unseals()[0].chunks).toBeGreaterThanOrEqual(10);
+    const oldest = b.buffer.claimOldest(200);
+    expect(oldest).toHaveLength(200);
+    expect(unseals()).toHaveLength(2);
+    expect(Math.min(...oldest.map((r) => r.seq))).toBeLessThan(Math.min(...newest.map((r) => r.seq)));
+    // Every sample exactly once across claims until the buffer is empty.
+    const seen = new Set<string>();
+    for (const r of [...newest, ...oldest]) seen.add(`${r.variable}|${r.ts}`);
+    b.buffer.ack([...newest, ...oldest]);
+    for (let batch = b.buffer.claimNewest(200); batch.length > 0; batch = b.buffer.claimNewest(200)) {
+      for (const r of batch) {
+        expect(seen.has(`${r.variable}|${r.ts}`)).toBe(false);
+        seen.add(`${r.variable}|${r.ts}`);
+      }
+      b.buffer.ack(batch);
+    }
+    expect(seen.size).toBe(2_000);
+    expect(unseals().length).toBeLessThanOrEqual(12);
   });
 
   it('claimOldest takes the oldest samples first, sealed ones included, and release returns them', async () => {
