@@ -128,6 +128,37 @@ describe('sealed chunks (buffer v2)', () => {
     expect(unseals().length).toBeLessThanOrEqual(12);
   });
 
+  it('plans import-job ranges over a backlog sealed into many small chunks: whole chunks, at most the items asked, counted exactly, each sample once (issue 25)', async () => {
+    // 500 variables × 40 samples, sealed: 500-odd chunks of a few dozen samples (a plant's backlog after a restart).
+    const b = track(openTestBuffer({ sealRows: 5_000 }));
+    const data = Array.from({ length: 20_000 }, (_, i) => ({ variable: `mvr_p${i % 500}`, ts: T0 + i, value: i }));
+    for (let i = 0; i < data.length; i += 5_000) await b.buffer.append(data.slice(i, i + 5_000));
+    b.buffer.sealNow();
+    expect(b.buffer.stats().sealedSamples).toBe(20_000);
+    const chunkEnds = new Set((b.db.prepare('SELECT seq_from + n - 1 AS e FROM chunks').all() as Array<{ e: number }>).map((r) => r.e));
+    const seen = new Set<string>();
+    let jobs = 0;
+    for (;;) {
+      const before = b.buffer.available;
+      const range = b.buffer.planJobRange(3_000, 0);
+      if (!range) break;
+      jobs += 1;
+      b.buffer.reserveRange(range);
+      const items = [...b.buffer.readRange(range)].flat();
+      // At most the 3,000 asked, plus the rest of the chunk the end fell in (whole chunks).
+      expect(items.length).toBeLessThanOrEqual(3_000 + MAX_CHUNK_SAMPLES);
+      expect(chunkEnds.has(range.to)).toBe(true);
+      // The hold counts exactly what the range holds.
+      expect(before - b.buffer.available).toBe(items.length);
+      for (const r of items) {
+        expect(seen.has(`${r.variable}|${r.ts}`)).toBe(false);
+        seen.add(`${r.variable}|${r.ts}`);
+      }
+    }
+    expect(seen.size).toBe(20_000);
+    expect(jobs).toBeGreaterThanOrEqual(7);
+  });
+
   it('claimOldest takes the oldest samples first, sealed ones included, and release returns them', async () => {
     const { b, data } = await filled(2_000);
     b.buffer.sealNow();

@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
-import type { ChunkStore } from '../chunks/store.js';
+import { MAX_CHUNK_SAMPLES, type ChunkStore } from '../chunks/store.js';
 import { assertNotNested, inOwnTransaction } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { SetAsideMove } from '../set-aside.js';
@@ -26,7 +26,7 @@ import type { SampleReader } from './reader.js';
  *      wraps around several (a rollback of such a wrapper left the counts wrong).
  */
 export class ImportRanges {
-  private readonly st: { countBetween: Statement; firstAfter: Statement; nthFrom: Statement; maxBelow: Statement; maxSeqInRange: Statement; deleteBetween: Statement };
+  private readonly st: { countBetween: Statement; firstAfter: Statement; maxBelow: Statement; maxSeqInRange: Statement; deleteBetween: Statement };
   /** The last range planJobRange chose and how many samples it holds, for reserveRange. */
   private planned: (SeqRange & { count: number; rows: number; sealed: number }) | null = null;
 
@@ -37,7 +37,6 @@ export class ImportRanges {
     this.st = {
       countBetween: db.prepare('SELECT count(*) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
       firstAfter: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT 1').pluck(true),
-      nthFrom: db.prepare('SELECT seq FROM samples WHERE seq >= ? AND seq < ? ORDER BY seq ASC LIMIT 1 OFFSET ?').pluck(true),
       maxBelow: db.prepare('SELECT max(seq) FROM samples WHERE seq >= ? AND seq < ?').pluck(true),
       maxSeqInRange: db.prepare('SELECT max(seq) FROM samples WHERE seq BETWEEN ? AND ?').pluck(true),
       deleteBetween: db.prepare('DELETE FROM samples WHERE seq >= ? AND seq <= ?'),
@@ -194,39 +193,31 @@ export class ImportRanges {
   }
 
   /**
-   * The seq at which [first, seq] holds `want` samples (rows and sealed), below `hi`, and how many
-   * it holds; a chunk is taken whole when the count falls inside it (one job per chunk, no
-   * re-encoding at the end). The highest seq below `hi` when there are fewer; null when there is none.
+   * The end of a job range starting at `first`, below `hi`, holding at most `want` samples (rows
+   * and sealed) and how many it holds; null when there is none. Chosen by seq arithmetic: seqs are
+   * unique, so [first, first + want − 1] holds at most `want`; it ends at the highest seq that
+   * exists below `hi` (a seq no sample has yet would take in samples committed later, B3), and a
+   * chunk is taken whole when the end falls inside it (one job per chunk, no re-encoding at the
+   * end). Walking chunk by chunk to an exact count, one lookup each, held the event loop 100 s on
+   * a restarted gateway whose 1.2 M-sample backlog was sealed into 100,000 small chunks (30,000
+   * variables; issue 25's kill check): now a few index lookups and two counts.
    */
   private seqAtCount(first: number, hi: number, want: number): { to: number; count: number } | null {
-    let cur = first;
-    let remaining = want;
-    let last: number | null = null;
-    const found = (to: number) => ({ to, count: want - remaining });
-    for (;;) {
-      const c = this.o.tally.sealed > 0 ? this.o.store.firstAfter(cur - 1, hi) : undefined;
-      const rowsEnd = c ? Math.max(cur, c.seq_from) : hi; // rows in [cur, rowsEnd)
-      if (rowsEnd > cur) {
-        const nth = this.st.nthFrom.get(cur, rowsEnd, remaining - 1) as number | undefined;
-        if (nth !== undefined) {
-          remaining = 0;
-          return found(nth);
-        }
-        const count = this.st.countBetween.get(cur, rowsEnd - 1) as number;
-        if (count > 0) {
-          remaining -= count;
-          last = this.st.maxBelow.get(cur, rowsEnd) as number;
-        }
-      }
-      if (!c) return last === null ? null : found(last);
-      const start = Math.max(cur, c.seq_from);
-      const end = Math.min(c.seq_from + c.n - 1, hi - 1);
-      remaining -= end - start + 1; // a chunk's seqs are dense (S4): every seq in it is a sample
-      last = end;
-      if (remaining <= 0) return found(end);
-      cur = end + 1;
-      if (cur >= hi) return found(last);
+    const sealed = this.o.tally.sealed > 0;
+    let highest = (this.st.maxBelow.get(first, hi) as number | null) ?? null;
+    if (sealed) {
+      const c = this.o.store.lastBefore(first - 1 - MAX_CHUNK_SAMPLES, hi);
+      const end = c ? Math.min(c.seq_from + c.n - 1, hi - 1) : null;
+      if (end !== null && end >= first && (highest === null || end > highest)) highest = end;
     }
+    if (highest === null) return null;
+    let to = Math.min(highest, first + want - 1);
+    if (sealed) {
+      const c = this.o.store.firstAfter(to - 1, hi);
+      if (c && c.seq_from <= to) to = Math.min(c.seq_from + c.n - 1, hi - 1);
+    }
+    const count = this.countIn(first, to);
+    return count > 0 ? { to, count } : null;
   }
 
   /** Marks a range as sync-only (it failed twice as an import job), durably. */
