@@ -50,14 +50,20 @@ async function everyVariableRead(h: Harness): Promise<void> {
   await waitFor(() => new Set(h.sink.samples.map((s) => s.variable)).size === NODES, { timeoutMs: 60_000, what: `a value of each of the ${NODES} nodes` });
 }
 
+/** A plain node-opcua client session on `endpointUrl`, closed after the test. */
+async function bareSession(endpointUrl: string) {
+  const client = OPCUAClient.create({ endpointMustExist: false, connectionStrategy: { maxRetry: 1 } });
+  await client.connect(endpointUrl);
+  cleanup.push(() => client.disconnect());
+  const session = await client.createSession();
+  cleanup.push(() => session.close().catch(() => undefined));
+  return session;
+}
+
 describe('OPC UA operation limits (Part 5 §6.3.11)', () => {
   it('reads the server limits once per session', async () => {
     const sim = await smallLimitServer();
-    const client = OPCUAClient.create({ endpointMustExist: false, connectionStrategy: { maxRetry: 1 } });
-    await client.connect(sim.endpointUrl);
-    cleanup.push(() => client.disconnect());
-    const session = await client.createSession();
-    cleanup.push(() => session.close().catch(() => undefined));
+    const session = await bareSession(sim.endpointUrl);
     expect(await readServerOperationLimits(session)).toEqual(LIMITS);
   }, 120_000);
 
@@ -73,11 +79,7 @@ describe('OPC UA operation limits (Part 5 §6.3.11)', () => {
 
   it('the simulator counts CreateMonitoredItems calls and the items each session holds, a call beyond its limit included', async () => {
     const sim = await smallLimitServer();
-    const client = OPCUAClient.create({ endpointMustExist: false, connectionStrategy: { maxRetry: 1 } });
-    await client.connect(sim.endpointUrl);
-    cleanup.push(() => client.disconnect());
-    const session = await client.createSession();
-    cleanup.push(() => session.close().catch(() => undefined));
+    const session = await bareSession(sim.endpointUrl);
     const sub = await session.createSubscription2({ requestedPublishingInterval: 500, publishingEnabled: true });
     const items = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ itemToMonitor: { nodeId: sim.bulkNodeId(from + i), attributeId: AttributeIds.Value }, monitoringMode: MonitoringMode.Reporting, requestedParameters: { clientHandle: from + i, samplingInterval: 500, queueSize: 1, discardOldest: true } }));
     const ok = await session.createMonitoredItems({ subscriptionId: sub.subscriptionId, timestampsToReturn: TimestampsToReturn.Both, itemsToCreate: items(1, LIMITS.maxMonitoredItemsPerCall) });
@@ -100,11 +102,7 @@ describe('OPC UA operation limits (Part 5 §6.3.11)', () => {
     const fromMs = toMs - 10_000;
     const count = 12;
     const sim = await smallLimitServer({ bulkVariables: 0, historizedBulk: { count, fromMs, toMs, stepMs: 1_000 } });
-    const client = OPCUAClient.create({ endpointMustExist: false, connectionStrategy: { maxRetry: 1 } });
-    await client.connect(sim.endpointUrl);
-    cleanup.push(() => client.disconnect());
-    const session = await client.createSession();
-    cleanup.push(() => session.close().catch(() => undefined));
+    const session = await bareSession(sim.endpointUrl);
     const limits = await readServerOperationLimits(session);
 
     const dir = mkdtempSync(join(tmpdir(), 'oplimits-hist-'));
