@@ -1,6 +1,6 @@
 import type { TrendPut, TrendSource } from '../buffer/trend.js';
 import type { TrendBuffer } from '../buffer/views.js';
-import { BUCKET_MS, BUCKETS, type ValueRing } from './value-ring.js';
+import { BUCKET_MS, BUCKETS, slotOf, type ValueRing } from './value-ring.js';
 
 /**
  * The console's trend across restarts (issue 24 §4): at the start the value ring is seeded with
@@ -47,7 +47,7 @@ export class TrendKeeper implements TrendSource {
         buffer.readTrendRow(row, BUCKET_MS, since, visit);
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      for (const e of this.ring.entries()) this.mark(e.idx, e.head, e.count[slotOf(e.head)]);
+      for (const e of this.ring.entries()) this.mark(e.idx, e.head, e.cells.count[e.base + slotOf(e.head)]);
       return n;
     } finally {
       this.seeding = false;
@@ -70,23 +70,23 @@ export class TrendKeeper implements TrendSource {
       const handed = this.at(e.idx);
       let first = Math.max(e.head - BUCKETS + 1, handed + 1);
       // The last bucket handed over got samples since: hand it again (the newest copy wins).
-      if (handed > e.head - BUCKETS && handed <= upTo && e.count[slotOf(handed)] !== this.handedCount[e.idx]) first = handed;
+      if (handed > e.head - BUCKETS && handed <= upTo && e.cells.count[e.base + slotOf(handed)] !== this.handedCount[e.idx]) first = handed;
       if (upTo < first) continue;
       let newest = -1;
       for (let k = upTo; k >= first; k--) {
-        if (e.count[slotOf(k)] > 0) {
+        if (e.cells.count[e.base + slotOf(k)] > 0) {
           newest = k;
           break;
         }
       }
       for (let k = first; k <= upTo; k++) {
         const slot = slotOf(k);
-        if (e.count[slot] === 0) continue;
+        if (e.cells.count[e.base + slot] === 0) continue;
         // The variable's last value goes with its newest bucket of the take.
-        if (k === newest) put(e.idx, e.id, k * BUCKET_MS, e.min[slot], e.max[slot], e.count[slot], e.last, e.lastTs);
-        else put(e.idx, e.id, k * BUCKET_MS, e.min[slot], e.max[slot], e.count[slot], NaN, NaN);
+        if (k === newest) put(e.idx, e.id, k * BUCKET_MS, e.cells.min[e.base + slot], e.cells.max[e.base + slot], e.cells.count[e.base + slot], e.last, e.lastTs);
+        else put(e.idx, e.id, k * BUCKET_MS, e.cells.min[e.base + slot], e.cells.max[e.base + slot], e.cells.count[e.base + slot], NaN, NaN);
       }
-      this.mark(e.idx, upTo, e.count[slotOf(upTo)]);
+      this.mark(e.idx, upTo, e.cells.count[e.base + slotOf(upTo)]);
     }
     return end - from;
   }
@@ -114,6 +114,3 @@ export class TrendKeeper implements TrendSource {
 /** No bucket handed over yet. */
 const NEVER = -Infinity;
 
-function slotOf(k: number): number {
-  return ((k % BUCKETS) + BUCKETS) % BUCKETS;
-}

@@ -26,18 +26,27 @@ export interface VariableEntry {
   pending: number;
   /** Bucket number (ts / BUCKET_MS) of the newest bucket held. */
   head: number;
-  /** Views of this variable's BUCKETS slots in the shared block arrays. */
+  /**
+   * This variable's BUCKETS slots: `cells.min[base + slot]` etc. in its block's shared arrays (an
+   * offset, not three subarray views: a view is an object of ~100 bytes, 15 MB at 50,000 variables).
+   */
+  readonly cells: Cells;
+  readonly base: number;
+  dirty: boolean;
+}
+
+/** The bucket arrays BLOCK variables share. */
+interface Cells {
   readonly min: Float32Array;
   readonly max: Float32Array;
   readonly count: Uint16Array;
-  dirty: boolean;
 }
 
 export class ValueRing implements SampleTap {
   private readonly byId = new Map<string, VariableEntry>();
   private readonly list: VariableEntry[] = [];
   private dirty: VariableEntry[] = [];
-  private blocks: Array<{ min: Float32Array; max: Float32Array; count: Uint16Array }> = [];
+  private blocks: Cells[] = [];
   /** Variables not tracked because the cap was reached (shown on the overview). */
   untracked = 0;
 
@@ -66,10 +75,11 @@ export class ValueRing implements SampleTap {
     const b = Math.floor(ts / BUCKET_MS);
     // Older than the ring (a late or replayed sample): last value only.
     if (!this.reach(e, b)) return;
-    const slot = b % BUCKETS;
-    if (!(value >= e.min[slot])) e.min[slot] = value;
-    if (!(value <= e.max[slot])) e.max[slot] = value;
-    if (e.count[slot] < 65_535) e.count[slot] += 1;
+    const i = e.base + (b % BUCKETS);
+    const c = e.cells;
+    if (!(value >= c.min[i])) c.min[i] = value;
+    if (!(value <= c.max[i])) c.max[i] = value;
+    if (c.count[i] < 65_535) c.count[i] += 1;
   }
 
   /**
@@ -88,11 +98,12 @@ export class ValueRing implements SampleTap {
     }
     const b = Math.floor(start / BUCKET_MS);
     if (!this.reach(e, b)) return;
-    const slot = b % BUCKETS;
-    if (e.count[slot] > 0) return;
-    e.min[slot] = min;
-    e.max[slot] = max;
-    e.count[slot] = Math.min(65_535, count);
+    const i = e.base + (b % BUCKETS);
+    const c = e.cells;
+    if (c.count[i] > 0) return;
+    c.min[i] = min;
+    c.max[i] = max;
+    c.count[i] = Math.min(65_535, count);
   }
 
   /** A new entry whose newest bucket is that of `at` (null once the cap is reached). */
@@ -101,9 +112,7 @@ export class ValueRing implements SampleTap {
     const idx = this.list.length;
     const b = Math.floor(idx / BLOCK);
     if (!this.blocks[b]) this.blocks[b] = { min: new Float32Array(BLOCK * BUCKETS).fill(NaN), max: new Float32Array(BLOCK * BUCKETS).fill(NaN), count: new Uint16Array(BLOCK * BUCKETS) };
-    const o = (idx % BLOCK) * BUCKETS;
-    const block = this.blocks[b];
-    const e: VariableEntry = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(at / BUCKET_MS), min: block.min.subarray(o, o + BUCKETS), max: block.max.subarray(o, o + BUCKETS), count: block.count.subarray(o, o + BUCKETS), dirty: false };
+    const e: VariableEntry = { idx, id: variable, last: value, lastTs: ts, total: 0, pending: 0, head: Math.floor(at / BUCKET_MS), cells: this.blocks[b], base: (idx % BLOCK) * BUCKETS, dirty: false };
     this.byId.set(variable, e);
     this.list.push(e);
     return e;
@@ -113,11 +122,12 @@ export class ValueRing implements SampleTap {
   private reach(e: VariableEntry, b: number): boolean {
     if (b > e.head) {
       // Clear the buckets skipped since the newest one (at most the whole ring).
+      const c = e.cells;
       for (let k = e.head + 1; k <= b && k <= e.head + BUCKETS; k++) {
-        const slot = k % BUCKETS;
-        e.min[slot] = NaN;
-        e.max[slot] = NaN;
-        e.count[slot] = 0;
+        const i = e.base + (k % BUCKETS);
+        c.min[i] = NaN;
+        c.max[i] = NaN;
+        c.count[i] = 0;
       }
       e.head = b;
       return true;
@@ -150,7 +160,7 @@ export class ValueRing implements SampleTap {
     const nowB = Math.floor(now / BUCKET_MS);
     const n = Math.max(1, Math.round((seconds * 1000) / BUCKET_MS));
     let sum = 0;
-    for (let k = nowB - n + 1; k <= nowB; k++) if (k <= e.head && k > e.head - BUCKETS) sum += e.count[((k % BUCKETS) + BUCKETS) % BUCKETS];
+    for (let k = nowB - n + 1; k <= nowB; k++) if (k <= e.head && k > e.head - BUCKETS) sum += e.cells.count[e.base + slotOf(k)];
     const span = Math.min(seconds * 1000, Math.max(BUCKET_MS, now - (nowB - n + 1) * BUCKET_MS));
     return sum / (span / 1000);
   }
@@ -158,9 +168,10 @@ export class ValueRing implements SampleTap {
   /** Buckets from oldest to newest: [start ms, min, max, count], empty buckets left out. */
   trend(e: VariableEntry, buckets = BUCKETS): Array<[number, number, number, number]> {
     const out: Array<[number, number, number, number]> = [];
+    const c = e.cells;
     for (let k = e.head - Math.min(buckets, BUCKETS) + 1; k <= e.head; k++) {
-      const slot = ((k % BUCKETS) + BUCKETS) % BUCKETS;
-      if (e.count[slot] > 0) out.push([k * BUCKET_MS, e.min[slot], e.max[slot], e.count[slot]]);
+      const i = e.base + slotOf(k);
+      if (c.count[i] > 0) out.push([k * BUCKET_MS, c.min[i], c.max[i], c.count[i]]);
     }
     return out;
   }
@@ -168,12 +179,18 @@ export class ValueRing implements SampleTap {
   /** A short sparkline: the middle of each of the last `n` buckets (null when empty). */
   spark(e: VariableEntry, n: number): Array<number | null> {
     const out: Array<number | null> = [];
+    const c = e.cells;
     for (let k = e.head - n + 1; k <= e.head; k++) {
-      const slot = ((k % BUCKETS) + BUCKETS) % BUCKETS;
-      out.push(e.count[slot] > 0 ? round4((e.min[slot] + e.max[slot]) / 2) : null);
+      const i = e.base + slotOf(k);
+      out.push(c.count[i] > 0 ? round4((c.min[i] + c.max[i]) / 2) : null);
     }
     return out;
   }
+}
+
+/** The slot of bucket number `k` (negative numbers too: a bucket before 1970 in a test). */
+export function slotOf(k: number): number {
+  return ((k % BUCKETS) + BUCKETS) % BUCKETS;
 }
 
 /** Four significant digits: enough for a sparkline, a third of the bytes of a full double. */
