@@ -3,10 +3,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import type { Source } from '../../../src/core/source.js';
+import { OVEN_METRICS, startMqttSimulator } from '../../../src/sim/mqtt-publisher.js';
+import { PrimaryHostWatch } from '../../../src/sim/sparkplug-host-watch.js';
 import { sparkplugCodec } from '../../../src/sources/mqtt/decoders/sparkplug.js';
 import { createMqttSources } from '../../../src/sources/mqtt/index.js';
 import { openTestBuffer, type TestBuffer } from '../../helpers/buffer.js';
-import { connectClient, contexts, endClient, GatedSink, section, startAedes, waitFor, type TestAedes } from './helpers.js';
+import { connectClient, contexts, delay, endClient, GatedSink, section, startAedes, waitFor, type TestAedes } from './helpers.js';
 
 /**
  * The gateway as Sparkplug B 3.0 Primary Host Application (primary_host_id): its STATE birth, the
@@ -153,7 +155,7 @@ describe('Sparkplug Primary Host Application (primary_host_id)', () => {
     expect((await events(gw.metrics)).state_republished).toBe(1);
   });
 
-  it('sends no Rebirth request before its birth STATE and none at all while a birth is refused nowhere', async () => {
+  it('publishes its birth before anything else: a Rebirth request for early data follows it', async () => {
     // The first message a host publishes is its birth (tck-id-host-topic-phid-birth-message): data from
     // an unknown edge node arriving at once must not make an NCMD overtake it.
     const b = await broker();
@@ -214,5 +216,57 @@ describe('Sparkplug Primary Host Application (primary_host_id)', () => {
     // A good one passes.
     const { config } = validateConfig({ service, mqtt: { connections: [{ name: 'c', url: 'mqtt://x', subscriptions: [spb], primary_host_id: 'edge-gw Line 3' }] } });
     expect(config.mqtt!.connections[0].primary_host_id).toBe('edge-gw Line 3');
+  });
+
+  it('with the simulated edge node: no BIRTH before the host is online, values kept while it is away arrive with their own timestamps', async () => {
+    const b = await broker();
+    const tb = openTestBuffer();
+    cleanup.push(() => tb.destroy());
+    const sim = await startMqttSimulator({ url: b.url, intervalMs: 0, packer: false, primaryHostId: HOST });
+    cleanup.push(() => sim.close());
+    const oven = { subscriptions: [{ format: 'sparkplug', topic: 'spBv1.0/plant/#', metrics: OVEN_METRICS.map((m) => ({ name: m.name, variable: m.variable })) }] };
+    const temperatures = () => new Set(tb.rows().filter((r) => r.variable === 'mvr_oven1_temperature').map((r) => r.ts));
+    // No host yet: the edge node keeps its value instead of publishing it.
+    const t1 = Date.now();
+    await sim.tick();
+    expect(sim.counts()).toMatchObject({ nbirth: 0, ddata: 0, stored: 1 });
+    const first = await gateway(b.url, tb.buffer, oven);
+    await waitFor(() => sim.counts().forwarded === 1, { what: 'the stored value forwarded after the BIRTH' });
+    expect(sim.counts()).toMatchObject({ nbirth: 1, dbirth: 1 });
+    await waitFor(() => temperatures().size === 2, { what: 'DBIRTH value and the forwarded one' });
+    expect([...temperatures()].some((ts) => ts >= t1 && ts <= t1 + 1_000)).toBe(true);
+    // A clean stop of the gateway: death STATE, the edge node stores again.
+    await first.close();
+    await waitFor(() => sim.primaryHostOnline() === false, { what: 'the edge node to see the host offline' });
+    const kept: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      await delay(5);
+      kept.push(Date.now());
+      await sim.tick();
+    }
+    expect(sim.counts()).toMatchObject({ stored: 4, ddata: 0 });
+    // The gateway back: BIRTH again, the three kept values as is_historical DDATA, none lost.
+    await gateway(b.url, tb.buffer, oven);
+    await waitFor(() => sim.counts().forwarded === 4, { what: 'the three kept values forwarded' });
+    expect(sim.counts().nbirth).toBe(2);
+    await waitFor(() => temperatures().size === 6, { what: 'two DBIRTH values and four forwarded ones' });
+    for (const t of kept) expect([...temperatures()].some((ts) => ts >= t && ts <= t + 1_000)).toBe(true);
+  });
+
+  it('the simulated edge node ignores an offline STATE older than the last online one and births again for a new host session', () => {
+    const w = new PrimaryHostWatch(HOST);
+    const st = (online: boolean, timestamp: number) => Buffer.from(JSON.stringify({ online, timestamp }));
+    expect(w.onState(st(false, 100))).toBeNull();
+    expect(w.onState(st(true, 200))).toBe('online');
+    // The Will of the host's previous connection (older timestamp) arriving late: ignored.
+    expect(w.onState(st(false, 100))).toBeNull();
+    expect(w.hostOnline).toBe(true);
+    // The same birth again (a republished one): nothing to do.
+    expect(w.onState(st(true, 200))).toBeNull();
+    // A newer birth without the offline in between: a new host session, birth again.
+    expect(w.onState(st(true, 300))).toBe('online');
+    expect(w.onState(st(false, 300))).toBe('offline');
+    expect(w.onState(Buffer.from('OFFLINE'))).toBeNull();
+    expect(w.hostOnline).toBe(false);
   });
 });
