@@ -48,10 +48,16 @@
  * a persistent session (clean: false) so mosquitto redelivers what the killed gateway never
  * acknowledged and keeps what arrives while it is away (max_queued_messages 100000 here: 1,000
  * messages/s at 100k for 100 s); its notices go to a log and "messages are being dropped" is counted.
- * Sparkplug keeps clean: true (Sparkplug 3.0) and QoS 0 DDATA: values in flight at the kill and
- * published while no gateway is subscribed are lost by MQTT's QoS 0 semantics, and DDATA arriving
- * before the restarted gateway's Rebirth request is answered is refused (unknown_alias): the check
- * shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
+ * Sparkplug keeps clean: true (Sparkplug 3.0) and QoS 0 DDATA. In the kill check the gateway is by
+ * default the edge node's Primary Host (primary_host_id; BENCH_PRIMARY_HOST=0 turns it off, =1 turns
+ * it on outside the kill check): the edge node publishes only while the gateway's STATE is online,
+ * stores what it produces while the Will says offline and forwards it as is_historical DDATA after
+ * its next BIRTH; the bare client stands in for the host during its own window. What is still lost
+ * is what was in flight at the kill (received by the gateway or queued for it at the broker, not
+ * yet committed: QoS 0 has nothing to redeliver), printed with the gateway's uncommitted messages
+ * at its last /status. Without a Primary Host, values published while no gateway is subscribed are
+ * lost too, and DDATA arriving before the restarted gateway's Rebirth request is answered is
+ * refused (unknown_alias): the check shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
  * "sent" set: a value nobody read while the gateway was dead was never a sample). The emulator keeps
  * every value in memory (~170 bytes each in its process, printed): ~6 M values a minute at 100k, so
  * the kill check defaults to 10k and 30k (BENCH_STEPS overrides).
@@ -66,7 +72,8 @@
  * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>; with BENCH_KILL the
  * killed process writes none, the restarted one <protocol>-<n>-restarted.cpuprofile), BENCH_SERVER_PROF=<dir> (the OPC UA server profiles itself over each
  * measured window), BENCH_GATEWAY_LOG, BENCH_KILL=1 (the kill check above; steps default to
- * 10000,30000).
+ * 10000,30000), BENCH_PRIMARY_HOST (Sparkplug: the gateway as Primary Host; default 1 with
+ * BENCH_KILL, else 0).
  */
 import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -805,7 +812,7 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
           deadCommitted += before.buffer.committed_total;
           deadCpu += cpuSecondsOf(old.child.pid!);
           const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}-restarted.cpuprofile`] : [];
-          restarted = await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status);
+          restarted = { ...(await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status)), pendingBefore: sourcesPending(before) * PER_MESSAGE };
         })
       : Promise.resolve();
     const m = await window(
@@ -871,6 +878,8 @@ interface Restart {
   backlogBefore: number;
   /** buffer.samples at the restarted gateway's first /status: what the killed one left in the file. */
   backlogAtRestart: number;
+  /** Values in messages the gateway had received and not committed at its last /status before the kill (MQTT: pending_messages × 100). */
+  pendingBefore?: number;
 }
 
 /**
@@ -1045,7 +1054,7 @@ function killRow(step: string, k: KillFigures): Record<string, string | number> 
 
 function killNotes(k: KillFigures): string {
   const at = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().slice(11, 23));
-  const lines = [`  killed at ${at(k.killedAt)}, first commit after restart at ${at(k.resumedAt)}`];
+  const lines = [`  killed at ${at(k.killedAt)}, first commit after restart at ${at(k.resumedAt)}; values received and not committed at the last /status before the kill: ${k.pendingBefore ?? '-'}`];
   if (k.lost > 0) lines.push(`  lost values' timestamps from ${at(k.lostFirst)} to ${at(k.lostLast)}`);
   if (!k.drained) lines.push(`  not drained after ${DRAIN_DEADLINE_MS / 1000} s: ${k.leftover}`);
   const refused = Object.entries(k.refusedAfterRestart).filter(([, c]) => c > 0);

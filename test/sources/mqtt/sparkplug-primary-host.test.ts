@@ -103,10 +103,10 @@ describe('Sparkplug Primary Host Application (primary_host_id)', () => {
     expect({ topic: w.topic, qos: w.qos, retain: w.retain, payload: JSON.parse(w.payload.toString()) }).toEqual({ topic: STATE_TOPIC, qos: 1, retain: true, payload: { online: false, timestamp: birth.timestamp } });
   });
 
-  it('a connection dropped without DISCONNECT makes the broker publish online:false with the birth\'s timestamp; the reconnect births again', async () => {
+  it.each([true, false])('a connection dropped without DISCONNECT makes the broker publish online:false with the birth\'s timestamp; the reconnect births again (clean: %s)', async (clean) => {
     const b = await broker();
     const watcher = await stateWatcher(b.url);
-    const gw = await gateway(b.url);
+    const gw = await gateway(b.url, new GatedSink(), { clean });
     await waitFor(() => watcher.seen.some((s) => s.online), { what: 'the birth' });
     const birth = watcher.seen.find((s) => s.online)!;
     // The broker's side of the gateway's socket dies (as when the gateway process is SIGKILLed).
@@ -118,6 +118,8 @@ describe('Sparkplug Primary Host Application (primary_host_id)', () => {
     const again = await waitFor(() => watcher.seen.find((s) => s.online && s.timestamp > birth.timestamp), { what: 'a new birth after the reconnect' });
     expect(again.timestamp).toBeGreaterThan(death.timestamp);
     expect((await events(gw.metrics)).state_birth).toBe(2);
+    // clean: false reconnects into the kept session (no new SUBSCRIBE of the data topics): the birth still follows.
+    expect(gw.source.status().detail).toMatchObject({ session_present: !clean, connects: 2 });
   });
 
   it('a clean stop publishes online:false before disconnecting, and does not answer its own death', async () => {
