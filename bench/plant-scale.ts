@@ -48,10 +48,16 @@
  * a persistent session (clean: false) so mosquitto redelivers what the killed gateway never
  * acknowledged and keeps what arrives while it is away (max_queued_messages 100000 here: 1,000
  * messages/s at 100k for 100 s); its notices go to a log and "messages are being dropped" is counted.
- * Sparkplug keeps clean: true (Sparkplug 3.0) and QoS 0 DDATA: values in flight at the kill and
- * published while no gateway is subscribed are lost by MQTT's QoS 0 semantics, and DDATA arriving
- * before the restarted gateway's Rebirth request is answered is refused (unknown_alias): the check
- * shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
+ * Sparkplug keeps clean: true (Sparkplug 3.0) and QoS 0 DDATA. In the kill check the gateway is by
+ * default the edge node's Primary Host (primary_host_id; BENCH_PRIMARY_HOST=0 turns it off, =1 turns
+ * it on outside the kill check): the edge node publishes only while the gateway's STATE is online,
+ * stores what it produces while the Will says offline and forwards it as is_historical DDATA after
+ * its next BIRTH; the bare client stands in for the host during its own window. What is still lost
+ * is what was in flight at the kill (received by the gateway or queued for it at the broker, not
+ * yet committed: QoS 0 has nothing to redeliver), printed with the gateway's uncommitted messages
+ * at its last /status. Without a Primary Host, values published while no gateway is subscribed are
+ * lost too, and DDATA arriving before the restarted gateway's Rebirth request is answered is
+ * refused (unknown_alias): the check shows how many and when. OPC UA and Modbus run without a kill (a polled or sampled source has no
  * "sent" set: a value nobody read while the gateway was dead was never a sample). The emulator keeps
  * every value in memory (~170 bytes each in its process, printed): ~6 M values a minute at 100k, so
  * the kill check defaults to 10k and 30k (BENCH_STEPS overrides).
@@ -66,7 +72,8 @@
  * 20), BENCH_CPU_PROF=<dir> (the gateway runs with --cpu-prof into <dir>; with BENCH_KILL the
  * killed process writes none, the restarted one <protocol>-<n>-restarted.cpuprofile), BENCH_SERVER_PROF=<dir> (the OPC UA server profiles itself over each
  * measured window), BENCH_GATEWAY_LOG, BENCH_KILL=1 (the kill check above; steps default to
- * 10000,30000).
+ * 10000,30000), BENCH_PRIMARY_HOST (Sparkplug: the gateway as Primary Host; default 1 with
+ * BENCH_KILL, else 0).
  */
 import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -88,6 +95,11 @@ const MODBUS_DEVICES = 50;
 const PER_MESSAGE = 100;
 /** BENCH_KILL=1: SIGKILL the gateway in the middle of each MQTT/Sparkplug window and check what arrived (see the header). */
 const KILL = process.env.BENCH_KILL === '1';
+/**
+ * BENCH_PRIMARY_HOST=1: the gateway is the Sparkplug Primary Host (primary_host_id) and the edge node
+ * waits for its STATE and stores and forwards while it is offline. Default: on in the kill check, off otherwise.
+ */
+const PRIMARY_HOST = (process.env.BENCH_PRIMARY_HOST ?? (KILL ? '1' : '0')) === '1';
 /** Longest wait for the gateway to deliver everything after the publisher stopped (kill check). */
 const DRAIN_DEADLINE_MS = 900_000;
 
@@ -223,13 +235,22 @@ async function mqttPublisher(n: number, url: string): Promise<void> {
   serveCount(() => sent * PER_MESSAGE, { ok: true }, { sentKeys: () => finishSending(stop, () => outstanding, () => ({ groups, failed })) });
 }
 
-/** A Sparkplug B edge node with n/100 devices of 100 metrics (aliases after the BIRTH), DDATA at QoS 0. */
-async function sparkplugPublisher(n: number, url: string): Promise<void> {
+/**
+ * A Sparkplug B edge node with n/100 devices of 100 metrics (aliases after the BIRTH), DDATA at QoS 0.
+ * With `hostId` (BENCH_PRIMARY_HOST) it is configured with that Primary Host (Sparkplug 3.0): it
+ * births and publishes live data only while the host's STATE says online, keeps every value it
+ * produces while the host is offline (store and forward, in memory) and, once the host is back,
+ * births again and sends the stored values as DDATA whose metrics are flagged is_historical, paced
+ * by its socket, beside the live data. A value counts as sent once, when it is produced.
+ */
+async function sparkplugPublisher(n: number, url: string, hostId: string | null): Promise<void> {
   const mqtt = (await import('mqtt')).default;
   const { sparkplugCodec } = await import('../src/sources/mqtt/decoders/sparkplug.js');
+  const { PrimaryHostWatch } = await import('../src/sim/sparkplug-host-watch.js');
   const group = 'plant';
   const node = 'scale';
   const devices = Math.ceil(n / PER_MESSAGE);
+  const watch = hostId === null ? null : new PrimaryHostWatch(hostId);
   let bdSeq = 0;
   let seq = 0;
   const nextSeq = () => {
@@ -246,7 +267,6 @@ async function sparkplugPublisher(n: number, url: string): Promise<void> {
   const clock = groupClock(devices);
   // DBIRTH metrics carry values too (they become samples): their timestamps are sent values as well.
   const groups: number[][] = Array.from({ length: devices }, () => []);
-  let births = 0;
   const birth = () => {
     seq = 0;
     const now = Date.now();
@@ -257,11 +277,50 @@ async function sparkplugPublisher(n: number, url: string): Promise<void> {
       client.publish(`spBv1.0/${group}/DBIRTH/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: ts, seq: nextSeq(), metrics })), { qos: 0 });
       groups[d].push(ts);
     }
-    births += 1;
+  };
+  // Store and forward: per device, the [timestamp, tick] of every DDATA not sent while the host was offline.
+  const stored: Array<Array<[number, number]>> = Array.from({ length: devices }, () => []);
+  let storedCount = 0;
+  let storedMax = 0;
+  let forwarded = 0;
+  let forwarding = false;
+  const valueOf = (k: number, tick: number) => k + (tick % 1000) / 1000;
+  const forward = async () => {
+    if (forwarding) return;
+    forwarding = true;
+    try {
+      // Up to 10 stored instants of one device per DDATA (1,000 metrics), device by device, waiting
+      // for the socket to drain: a burst would only move the queue into mosquitto.
+      for (let d = 0; d < devices && watch?.hostOnline; d++) {
+        while (stored[d].length > 0 && watch.hostOnline) {
+          const batch = stored[d].splice(0, 10);
+          const metrics = batch.flatMap(([ts, tick]) => metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: valueOf(k, tick), timestamp: ts, isHistorical: true })));
+          client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: Date.now(), seq: nextSeq(), metrics })), { qos: 0 });
+          storedCount -= batch.length;
+          forwarded += batch.length;
+          if (client.stream.writableLength > 1_048_576) await new Promise((r) => client.stream.once('drain', r));
+        }
+      }
+    } finally {
+      forwarding = false;
+    }
+    if (storedCount > 0 && watch?.hostOnline) void forward();
   };
   await client.subscribeAsync(`spBv1.0/${group}/NCMD/${node}`, { qos: 1 });
-  client.on('message', () => birth()); // the only command sent to us is a Rebirth request (spec §6.4.9)
-  birth();
+  client.on('message', (topic, payload) => {
+    if (watch && topic === watch.topic) {
+      // The host came (back) online: BIRTH first, then what was stored (tck-id-operational-behavior-edge-node-birth-sequence-wait).
+      if (watch.onState(payload) === 'online') {
+        birth();
+        void forward();
+      }
+      return;
+    }
+    // The only command sent to us is a Rebirth request (spec §6.4.9).
+    if (!watch || watch.hostOnline) birth();
+  });
+  if (watch) await client.subscribeAsync(watch.topic, { qos: 1 });
+  else birth();
   let sent = 0;
   let tick = 0;
   const stop = catchUp(() => {
@@ -270,15 +329,23 @@ async function sparkplugPublisher(n: number, url: string): Promise<void> {
     tick += 1;
     for (let d = from; d < to; d++) {
       const ts = clock(d);
-      const metrics = metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: k + (tick % 1000) / 1000, timestamp: ts }));
-      client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: ts, seq: nextSeq(), metrics })), { qos: 0 });
       groups[d].push(ts);
       sent += 1;
+      if (watch && !watch.hostOnline) {
+        stored[d].push([ts, tick]);
+        storedCount += 1;
+        storedMax = Math.max(storedMax, storedCount);
+        continue;
+      }
+      const metrics = metricsOf(d).map((k) => ({ alias: k + 1, type: 'Double' as const, value: valueOf(k, tick), timestamp: ts }));
+      client.publish(`spBv1.0/${group}/DDATA/${node}/d${d}`, Buffer.from(sparkplugCodec.encodePayload({ timestamp: ts, seq: nextSeq(), metrics })), { qos: 0 });
     }
   });
-  // QoS 0: nothing to wait for but mqtt.js's write buffer.
-  serveCount(() => sent * PER_MESSAGE, { ok: true }, { sentKeys: () => finishSending(stop, () => (client.stream.writableLength > 0 ? 1 : 0), () => ({ groups, failed: 0 })) });
-  void births;
+  // QoS 0: nothing to wait for but mqtt.js's write buffer and, with a Primary Host, the stored values.
+  serveCount(() => sent * PER_MESSAGE, { ok: true }, {
+    stats: () => ({ stored: storedCount * PER_MESSAGE, storedMax: storedMax * PER_MESSAGE, forwarded: forwarded * PER_MESSAGE }),
+    sentKeys: () => finishSending(stop, () => (client.stream.writableLength > 0 || storedCount > 0 ? 1 : 0), () => ({ groups, failed: 0 })),
+  });
 }
 
 /** 50 Modbus TCP devices, each with n/50 holding registers that all change every second. */
@@ -314,13 +381,27 @@ async function bareOpcua(endpointUrl: string, nodeIds: string[]): Promise<void> 
   serveCount(() => values, { setupMs: performance.now() - t0 }, { stop: () => client.disconnect() });
 }
 
-async function bareMqtt(url: string, topic: string, perMessage: number): Promise<void> {
+/**
+ * The bare client: an mqtt.js subscriber counting messages. With `hostId` (Sparkplug, BENCH_PRIMARY_HOST)
+ * it stands in for the Primary Host the edge node waits for: its STATE birth and Will, and the death
+ * STATE before it leaves, so the edge node stores from then until the gateway's birth.
+ */
+async function bareMqtt(url: string, topic: string, perMessage: number, hostId: string | null): Promise<void> {
   const mqtt = (await import('mqtt')).default;
-  const client = await mqtt.connectAsync(url, { clientId: `plant-scale-bare-${process.pid}`, clean: true });
+  const { stateTopic, statePayload } = await import('../src/sources/mqtt/primary-host.js');
+  const t = Date.now();
+  const will = hostId === null ? undefined : { topic: stateTopic(hostId), payload: statePayload(false, t), qos: 1 as const, retain: true };
+  const client = await mqtt.connectAsync(url, { clientId: `plant-scale-bare-${process.pid}`, clean: true, will });
   let messages = 0;
   client.on('message', () => void (messages += 1));
   await client.subscribeAsync(topic, { qos: 1 });
-  serveCount(() => messages * perMessage, { setupMs: 0 });
+  if (hostId !== null) await client.publishAsync(stateTopic(hostId), statePayload(true, t), { qos: 1, retain: true });
+  serveCount(() => messages * perMessage, { setupMs: 0 }, {
+    stop: async () => {
+      if (hostId !== null) await client.publishAsync(stateTopic(hostId), statePayload(false, Date.now()), { qos: 1, retain: true });
+      await client.endAsync();
+    },
+  });
 }
 
 async function bareModbus(ports: number[], per: number): Promise<void> {
@@ -557,6 +638,8 @@ interface Source {
   sentKeys?: () => Promise<SentKeys>;
   /** Kill check: mosquitto's log file. */
   brokerLog?: string | null;
+  /** Sparkplug with a Primary Host: values the edge node stored (now, at most) and forwarded as is_historical. */
+  storeAndForward?: () => Promise<{ stored: number; storedMax: number; forwarded: number } | null>;
   stop(): Promise<void>;
 }
 
@@ -583,7 +666,8 @@ async function startSource(p: Protocol, n: number, dir: string): Promise<Source>
   }
   if (p === 'mqtt' || p === 'sparkplug') {
     const broker = await startMosquitto(dir);
-    const pub = child(p === 'mqtt' ? 'mqtt-publisher' : 'sparkplug-publisher', { n, url: broker.url });
+    const hostId = p === 'sparkplug' && PRIMARY_HOST ? 'plant-scale-gateway' : null;
+    const pub = child(p === 'mqtt' ? 'mqtt-publisher' : 'sparkplug-publisher', { n, url: broker.url, hostId });
     await nextMessage(pub);
     const subscription =
       p === 'mqtt'
@@ -595,9 +679,9 @@ async function startSource(p: Protocol, n: number, dir: string): Promise<Source>
     // which a broker neither redelivers nor (mosquitto's default) queues for an absent session.
     const clean = !(KILL && p === 'mqtt');
     return {
-      config: { mqtt: { connections: [{ name: 'plant', url: broker.url, client_id: `plant-scale-gw-${p}`, clean, subscriptions: [subscription] }] } },
+      config: { mqtt: { connections: [{ name: 'plant', url: broker.url, client_id: `plant-scale-gw-${p}`, clean, subscriptions: [subscription], ...(hostId === null ? {} : { primary_host_id: hostId }) }] } },
       bare: async () => {
-        const cp = child('bare-mqtt', { url: broker.url, topic: p === 'mqtt' ? 'plant/json/#' : 'spBv1.0/plant/DDATA/#', perMessage: PER_MESSAGE });
+        const cp = child('bare-mqtt', { url: broker.url, topic: p === 'mqtt' ? 'plant/json/#' : 'spBv1.0/plant/DDATA/#', perMessage: PER_MESSAGE, hostId });
         return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
       },
       pids: [pub.pid!, broker.pid],
@@ -608,6 +692,15 @@ async function startSource(p: Protocol, n: number, dir: string): Promise<Source>
         return (await answer).keys;
       },
       brokerLog: broker.log,
+      ...(hostId === null
+        ? {}
+        : {
+            storeAndForward: async () => {
+              const answer = nextMessage<{ stats: { stored: number; storedMax: number; forwarded: number } | null }>(pub);
+              pub.send('stats');
+              return (await answer).stats;
+            },
+          }),
       stop: async () => {
         await stopChild(pub);
         await broker.stop();
@@ -719,7 +812,7 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
           deadCommitted += before.buffer.committed_total;
           deadCpu += cpuSecondsOf(old.child.pid!);
           const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}-restarted.cpuprofile`] : [];
-          restarted = await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status);
+          restarted = { ...(await killAndRestart(old, before.buffer.samples, async () => (gw = await startGatewayProcess(config, dir, prof)), status)), pendingBefore: sourcesPending(before) * PER_MESSAGE };
         })
       : Promise.resolve();
     const m = await window(
@@ -785,6 +878,8 @@ interface Restart {
   backlogBefore: number;
   /** buffer.samples at the restarted gateway's first /status: what the killed one left in the file. */
   backlogAtRestart: number;
+  /** Values in messages the gateway had received and not committed at its last /status before the kill (MQTT: pending_messages × 100). */
+  pendingBefore?: number;
 }
 
 /**
@@ -845,6 +940,8 @@ interface KillFigures extends Restart {
   leftover: string;
   refusedAfterRestart: Record<string, number>;
   brokerDrops: number;
+  /** Primary Host runs: the edge node's store and forward (values), else null. */
+  storeAndForward: { stored: number; storedMax: number; forwarded: number } | null;
   emulatorRss: number;
   emulatorValues: number;
 }
@@ -871,10 +968,13 @@ async function killCheck(p: Protocol, n: number, src: Source, emu: { base: strin
   const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}, source pending ${sourcesPending(last)}`;
 
   const sentOf = keys.groups.map((ts) => [...new Set(ts)].filter((x) => x >= fromMs).sort((a, b) => a - b));
+  // The latest instant the publisher reported: an edge node births again when the gateway comes back
+  // after the report (a reconnect during the drain), and those DBIRTH values are later than every key.
+  const until = keys.groups.reduce((m, ts) => ts.reduce((a, b) => Math.max(a, b), m), -Infinity);
   const f = { sent: 0, delivered: 0, lost: 0, lostBefore: 0, lostOutage: 0, lostAfter: 0, lostFirst: null as number | null, lostLast: null as number | null, unexpected: 0, duplicates: 0 };
   const compare = (k: number, stored: number[]) => {
     const want = sentOf[Math.floor(k / PER_MESSAGE)] ?? [];
-    const got = stored.filter((x) => x >= fromMs);
+    const got = stored.filter((x) => x >= fromMs && x <= until);
     f.sent += want.length;
     let i = 0;
     let j = 0;
@@ -920,7 +1020,8 @@ async function killCheck(p: Protocol, n: number, src: Source, emu: { base: strin
   }
   const brokerDrops = src.brokerLog && existsSync(src.brokerLog) ? (readFileSync(src.brokerLog, 'utf8').match(/messages are being dropped/gi) ?? []).length : 0;
   const stats = await getJson<{ values_stored: number }>(`${emu.base}/_emulator/stats`);
-  return { ...r, ...f, publishFailed: keys.failed, backlogAfterRestartMax, drained, drainS, leftover, refusedAfterRestart, brokerDrops, emulatorRss: rssOf(emu.child.pid!), emulatorValues: stats.values_stored };
+  const storeAndForward = (await src.storeAndForward?.()) ?? null;
+  return { ...r, ...f, publishFailed: keys.failed, backlogAfterRestartMax, drained, drainS, leftover, refusedAfterRestart, brokerDrops, storeAndForward, emulatorRss: rssOf(emu.child.pid!), emulatorValues: stats.values_stored };
 }
 
 async function runBare(p: Protocol, n: number, src: Source): Promise<Measured> {
@@ -953,11 +1054,13 @@ function killRow(step: string, k: KillFigures): Record<string, string | number> 
 
 function killNotes(k: KillFigures): string {
   const at = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().slice(11, 23));
-  const lines = [`  killed at ${at(k.killedAt)}, first commit after restart at ${at(k.resumedAt)}`];
+  const lines = [`  killed at ${at(k.killedAt)}, first commit after restart at ${at(k.resumedAt)}; values received and not committed at the last /status before the kill: ${k.pendingBefore ?? '-'}`];
   if (k.lost > 0) lines.push(`  lost values' timestamps from ${at(k.lostFirst)} to ${at(k.lostLast)}`);
   if (!k.drained) lines.push(`  not drained after ${DRAIN_DEADLINE_MS / 1000} s: ${k.leftover}`);
   const refused = Object.entries(k.refusedAfterRestart).filter(([, c]) => c > 0);
   if (refused.length > 0) lines.push(`  refused by the restarted gateway: ${refused.map(([r, c]) => `${r} ${c}`).join(', ')}`);
+  const saf = k.storeAndForward;
+  if (saf) lines.push(`  edge node store and forward (Primary Host STATE): at most ${saf.storedMax.toLocaleString('en-US')} values held while the gateway was offline, ${saf.forwarded.toLocaleString('en-US')} forwarded as is_historical, ${saf.stored.toLocaleString('en-US')} still held at the end`);
   lines.push(`  publishes failed: ${k.publishFailed}; mosquitto "messages are being dropped" notices: ${k.brokerDrops}`);
   return lines.join('\n');
 }
@@ -973,13 +1076,13 @@ async function main(): Promise<void> {
     case 'mqtt-publisher':
       return mqttPublisher(a.n as number, a.url as string);
     case 'sparkplug-publisher':
-      return sparkplugPublisher(a.n as number, a.url as string);
+      return sparkplugPublisher(a.n as number, a.url as string, (a.hostId as string | null) ?? null);
     case 'modbus-devices':
       return modbusDevices(a.n as number);
     case 'bare-opcua':
       return bareOpcua(a.endpointUrl as string, a.nodeIds as string[]);
     case 'bare-mqtt':
-      return bareMqtt(a.url as string, a.topic as string, a.perMessage as number);
+      return bareMqtt(a.url as string, a.topic as string, a.perMessage as number, (a.hostId as string | null) ?? null);
     case 'bare-modbus':
       return bareModbus(a.ports as number[], a.per as number);
   }

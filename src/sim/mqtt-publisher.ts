@@ -1,6 +1,7 @@
 import mqtt, { type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import { sparkplugCodec } from '../sources/mqtt/decoders/sparkplug.js';
+import { PrimaryHostWatch } from './sparkplug-host-watch.js';
 
 /**
  * The MQTT part of the simulated plant (demo and tests):
@@ -11,7 +12,9 @@ import { sparkplugCodec } from '../sources/mqtt/decoders/sparkplug.js';
  * - Oven 1 is a Sparkplug B 3.0 edge node `oven-ctl` in group `plant` with device `oven1`: NBIRTH and
  *   DBIRTH certificates with aliases, then DDATA carrying aliases only, an NDEATH Will with bdSeq,
  *   and it answers "Node Control/Rebirth" commands (metrics Temperature, Setpoint, State, Gas Flow →
- *   mvr_oven1_temperature|setpoint|state|gas_flow, mapped by metric name).
+ *   mvr_oven1_temperature|setpoint|state|gas_flow, mapped by metric name). With `primaryHostId` it
+ *   waits for that Primary Host's STATE before its BIRTH, keeps its DDATA while the host is offline
+ *   and sends them, flagged is_historical, after its next BIRTH (store and forward).
  *
  * `demoMqttConnection()` gives the gateway configuration that reads exactly this.
  */
@@ -28,6 +31,8 @@ export interface MqttSimulatorOptions {
   sparkplug?: { group?: string; edgeNode?: string; device?: string } | false;
   /** Publish Packer 1's JSON messages (default true); false with `sparkplug` leaves only Oven 1's edge node. */
   packer?: boolean;
+  /** Sparkplug 3.0 Primary Host the edge node waits for (spBv1.0/STATE/<id>); unset: it publishes regardless. */
+  primaryHostId?: string;
   logger?: Logger;
 }
 
@@ -35,13 +40,17 @@ export interface MqttSimulator {
   readonly client: MqttClient;
   readonly packerTopic: string;
   /** Messages published so far, by kind. */
-  counts(): { packer: number; nbirth: number; dbirth: number; ddata: number; rebirthRequests: number };
+  counts(): { packer: number; nbirth: number; dbirth: number; ddata: number; rebirthRequests: number; stored: number; forwarded: number };
   /** Publishes one packer message and one oven DDATA now. */
   tick(): Promise<void>;
+  /** With primaryHostId: whether the edge node takes its Primary Host as online; else null. */
+  primaryHostOnline(): boolean | null;
   /** Sends NBIRTH + DBIRTH again, as on a rebirth request. */
   rebirth(): Promise<void>;
   close(): Promise<void>;
 }
+
+const MAX_STORED = 10_000;
 
 export const OVEN_METRICS = [
   { name: 'Temperature', alias: 1, type: 'Float', variable: 'mvr_oven1_temperature' },
@@ -76,7 +85,10 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
   const sp = opts.sparkplug === false ? null : { group: opts.sparkplug?.group ?? 'plant', edgeNode: opts.sparkplug?.edgeNode ?? 'oven-ctl', device: opts.sparkplug?.device ?? 'oven1' };
   const interval = opts.intervalMs ?? 1_000;
   const qos = opts.qos ?? 1;
-  const counts = { packer: 0, nbirth: 0, dbirth: 0, ddata: 0, rebirthRequests: 0 };
+  const counts = { packer: 0, nbirth: 0, dbirth: 0, ddata: 0, rebirthRequests: 0, stored: 0, forwarded: 0 };
+  const watch = sp && opts.primaryHostId !== undefined ? new PrimaryHostWatch(opts.primaryHostId) : null;
+  /** Store and forward: oven DDATA not sent while the Primary Host was offline (the newest MAX_STORED). */
+  const stored: Array<{ ts: number; values: Record<string, number> }> = [];
   let bdSeq = 0;
   let seq = 0;
   let tickNo = 0;
@@ -162,7 +174,11 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
       await publish(packerTopic, JSON.stringify(packer), qos);
       counts.packer += 1;
     }
-    if (sp) {
+    if (sp && watch && !watch.hostOnline) {
+      if (stored.length >= MAX_STORED) stored.shift();
+      stored.push({ ts: now, values: ovenValues() });
+      counts.stored += 1;
+    } else if (sp) {
       const values = ovenValues();
       // DDATA carries aliases only, as real edge nodes do to save bytes.
       await publish(
@@ -174,9 +190,23 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
     }
   };
 
+  /** After a BIRTH: the stored values, one DDATA per instant, metrics flagged is_historical (spec chapter 6, Metric). */
+  const forward = async () => {
+    while (stored.length > 0 && watch?.hostOnline) {
+      const { ts, values } = stored.shift()!;
+      await publish(topic('DDATA', sp!.device), Buffer.from(sparkplugCodec.encodePayload({ timestamp: Date.now(), seq: nextSeq(), metrics: OVEN_METRICS.map((m) => ({ alias: m.alias, type: m.type, value: values[m.name], timestamp: ts, isHistorical: true })) })), 0);
+      counts.forwarded += 1;
+    }
+  };
+
   if (sp) {
     client.on('message', (t, payload) => {
+      if (watch && t === watch.topic) {
+        if (watch.onState(payload) === 'online') void birth().then(forward).catch((err) => opts.logger?.warn({ err: String(err) }, 'simulator birth failed'));
+        return;
+      }
       if (t !== topic('NCMD')) return;
+      if (watch && !watch.hostOnline) return;
       try {
         const cmd = sparkplugCodec.decodePayload(new Uint8Array(payload));
         if (cmd.metrics?.some((m) => m.name === 'Node Control/Rebirth' && m.value === true)) {
@@ -192,10 +222,13 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
       if (counts.nbirth === 0) return;
       bdSeq = (bdSeq + 1) % 256;
       client.options.will = { topic: topic('NDEATH'), payload: ndeathPayload(), qos: 1, retain: false };
-      void birth().catch(() => undefined);
+      // With a Primary Host the BIRTH waits for its STATE, which the resubscription brings back (retained).
+      if (watch) watch.sessionLost();
+      else void birth().catch(() => undefined);
     });
     await client.subscribeAsync(topic('NCMD'), { qos: 0 });
-    await birth();
+    if (watch) await client.subscribeAsync(watch.topic, { qos: 1 });
+    else await birth();
   }
 
   let stopped = false;
@@ -214,6 +247,7 @@ export async function startMqttSimulator(opts: MqttSimulatorOptions): Promise<Mq
     client,
     packerTopic,
     counts: () => ({ ...counts }),
+    primaryHostOnline: () => (watch ? watch.hostOnline : null),
     tick,
     rebirth: birth,
     close: async () => {

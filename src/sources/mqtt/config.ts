@@ -4,6 +4,7 @@ import { secretSchema } from '../../config/secrets.js';
 import { byteSize, durationMs } from '../../config/units.js';
 import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
 import { parseJsonPath } from './json-path.js';
+import { hostIdProblem } from './primary-host.js';
 import { filtersOverlap, topicFilterProblem } from './topic-filter.js';
 
 /**
@@ -201,8 +202,27 @@ export const connectionSchema = z
       description: 'Messages received but not yet committed to the buffer. At this limit the gateway stops reading from the broker until commits catch up (back-pressure instead of unbounded memory)',
     }),
     subscriptions: z.array(subscriptionSchema).min(1).meta({ description: 'What to subscribe to and how to read it' }),
+    primary_host_id: z
+      .string()
+      .superRefine((id, ctx) => {
+        const problem = hostIdProblem(id);
+        if (problem) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(id)} ${problem}`, input: id });
+      })
+      .optional()
+      .meta({
+        description:
+          'Sparkplug B 3.0 Primary Host Application id. Set: the connection registers the death STATE {"online":false,"timestamp":t} as its MQTT Will on spBv1.0/STATE/<id> (QoS 1, retained), publishes the birth STATE {"online":true,"timestamp":t} after subscribing, answers an offline STATE for its id with a new birth, and publishes the death STATE before a clean stop. Edge nodes configured with this id publish only while it is online and store and forward their values (is_historical) while it is away. Needs a sparkplug subscription and publish rights on the STATE topic; not for url: embedded',
+        examples: ['edge-gateway-line3'],
+      }),
   })
   .superRefine((c, ctx) => {
+    if (c.primary_host_id !== undefined) {
+      if (c.url === 'embedded') {
+        ctx.addIssue({ code: 'custom', path: ['primary_host_id'], message: 'does not apply to url: embedded (the broker runs inside the gateway: when the gateway stops, every edge node loses its connection, which is its signal to store and forward)', input: c.primary_host_id });
+      } else if (!c.subscriptions.some((s) => s.format === 'sparkplug')) {
+        ctx.addIssue({ code: 'custom', path: ['primary_host_id'], message: `${JSON.stringify(c.primary_host_id)}: a Primary Host Application needs a subscription with format: sparkplug on this connection`, input: c.primary_host_id });
+      }
+    }
     if (c.url === 'embedded') {
       for (const key of ['client_id', 'username', 'password', 'tls'] as const) {
         if (c[key] !== undefined) ctx.addIssue({ code: 'custom', path: [key], message: 'does not apply to url: embedded (the subscription runs inside the gateway\'s own broker)', input: undefined });

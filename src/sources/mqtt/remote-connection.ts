@@ -12,6 +12,7 @@ import type { MqttConnectionConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import { describeMqttError, mqttErrorCode } from './errors.js';
 import { MessagePipeline } from './message-pipeline.js';
+import { PrimaryHostSession, statePayload } from './primary-host.js';
 
 /**
  * Per network connection: acknowledgements are only ever sent on the connection that received
@@ -39,6 +40,8 @@ interface Connection {
   drained: Array<() => void>;
   /** Set when a commit failed: nothing more is acknowledged here, the connection is dropped. */
   broken: boolean;
+  /** primary_host_id set: this connection's Sparkplug STATE session (its Will and birth timestamp). */
+  host: PrimaryHostSession | null;
 }
 
 /** Longest stretch of message handling without giving timers and I/O a turn. */
@@ -121,6 +124,10 @@ export class MqttConnectionSource implements Source {
       this.scheduleReconnect();
       return;
     }
+    // Sparkplug 3.0 Primary Host: a new timestamp for every CONNECT, in its Will and in its births
+    // (tck-id-host-topic-phid-death-payload-timestamp-connect, -birth-payload-timestamp).
+    const host = this.cfg.primary_host_id === undefined ? null : new PrimaryHostSession(this.cfg.primary_host_id, this.ctx.clock.now());
+    if (host) options.will = host.will();
     // The store and the connection refer to each other; the store is needed to create the client.
     let conn!: Connection;
     const store = new Qos2IncomingStore((packet, proceed) => this.onPublishQos2(conn, packet, proceed));
@@ -137,6 +144,7 @@ export class MqttConnectionSource implements Source {
       flushScheduled: false,
       drained: [],
       broken: false,
+      host,
       onCommitted: (err, token) => {
         if (err !== null) {
           this.onCommitFailed(conn, err);
@@ -192,17 +200,27 @@ export class MqttConnectionSource implements Source {
     conn.client.subscribe(DROPPED_TOPIC, { qos: 0 }, () => undefined);
     if (!mustSubscribe) {
       this.ctx.stats.setState(this.refusedSubscriptions.length > 0 ? 'degraded' : 'connected');
+      // The session kept our subscriptions, the STATE one included; subscribing to it again costs
+      // one retained message and keeps tck-id-host-topic-phid-birth-required's order (birth after SUBACK).
+      const host = conn.host;
+      if (host) conn.client.subscribe(host.topic, { qos: 1 }, () => this.publishBirth(conn));
       return;
     }
     const v5 = this.cfg.protocol_version === 5;
-    const subs = this.cfg.subscriptions.map((s) => ({
+    const subs: Array<{ topic: string; options: { qos: 0 | 1 | 2; rh?: 0 | 1 } }> = this.cfg.subscriptions.map((s) => ({
       topic: s.topic,
       // MQTT 5 §3.8.3.1 Retain Handling 1: send retained messages only for a new subscription.
       options: { qos: s.qos as 0 | 1 | 2, ...(v5 ? { rh: 1 as const } : {}) },
     }));
+    // tck-id-host-topic-phid-birth-sub-required: a Primary Host subscribes to its own STATE topic
+    // and its spBv1.0 topics right after connecting (here in the same SUBSCRIBE); the retained
+    // STATE it then receives is handled in onPublish, not by the subscriptions' decoders.
+    if (conn.host) subs.push({ topic: conn.host.topic, options: { qos: 1 } });
     const map = Object.fromEntries(subs.map((s) => [s.topic, s.options]));
     conn.client.subscribe(map, (err, granted) => {
       if (conn !== this.conn || this.stopped) return;
+      // tck-id-host-topic-phid-birth-required: the birth follows the SUBACK, whatever was granted.
+      this.publishBirth(conn);
       if (err) {
         this.ctx.stats.error(err, 'MQTT_SUBSCRIBE_FAILED');
         this.throttle.error('subscribe', { source: this.name, err: describeError(err) }, 'MQTT subscribe failed');
@@ -229,6 +247,11 @@ export class MqttConnectionSource implements Source {
     }
     if (packet.topic === DROPPED_TOPIC) {
       this.drops.value(Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
+      cb();
+      return;
+    }
+    if (conn.host && packet.topic === conn.host.topic) {
+      this.onOwnState(conn, conn.host, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
       cb();
       return;
     }
@@ -397,10 +420,58 @@ export class MqttConnectionSource implements Source {
     return { topic: packet.topic, payload, qos: packet.qos, retain: packet.retain === true, receivedAt: this.ctx.clock.now() };
   }
 
+  /**
+   * The Primary Host birth STATE on this connection (QoS 1, retained, the Will's timestamp; see
+   * primary-host.ts). The first message the host publishes (tck-id-host-topic-phid-birth-message):
+   * until it is out, `publish` sends no command.
+   */
+  private publishBirth(conn: Connection, republished = false): void {
+    const host = conn.host;
+    if (!host || conn !== this.conn || this.stopped || !conn.client.connected) return;
+    host.born = true;
+    conn.client.publish(host.topic, host.birth(), { qos: 1, retain: true }, (err) => {
+      if (err) this.throttle.warn(`state|birth`, { source: this.name, topic: host.topic, err: describeError(err) }, 'Sparkplug STATE birth could not be published; edge nodes waiting for this Primary Host stay quiet');
+    });
+    const event = republished ? 'state_republished' : 'state_birth';
+    this.ctx.metrics.mqttSparkplugEvents.inc({ source: this.name, event });
+    const fields = { source: this.name, event, topic: host.topic, timestamp: host.timestamp };
+    if (republished) this.throttle.warn('state|republished', fields, 'Sparkplug STATE offline for this Primary Host while connected; birth published again');
+    else this.ctx.logger.info(fields, 'Sparkplug Primary Host online (STATE birth published)');
+  }
+
+  /** A STATE message on our own host id: an offline one is answered with a new birth. */
+  private onOwnState(conn: Connection, host: PrimaryHostSession, payload: Buffer): void {
+    // Our own death before a clean stop comes back to us too: it must not be answered.
+    if (conn !== this.conn || this.stopped) return;
+    if (host.mustRepublish(payload)) this.publishBirth(conn, true);
+  }
+
+  /**
+   * tck-id-host-topic-phid-death-payload-timestamp-disconnect-clean: before a clean DISCONNECT the
+   * host publishes its death STATE itself, stamped with the time of the disconnect (the Will is
+   * discarded on DISCONNECT, MQTT 3.1.1 §3.14.4). Waits for the PUBACK, 2 s at most.
+   */
+  private async publishDeath(conn: Connection): Promise<void> {
+    const host = conn.host;
+    if (!host || !host.born || !conn.client.connected) return;
+    const timestamp = this.ctx.clock.now();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 2_000);
+      conn.client.publish(host.topic, statePayload(false, timestamp), { qos: 1, retain: true }, (err) => {
+        clearTimeout(timer);
+        if (err) this.ctx.logger.warn({ source: this.name, topic: host.topic, err: describeError(err) }, 'Sparkplug STATE death could not be published before the disconnect');
+        resolve();
+      });
+    });
+    this.ctx.metrics.mqttSparkplugEvents.inc({ source: this.name, event: 'state_death' });
+    this.ctx.logger.info({ source: this.name, event: 'state_death', topic: host.topic, timestamp }, 'Sparkplug Primary Host offline (STATE death published before disconnecting)');
+  }
+
   /** Publishes a command (Sparkplug Rebirth request): QoS 0, not retained. */
   private publish(topic: string, payload: Buffer): boolean {
     const conn = this.conn;
     if (!conn || !conn.client.connected) return false;
+    if (conn.host && !conn.host.born) return false;
     conn.client.publish(topic, payload, { qos: 0, retain: false }, (err) => {
       if (err) this.throttle.warn(`publish|${topic}`, { source: this.name, topic, err: describeError(err) }, 'MQTT publish failed');
     });
@@ -417,6 +488,7 @@ export class MqttConnectionSource implements Source {
       // Let commits under way finish so their acknowledgements go out (else the broker redelivers
       // them next time: harmless, but avoidable), then disconnect cleanly; the session stays.
       await Promise.race([this.ackDrained(conn), new Promise((r) => setTimeout(r, 2_000).unref())]);
+      await this.publishDeath(conn);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => conn.client.end(true, () => resolve()), 2_000);
         conn.client.end(false, () => {
@@ -440,6 +512,9 @@ export class MqttConnectionSource implements Source {
       connected_since: this.connectedAt === null ? null : new Date(this.connectedAt).toISOString(),
       connects: this.connects,
       refused_subscriptions: this.refusedSubscriptions,
+      ...(this.cfg.primary_host_id === undefined
+        ? {}
+        : { primary_host: { host_id: this.cfg.primary_host_id, online: !!this.conn?.host?.born && this.conn.client.connected, state_timestamp: this.conn?.host?.timestamp ?? null } }),
       ...this.pipeline.detail(),
     });
   }
