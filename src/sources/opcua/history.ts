@@ -142,8 +142,16 @@ export interface HistoryStatus {
   runs: number;
   values_total: number;
   last_run: { at: string; values: number; nodes: number; seconds: number; outcome: string } | null;
+  /** The first STATUS_NAMES of them (the log line names them too); the count is complete. */
   nodes_without_history: string[];
+  nodes_without_history_count: number;
 }
+
+/**
+ * Variables named in the status's `nodes_without_history`. All 100,000 of a plant whose server keeps
+ * no history made every status request build and send a 100,000-name list (~2 MB of JSON, issue 25).
+ */
+const STATUS_NAMES = 20;
 
 export class HistoryBackfill {
   private runSeq = 0;
@@ -220,7 +228,8 @@ export class HistoryBackfill {
       runs: this.runs,
       values_total: this.valuesTotal,
       last_run: this.lastRun,
-      nodes_without_history: [...this.withoutHistory.keys()],
+      nodes_without_history: firstKeys(this.withoutHistory, STATUS_NAMES),
+      nodes_without_history_count: this.withoutHistory.size,
     };
   }
 
@@ -621,4 +630,13 @@ export function clampNewest(ranges: ReadonlyArray<[number, number]>, maxMs: numb
     kept.push([Math.max(a, floor), b]);
   }
   return { kept, clamped };
+}
+
+function firstKeys<K>(map: ReadonlyMap<K, unknown>, n: number): K[] {
+  const out: K[] = [];
+  for (const k of map.keys()) {
+    if (out.length >= n) break;
+    out.push(k);
+  }
+  return out;
 }

@@ -190,36 +190,8 @@ export class OpcuaSource implements Source {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
-      const link = this.newLink();
-      this.link = link;
-      let broken: Broken | null = null;
-      let untrusted = false;
-      try {
-        this.ctx.stats.setState('connecting');
-        await this.establish(link);
-        this.backoff.reset();
-        broken = await link.broken;
-      } catch (err) {
-        if (this.stopped) break;
-        const delay = this.peekDelay();
-        const e = err instanceof GatewayError && err.code.startsWith('OPCUA_') ? err : classifyConnectError(err, this.errorContext(`Retrying in ${formatSeconds(delay)}.`));
-        untrusted = e.code === OpcuaErrorCodes.serverCertUntrusted;
-        this.ctx.stats.error(e, e.code);
-        this.throttle.warn(`connect:${e.code}`, { code: e.code, endpoint: this.cfg.endpoint }, e.message);
-      }
-      await this.teardown(link, broken === null || broken.how === 'stopped');
-      if (untrusted) await this.forgetTrustIndex();
-      this.connectedAt = null;
-      this.setMonitored(0);
+      await this.runLink();
       if (this.stopped) break;
-      if (broken && broken.how !== 'stopped') {
-        this.recoveries[broken.how] = (this.recoveries[broken.how] ?? 0) + 1;
-        this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: broken.how });
-        if (broken.error) {
-          this.ctx.stats.error(broken.error, broken.error.code);
-          this.ctx.logger.warn({ code: broken.error.code, endpoint: this.cfg.endpoint }, broken.error.message);
-        }
-      }
       this.ctx.stats.setState('disconnected');
       this.ctx.stats.reconnecting();
       const delay = this.takeDelay();
@@ -227,6 +199,63 @@ export class OpcuaSource implements Source {
       await sleepUnlessAborted(delay, this.abort.signal);
       this.nextRetryMs = null;
     }
+  }
+
+  /**
+   * One link from connect to teardown. Its own async function, so nothing of the link outlives it:
+   * a suspended async function keeps every local it ever held (V8 keeps its registers), and when
+   * this body was inline in run()'s loop the torn-down link (client, session, subscription and its
+   * 100,000 monitored items, issue 25) stayed reachable through the backoff sleeps and the next
+   * connect until a later link happened to overwrite the register.
+   */
+  private async runLink(): Promise<void> {
+    const link = this.newLink();
+    this.link = link;
+    let broken: Broken | null = null;
+    let untrusted = false;
+    try {
+      this.ctx.stats.setState('connecting');
+      await this.establish(link);
+      this.backoff.reset();
+      broken = await link.broken;
+    } catch (err) {
+      if (this.stopped) return;
+      const delay = this.peekDelay();
+      const e = err instanceof GatewayError && err.code.startsWith('OPCUA_') ? err : classifyConnectError(err, this.errorContext(`Retrying in ${formatSeconds(delay)}.`));
+      untrusted = e.code === OpcuaErrorCodes.serverCertUntrusted;
+      this.ctx.stats.error(e, e.code);
+      this.throttle.warn(`connect:${e.code}`, { code: e.code, endpoint: this.cfg.endpoint }, e.message);
+    }
+    await this.teardown(link, broken === null || broken.how === 'stopped');
+    this.release(link);
+    if (untrusted) await this.forgetTrustIndex();
+    this.connectedAt = null;
+    this.setMonitored(0);
+    if (this.stopped) return;
+    if (broken && broken.how !== 'stopped') {
+      this.recoveries[broken.how] = (this.recoveries[broken.how] ?? 0) + 1;
+      this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: broken.how });
+      if (broken.error) {
+        this.ctx.stats.error(broken.error, broken.error.code);
+        this.ctx.logger.warn({ code: broken.error.code, endpoint: this.cfg.endpoint }, broken.error.message);
+      }
+    }
+  }
+
+  /**
+   * A torn-down link lets go of what it holds, so nothing that still reaches the Link object (a
+   * listener node-opcua keeps, a late callback) keeps the client and its monitored items in memory
+   * while the next link is built (issue 25: two sets of 100,000 items during a rebuild).
+   */
+  private release(link: Link): void {
+    if (this.link === link) this.link = null;
+    link.client = null;
+    link.session = null;
+    link.subscription = null;
+    link.poller = null;
+    link.watchdog = null;
+    link.conditions = null;
+    link.bindings = [];
   }
 
   private pendingDelay: number | null = null;

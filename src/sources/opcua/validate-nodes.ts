@@ -34,25 +34,30 @@ const BASE_DATA_TYPE = 24;
 export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, namespaceArray: readonly string[], limits: OperationLimits = NO_OPERATION_LIMITS): Promise<NodePlan> {
   const valid: NodeBinding[] = [];
   const invalid: InvalidNode[] = [];
-  const candidates: Array<{ index: number; node: OpcuaNodeConfig; nodeId: string }> = [];
-  cfg.nodes.forEach((node, index) => {
-    const parsed = parseNodeId(node.node_id);
-    if ('problem' in parsed) {
-      invalid.push({ index, node_id: node.node_id, variable: node.variable, reason: `node id ${parsed.problem}` });
-      return;
-    }
-    const r = resolveNodeId(parsed, namespaceArray);
-    if (!r.ok) {
-      invalid.push({ index, node_id: node.node_id, variable: node.variable, reason: r.problem });
-      return;
-    }
-    candidates.push({ index, node, nodeId: r.nodeId });
-  });
-
   const typeCache = new Map<string, DataType>();
   const perRead = entriesPerCall(READ_CHUNK, limits.maxNodesPerRead, 3);
-  for (let start = 0; start < candidates.length; start += perRead) {
-    const chunk = candidates.slice(start, start + perRead);
+  // One Read's worth of nodes resolved at a time, not the whole list first: at 100,000 nodes a
+  // list of candidates (each with its resolved id) was ~14 MB held through the whole check (issue 25).
+  let next = 0;
+  while (next < cfg.nodes.length) {
+    const chunk: Array<{ index: number; node: OpcuaNodeConfig; nodeId: string }> = [];
+    for (; next < cfg.nodes.length && chunk.length < perRead; next++) {
+      const node = cfg.nodes[next];
+      const parsed = parseNodeId(node.node_id);
+      if ('problem' in parsed) {
+        invalid.push({ index: next, node_id: node.node_id, variable: node.variable, reason: `node id ${parsed.problem}` });
+        continue;
+      }
+      const r = resolveNodeId(parsed, namespaceArray);
+      if (!r.ok) {
+        invalid.push({ index: next, node_id: node.node_id, variable: node.variable, reason: r.problem });
+        continue;
+      }
+      // The configured text when it already is the resolved id (ns=<index>;...): one string per
+      // node kept for the link's life instead of a second, built copy (issue 25: 100,000 nodes).
+      chunk.push({ index: next, node, nodeId: r.nodeId === node.node_id ? node.node_id : r.nodeId });
+    }
+    if (chunk.length === 0) continue;
     const toRead = chunk.flatMap((c) => {
       const nodeId = toNodeId(c.nodeId);
       return [
@@ -64,8 +69,7 @@ export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, 
     const results = await session.read(toRead);
     for (let i = 0; i < chunk.length; i++) {
       const c = chunk[i];
-      const [dt, rank, value] = results.slice(i * 3, i * 3 + 3);
-      const reason = await checkNode(session, c.nodeId, dt, rank, value, typeCache);
+      const reason = await checkNode(session, c.nodeId, results[i * 3], results[i * 3 + 1], results[i * 3 + 2], typeCache);
       if (reason) invalid.push({ index: c.index, node_id: c.node.node_id, variable: c.node.variable, reason });
       else valid.push(bindingFor(c.index, c.node, c.nodeId, cfg));
     }
