@@ -208,6 +208,8 @@ export interface OpcuaSimulator {
    * (no walk over the items), for polling during a benchmark.
    */
   monitoredItemStats(): MonitoredItemStats;
+  /** Nodes read by the Read service since the server started, by attribute id (AttributeIds: 13 Value, 14 DataType, 15 ValueRank …). */
+  attributeReads(): Map<number, number>;
   /** Continuation points (Browse, HistoryRead) the server keeps for its sessions now: a client that releases its own leaves none. */
   continuationPoints(): number;
   /** The rule-breaking nodes and what they were asked (only with the `misbehave` option). */
@@ -324,6 +326,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
   });
   await server.initialize();
   const createCalls = countCreateMonitoredItems(server);
+  const attributeReads = countAttributeReads(server);
 
   const addressSpace = server.engine.addressSpace!;
   const ns: Namespace = addressSpace.registerNamespace(NAMESPACE_URI);
@@ -512,6 +515,7 @@ export async function startOpcuaSimulator(opts: OpcuaSimulatorOptions = {}): Pro
     sessionCount: () => server.engine.currentSessionCount,
     bulkStats: () => ({ reads: bulkReads, subscriptions: subscriptionStats(server) }),
     monitoredItemStats: () => ({ ...createCalls, callSizes: [...createCalls.callSizes], itemsBySession: itemsBySession(server) }),
+    attributeReads: () => new Map(attributeReads),
     misbehaviour,
     continuationPoints: () =>
       Object.values((server.engine as unknown as { _sessions: Record<string, { continuationPointManager?: { _map?: Map<string, unknown> } }> })._sessions).reduce(
@@ -668,6 +672,19 @@ function countCreateMonitoredItems(server: OPCUAServer): Omit<MonitoredItemStats
     return original(message, channel);
   };
   return c;
+}
+
+/** Counts the nodes each Read request asks for, by attribute id (the same wrapping as above). */
+function countAttributeReads(server: OPCUAServer): Map<number, number> {
+  const counts = new Map<number, number>();
+  type Handler = (message: { request: { nodesToRead?: Array<{ attributeId: number }> | null } }, channel: unknown) => unknown;
+  const s = server as unknown as { _on_ReadRequest: Handler };
+  const original = s._on_ReadRequest.bind(server);
+  s._on_ReadRequest = (message, channel) => {
+    for (const n of message.request.nodesToRead ?? []) counts.set(n.attributeId, (counts.get(n.attributeId) ?? 0) + 1);
+    return original(message, channel);
+  };
+  return counts;
 }
 
 function itemsBySession(server: OPCUAServer): Record<string, number> {

@@ -29,9 +29,10 @@ const BASE_DATA_TYPE = 24;
  * Resolves every configured node id against the server's namespace array and checks, with one
  * batched Read of DataType, ValueRank and Value, that each exists, is a scalar and has a numeric
  * (or Boolean) data type. Non-numeric nodes are refused here, at connect, naming the node id
- * (issue §2). An invalid node never stops the others.
+ * (issue §2). An invalid node never stops the others. `only`: check just the nodes at these
+ * indexes of `cfg.nodes` (the rest are in neither list).
  */
-export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, namespaceArray: readonly string[], limits: OperationLimits = NO_OPERATION_LIMITS): Promise<NodePlan> {
+export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, namespaceArray: readonly string[], limits: OperationLimits = NO_OPERATION_LIMITS, only?: ReadonlySet<number>): Promise<NodePlan> {
   const valid: NodeBinding[] = [];
   const invalid: InvalidNode[] = [];
   const typeCache = new Map<string, DataType>();
@@ -42,6 +43,7 @@ export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, 
   while (next < cfg.nodes.length) {
     const chunk: Array<{ index: number; node: OpcuaNodeConfig; nodeId: string }> = [];
     for (; next < cfg.nodes.length && chunk.length < perRead; next++) {
+      if (only && !only.has(next)) continue;
       const node = cfg.nodes[next];
       const parsed = parseNodeId(node.node_id);
       if ('problem' in parsed) {
