@@ -1,5 +1,5 @@
 import { h } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { PanelMachine } from '../api-model.js';
 import { elapsed, hhmm } from '../../web/format.js';
 import { downtimePath, getDraft, setDraft, type DowntimeAction } from './requests.js';
@@ -33,8 +33,11 @@ export function Tile({ machine: m, now, write, refresh }: TileProps) {
   const [msg, setMsg] = useState<{ text: string; ok: boolean } | null>(null);
   const discardTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
-  // A downtime (new, or found after a reload): restore what was picked and typed for it.
-  useEffect(() => {
+  // A downtime (new, or found after a reload): restore what was picked and typed for it. A
+  // layout effect runs in the same task as the render that first shows the reason buttons, so a
+  // tap cannot land in between: with a plain effect (run later) a quick tap found no downtime id
+  // to save its draft under, and the restore then reset the picked reason to none.
+  useLayoutEffect(() => {
     if (d) {
       downtimeId.current = d.external_id;
       const draft = getDraft(m.key, d.external_id);
