@@ -112,6 +112,34 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     expect(got.machine_variables).toEqual([{ id: 'mvr_mixer1_running' }]);
   });
 
+  it('keeps a reason tapped in the very turn the reason buttons appear (CI once lost it)', async () => {
+    const { page } = await open();
+    // Taps "Cleaning" from a MutationObserver, in the microtask right after the render that shows
+    // the downtime and its buttons: before any deferred effect of that render could run. A restore that ran later
+    // found no draft and reset the pick.
+    await page.evaluate(() => {
+      const observer = new MutationObserver(() => {
+        // The render that shows the downtime (its start time) also shows the buttons.
+        const state = document.querySelector('[data-testid="state-mixer1"]');
+        const b = document.querySelector<HTMLButtonElement>('[data-testid="reason-mixer1-0"]');
+        if (!b || !state?.getAttribute('data-started')) return;
+        observer.disconnect();
+        b.click();
+        (window as unknown as { tapped: boolean }).tapped = true;
+      });
+      observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
+    });
+    await page.getByTestId('start-mixer1').tap();
+    await expect.poll(() => page.evaluate(() => (window as unknown as { tapped?: boolean }).tapped === true), { timeout: 10_000 }).toBe(true);
+    // Held across the deferred effects, and saved as the draft (a reload brings it back).
+    await holdsFor(async () => (await page.getByTestId('reason-mixer1-0').getAttribute('class'))?.includes('sel') === true, { forMs: 1_000, what: 'the picked reason' });
+    await page.reload();
+    await expect.poll(() => page.getByTestId('reason-mixer1-0').getAttribute('class'), { timeout: 10_000 }).toContain('sel');
+    await page.getByTestId('discard-mixer1').tap();
+    await page.getByTestId('discard-mixer1').tap();
+    await expect.poll(() => page.getByTestId('state-mixer1').textContent(), { timeout: 10_000 }).toBe('Running');
+  });
+
   it('asks for a reason before stopping, and can discard a downtime started by mistake', async () => {
     const { page } = await open();
     await page.getByTestId('start-press1').tap();
