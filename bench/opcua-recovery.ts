@@ -62,10 +62,14 @@
  * run), BENCH_SMALL_AT (the step it runs at, default the first), BENCH_SIDES (bare,gateway),
  * BENCH_DEADLINE (s per phase, default 900), BENCH_GATEWAY_LOG (the gateway's log lines to a file),
  * BENCH_HISTORY_OFF=1 (diagnosis: the gateway with history.backfill off, not a default setting),
- * BENCH_SAMPLING (s, default 1: the sampling interval of every item, the gateway's sampling_interval).
+ * BENCH_SAMPLING (s, default 1: the sampling interval of every item, the gateway's sampling_interval),
+ * BENCH_MEM_LOG (a file: the gateway's RSS, V8 heapTotal and heapUsed from /metrics every 3 s, one
+ * JSON line each with the phase; the peaks per phase are printed either way),
+ * BENCH_GATEWAY_NODE_ARGS (space-separated flags for the gateway's node, e.g. --trace-gc;
+ * diagnosis only).
  */
 import { fork, type ChildProcess, type Serializable } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,6 +98,8 @@ const SAMPLING_MS = Number(process.env.BENCH_SAMPLING ?? 1) * 1_000;
 /** The gateway's own chunk (src/sources/opcua/subscription-reader.ts CREATE_CHUNK), for the bare client's split. */
 const CREATE_CHUNK = 1_000;
 const SIM_PKI = join(tmpdir(), 'opcua-recovery-sim-pki');
+const MEM_LOG = process.env.BENCH_MEM_LOG ?? null;
+const GATEWAY_NODE_ARGS = list(process.env.BENCH_GATEWAY_NODE_ARGS, '').flatMap((a) => a.split(/\s+/)).filter(Boolean);
 
 type RestartKind = 'kill' | 'stop';
 type Side = 'bare' | 'gateway';
@@ -448,6 +454,65 @@ function metric(text: string, name: string): number {
   return t;
 }
 
+/**
+ * The gateway's memory by phase (issue 25: ≤ 400 MB RSS at 100,000 items): /proc RSS every
+ * 250 ms, and /metrics every 3 s for V8's heapTotal and heapUsed beside RSS. Phases: start (until
+ * the configuration's parse garbage is collected), set-up, steady, down (kill to server back),
+ * rebuild (to every item monitored again), steady after. `stop()` says, per phase, the highest RSS
+ * (/proc), the highest heapTotal and heapUsed, and the lowest heapUsed seen (about the live heap:
+ * the polls after a major GC).
+ */
+class MemWatch {
+  private current = 'start';
+  private readonly by = new Map<string, { rss: number; total: number; used: number; usedMin: number; from: number; to: number }>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private startUsedMax = 0;
+  private pendingPhase = 'set-up';
+  constructor(pid: number, private readonly base: string, private readonly t0: number) {
+    this.timers.push(setInterval(() => this.note({ rss: rssOf(pid) }), 250));
+    this.timers.push(setInterval(() => void this.poll(), 3_000));
+  }
+  phase(name: string): void {
+    if (this.current === 'start' && name === 'set-up') this.pendingPhase = name;
+    else this.current = name;
+  }
+  private entry() {
+    let e = this.by.get(this.current);
+    if (!e) this.by.set(this.current, (e = { rss: 0, total: 0, used: 0, usedMin: Infinity, from: Date.now(), to: Date.now() }));
+    return e;
+  }
+  private note(m: { rss?: number; total?: number; used?: number }): void {
+    const e = this.entry();
+    e.to = Date.now();
+    if (m.rss) e.rss = Math.max(e.rss, m.rss);
+    if (m.total) e.total = Math.max(e.total, m.total);
+    if (m.used) {
+      e.used = Math.max(e.used, m.used);
+      e.usedMin = Math.min(e.usedMin, m.used);
+    }
+  }
+  private async poll(): Promise<void> {
+    const text = await metricsText(this.base);
+    if (!text) return;
+    const m = { rss: metric(text, 'gateway_process_process_resident_memory_bytes'), total: metric(text, 'gateway_process_nodejs_heap_size_total_bytes'), used: metric(text, 'gateway_process_nodejs_heap_size_used_bytes'), external: metric(text, 'gateway_process_nodejs_external_memory_bytes') };
+    // The configuration's parse garbage (the YAML parser's tree, hundreds of MB at 100,000 nodes)
+    // is freed only at the first major GC after start: 'start' lasts until it is gone, so the
+    // set-up figures are the set-up's.
+    if (this.current === 'start') {
+      const first = this.startUsedMax === 0;
+      this.startUsedMax = Math.max(this.startUsedMax, m.used);
+      // Gone: a major GC freed it and V8 gave the pages back; or there was none to see (collected before ready).
+      if ((m.used < 0.5 * this.startUsedMax && m.total < 2 * m.used) || (first && m.total < 250 * 2 ** 20)) this.current = this.pendingPhase;
+    }
+    this.note(m);
+    if (MEM_LOG) appendFileSync(MEM_LOG, JSON.stringify({ t: Math.round((Date.now() - this.t0) / 100) / 10, phase: this.current, rss: mb(m.rss), heapTotal: mb(m.total), heapUsed: mb(m.used), external: mb(m.external), load: loadavg()[0] }) + '\n');
+  }
+  stop(): string {
+    for (const t of this.timers) clearInterval(t);
+    return [...this.by].map(([k, e]) => `${k} (${s1(e.to - e.from)} s): RSS peak ${mb(e.rss)}, heapTotal peak ${mb(e.total)}, heapUsed ${e.usedMin === Infinity ? '-' : mb(e.usedMin)}–${mb(e.used)} MB`).join('; ');
+  }
+}
+
 async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string): Promise<{ setup: Setup; recoveries: Recovery[]; server: Server }> {
   let srv = srvIn;
   const { DEMO_FIXTURE } = await import('../src/emulator/demo-fixture.js');
@@ -456,6 +521,7 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
   const httpPort = await freePort();
   const base = `http://127.0.0.1:${httpPort}`;
   let gw: Proc | null = null;
+  let mem: MemWatch | null = null;
   const recoveries: Recovery[] = [];
   try {
     const calls0 = await itemsOf(srv);
@@ -471,9 +537,12 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
         opcua: { pki_dir: join(tmpdir(), 'opcua-recovery-gw-pki'), servers: [{ name: 'plant', endpoint: srv.endpointUrl, security_mode: 'None', publishing_interval: '1s', sampling_interval: `${SAMPLING_MS}ms`, ...(HISTORY_OFF ? { history: { backfill: 'off' } } : {}), nodes: Array.from({ length: n }, (_, i) => ({ node_id: `${srv.nodeIdPrefix}${i + 1}`, variable: variableOf(i) })) }] },
       },
       dir,
+      GATEWAY_NODE_ARGS,
     );
     const readyAt = Date.now();
     const pid = gw.child.pid!;
+    mem = new MemWatch(pid, base, t0);
+    mem.phase('set-up');
     const status = () => getJson<Status>(`${base}/status`);
     let monitoredAt: number | null = null;
     for (const end = t0 + DEADLINE_MS; Date.now() < end; await sleep(250)) {
@@ -484,6 +553,7 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
       }
     }
     const valuesAt = await everyValueCommitted(base, n, t0, 0, t0 + DEADLINE_MS);
+    mem.phase('steady');
     const s = await status();
     const ol = s.sources[0]?.detail?.operation_limits as Record<string, number> | null;
     const st = await itemsOf(srv);
@@ -521,8 +591,10 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
       };
       let sessionAt: number | null = null;
       let itemsAt: number | null = null;
+      mem.phase(`down (${kind})`);
       const r = await restart(srv, kind, n, limits);
       srv = r.server;
+      mem.phase(`rebuild (${kind})`);
       let lastTick = 0;
       const tick = async () => {
         if (Date.now() - lastTick < 1_000) return;
@@ -542,6 +614,7 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
       }
       // Beyond the console's cap the values criterion cannot see every item: not before all are monitored.
       const valuesAtR = n > CONSOLE_CAP && valuesSeen !== null && itemsAt !== null ? Math.max(valuesSeen, itemsAt) : valuesSeen;
+      mem.phase(`steady after ${kind}`);
       const m1 = await metricsText(base);
       const spanS = ((valuesAtR ?? Date.now()) - r.killAt) / 1_000;
       const cores = (cpuSecondsOf(pid) - c0) / spanS;
@@ -573,6 +646,7 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
     }
     return { setup, recoveries, server: srv };
   } finally {
+    if (mem) console.log(`  gateway ${n} memory: ${mem.stop()}`);
     await gw?.stop();
     await emu.stop();
   }

@@ -56,7 +56,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
       if (!ok) await once(res, 'drain');
     };
     const row = (id: string) => {
-      const i = info.get(id);
+      const i = info.source(id);
       const e = ring.get(id);
       const aside = setAside.get(id) ?? 0;
       // Delivered once older than the oldest sample still queued (the queue is sent oldest first).
@@ -65,7 +65,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
         id,
         idx: e?.idx ?? -1,
         source: i?.source ?? null,
-        machine: catalogMachines?.get(id) ?? i?.machine ?? null,
+        machine: catalogMachines?.get(id) ?? info.machineOf(id),
         mapped: i !== undefined,
         on_change: i ? i.onChange : true,
         value: e ? Number(e.last.toPrecision(7)) : null,
@@ -94,7 +94,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
 
   http.route('GET', '/console/api/variables/:id', ({ params }) => {
     const id = params.id;
-    const i = deps.index.get().get(id);
+    const i = deps.index.get().info(id);
     const e = ring.get(id);
     if (!i && !e) throw new HttpError(404, 'not_found', `no variable ${id} is mapped or has been seen`);
     const json: VariableDetailResponse = {

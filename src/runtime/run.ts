@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
@@ -67,7 +68,9 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
   startStatusTimer();
 
   // --- hot reload -----------------------------------------------------------------------------
-  let lastText = configPath ? safeRead(configPath) : null;
+  // A digest of the file as last applied, not its text: at 100,000 OPC UA nodes the file is 7.4 MB,
+  // held for the life of the process only to tell a real change from a touch (issue 25).
+  let lastDigest = configPath ? fileDigest(configPath) : null;
   const reload = async (trigger: string): Promise<ReloadResult | null> => {
     if (!configPath) {
       log.warn({ trigger }, 'configuration reload requested, but this gateway was not started from a file');
@@ -86,7 +89,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
     }
     try {
       const result = await handle.reload(next);
-      lastText = safeRead(configPath);
+      lastDigest = fileDigest(configPath);
       if (result.changed.length === 0) {
         log.info({ trigger, config: configPath }, 'configuration reloaded: nothing changed');
       } else {
@@ -109,9 +112,9 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
     configPath && options.watchConfig !== false
       ? watchFile(configPath, () => {
           // Editors touch files without changing them, and a rename fires twice: reload on new content only.
-          const text = safeRead(configPath);
-          if (text === null || text === lastText) return;
-          lastText = text;
+          const digest = fileDigest(configPath);
+          if (digest === null || digest === lastDigest) return;
+          lastDigest = digest;
           void reload('file changed');
         })
       : () => undefined;
@@ -154,9 +157,10 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
   return { handle, done, stop, reload: () => reload('request') };
 }
 
-function safeRead(path: string): string | null {
+/** SHA-256 of the file's bytes (null when it cannot be read). */
+function fileDigest(path: string): string | null {
   try {
-    return readFileSync(path, 'utf8');
+    return createHash('sha256').update(readFileSync(path)).digest('base64');
   } catch {
     return null;
   }

@@ -25,42 +25,53 @@ function keySegment(key: string): string {
   return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
-export function mappedVariables(config: GatewayConfig): MappedVariables {
-  const variables = new Map<string, string[]>();
+/**
+ * Where a variable is named: the config section and the index of its entry there (a generator, an
+ * OPC UA server, a Modbus device, an MQTT connection; for annotations the machine or detector), and
+ * the setting's path, built only when asked for (at 100,000 mapped variables the paths are ~10 MB
+ * of strings that a caller wanting one variable's, or none, does not need).
+ */
+export interface MappingSite {
+  section: 'generator' | 'opcua' | 'modbus' | 'mqtt' | 'annotations';
+  index: number;
+  path(): string;
+}
+
+/**
+ * Calls `visit` for every use of a machine variable in `config`, in config order (the order of
+ * mappedVariables). Returns the open-ended settings (see MappedVariables.openEnded).
+ */
+export function forEachMappedVariable(config: GatewayConfig, visit: (id: string, site: MappingSite) => void): string[] {
   const openEnded: string[] = [];
-  const use = (id: string, path: string) => {
-    const paths = variables.get(id);
-    if (paths) paths.push(path);
-    else variables.set(id, [path]);
-  };
+  const use = (id: string, section: MappingSite['section'], index: number, path: () => string) => visit(id, { section, index, path });
 
   config.generator.forEach((g, i) => {
-    if (Array.isArray(g.variables)) g.variables.forEach((id, j) => use(id, `generator[${i}].variables[${j}]`));
+    if (Array.isArray(g.variables)) g.variables.forEach((id, j) => use(id, 'generator', i, () => `generator[${i}].variables[${j}]`));
     // A {prefix, count} range is one setting; every id of it points back to that setting.
-    else for (const id of generatorVariables(g)) use(id, `generator[${i}].variables`);
+    else for (const id of generatorVariables(g)) use(id, 'generator', i, () => `generator[${i}].variables`);
   });
 
-  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, `opcua.servers[${i}].nodes[${j}].variable`)));
+  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, 'opcua', i, () => `opcua.servers[${i}].nodes[${j}].variable`)));
 
-  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, `modbus.devices[${i}].registers[${j}].variable`)));
+  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, 'modbus', i, () => `modbus.devices[${i}].registers[${j}].variable`)));
 
   config.mqtt?.connections.forEach((c, i) =>
     c.subscriptions.forEach((s, j) => {
       const at = `mqtt.connections[${i}].subscriptions[${j}]`;
       switch (s.format) {
         case 'number':
-          if (s.variable) use(s.variable, `${at}.variable`);
-          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, `${at}.variable_from_topic.variables${keySegment(key)}`);
+          if (s.variable) use(s.variable, 'mqtt', i, () => `${at}.variable`);
+          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, 'mqtt', i, () => `${at}.variable_from_topic.variables${keySegment(key)}`);
           break;
         case 'json':
-          s.values.forEach((v, k) => use(v.variable, `${at}.values[${k}].variable`));
+          s.values.forEach((v, k) => use(v.variable, 'mqtt', i, () => `${at}.values[${k}].variable`));
           break;
         case 'metrics':
-          for (const [name, id] of Object.entries(s.names)) use(id, `${at}.names${keySegment(name)}`);
+          for (const [name, id] of Object.entries(s.names)) use(id, 'mqtt', i, () => `${at}.names${keySegment(name)}`);
           openEnded.push(at);
           break;
         case 'sparkplug':
-          s.metrics.forEach((m, k) => use(m.variable, `${at}.metrics[${k}].variable`));
+          s.metrics.forEach((m, k) => use(m.variable, 'mqtt', i, () => `${at}.metrics[${k}].variable`));
           openEnded.push(at);
           break;
       }
@@ -69,12 +80,22 @@ export function mappedVariables(config: GatewayConfig): MappedVariables {
 
   const a = config.annotations;
   if (a) {
-    a.machines.forEach((m, i) => m.machine_variables.forEach((id, j) => use(id, `annotations.machines[${i}].machine_variables[${j}]`)));
+    a.machines.forEach((m, i) => m.machine_variables.forEach((id, j) => use(id, 'annotations', i, () => `annotations.machines[${i}].machine_variables[${j}]`)));
     a.detectors.forEach((d, i) => {
-      use(d.variable, `annotations.detectors[${i}].variable`);
-      d.machine_variables?.forEach((id, j) => use(id, `annotations.detectors[${i}].machine_variables[${j}]`));
+      use(d.variable, 'annotations', i, () => `annotations.detectors[${i}].variable`);
+      d.machine_variables?.forEach((id, j) => use(id, 'annotations', i, () => `annotations.detectors[${i}].machine_variables[${j}]`));
     });
   }
 
+  return openEnded;
+}
+
+export function mappedVariables(config: GatewayConfig): MappedVariables {
+  const variables = new Map<string, string[]>();
+  const openEnded = forEachMappedVariable(config, (id, site) => {
+    const paths = variables.get(id);
+    if (paths) paths.push(site.path());
+    else variables.set(id, [site.path()]);
+  });
   return { variables, openEnded };
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { VariablesResponse } from '../../src/console/api/variables.js';
+import type { VariableDetailResponse, VariablesResponse } from '../../src/console/api/variables.js';
 import { isStale, STALE_MS } from '../../src/console/web/staleness.js';
 import { fmtAgo } from '../../src/web/format.js';
 import { freePort } from '../../src/sim/modbus-device.js';
@@ -51,5 +51,10 @@ describe('staleness by kind (issue 24 §1)', () => {
     }, { what: 'the variables list' });
     const onChange = Object.fromEntries(vars.map((v) => [v.id, v.on_change]));
     expect(onChange).toEqual({ mvr_periodic: false, mvr_door_state: true, mvr_press_state: true, mvr_press_rate: false });
+    expect(Object.fromEntries(vars.map((v) => [v.id, v.source]))).toEqual({ mvr_periodic: 'gen', mvr_door_state: 'line', mvr_press_state: 'press', mvr_press_rate: 'poller' });
+    // A variable's page: its settings and mapping entry, found in the configuration when asked (variable-index.ts).
+    const detail = (await (await fetch(`http://127.0.0.1:${port}/console/api/variables/mvr_press_rate`)).json()) as VariableDetailResponse;
+    expect(detail).toMatchObject({ source: 'poller', kind: 'opcua', settings: ['opcua.servers[1].nodes[0].variable'], config: { node_id: 'ns=1;s=Rate', variable: 'mvr_press_rate' } });
+    expect(detail.config_yaml).toContain('ns=1;s=Rate');
   }, 60_000);
 });

@@ -484,22 +484,44 @@ export class OpcuaSource implements Source {
     );
   }
 
-  /** After node-opcua repaired the connection: the same nsu= ids must still point to the same indexes. */
+  /**
+   * After node-opcua repaired the connection: the subscription's items are on the server again (they
+   * are ours, not node-opcua's: subscription-reader.ts), and the same nsu= ids must still point to
+   * the same indexes.
+   */
   private async afterReconnect(link: Link): Promise<void> {
     this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
-    // node-opcua transferred the subscription or re-created its items (split to the server's
-    // MaxMonitoredItemsPerCall) before this event; what the server accepted is monitored.
-    this.setMonitored(link.subscription ? link.subscription.countMonitored() : link.poller ? link.bindings.length : 0);
     this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
+    // A repaired session may have missed values (a subscription re-created, not transferred): read
+    // them back from history (issue 14 §1). Overlap with transferred values is harmless. Before the
+    // items are created again, so their first live values cannot move where the gap starts.
+    if (link.session && this.link === link) this.history?.begin(link.session, link.bindings, link.limits);
+    if (link.subscription) {
+      try {
+        const r = await link.subscription.repair();
+        if (this.link !== link) return;
+        if (r.created > 0) {
+          this.ctx.logger.info({ endpoint: this.cfg.endpoint, items: r.created, refused: r.refused }, 'OPC UA monitored items created again: the server had lost the subscription (restarted)');
+        }
+        if (r.firstRefusal) {
+          const n = r.firstRefusal;
+          this.throttle.warn('recreate-refused', { code: OpcuaErrorCodes.invalidNode, refused: r.refused, node_id: n.node_id, variable: n.variable }, `${this.path}: the restarted server refused ${r.refused} monitored item(s) when they were created again, e.g. nodes[${n.index}] "${n.node_id}" (${n.variable}): ${n.reason}; nodes_monitored counts the others`);
+        }
+      } catch (err) {
+        if (this.link !== link) return;
+        // An empty subscription still sends keep-alives, so the watchdog would never trip: rebuild.
+        link.break({ how: 'connection_lost', error: new GatewayError(OpcuaErrorCodes.connectionLost, `${this.path}: after the connection to ${this.cfg.endpoint} was repaired, its monitored items could not be created again (${describeError(err)}); rebuilding it`, { cause: err }) });
+        return;
+      }
+    }
+    // What the server accepted is monitored.
+    this.setMonitored(link.subscription ? link.subscription.countMonitored() : link.poller ? link.bindings.length : 0);
     this.ctx.stats.setState(this.invalid.length > 0 ? 'degraded' : 'connected');
     this.ctx.logger.info({ endpoint: this.cfg.endpoint }, 'OPC UA connection re-established; session and subscription restored');
     const usesNsu = this.cfg.nodes.some((n) => {
       const p = parseNodeId(n.node_id);
       return !('problem' in p) && 'uri' in p.namespace;
     });
-    // A repaired session may have missed values (a subscription re-created, not transferred): read
-    // them back from history (issue 14 §1). Overlap with transferred values is harmless.
-    if (link.session && this.link === link) this.history?.begin(link.session, link.bindings, link.limits);
     // Part 9 §5.5.7: conditions that changed while the connection was broken are resent.
     if (this.link === link) link.conditions?.refresh('connection re-established');
     if (link.session) await this.checkClock(link, this.certificateManager, false);

@@ -3,10 +3,11 @@ import {
   DataChangeFilter,
   DataChangeTrigger,
   DeadbandType,
+  MonitoringMode,
   TimestampsToReturn,
   resolveNodeId,
-  type ClientMonitoredItemGroup,
   type ClientSession,
+  type ClientSessionRawSubscriptionService,
   type ClientSubscription,
   type DataChangeNotification,
   type DataValue,
@@ -49,11 +50,15 @@ export interface SubscriptionReader {
   /** Nodes whose monitored item the server refused (bad filter, sampling not supported ...). */
   readonly refused: InvalidNode[];
   readonly monitored: number;
-  /**
-   * Items the server holds now by their last result: node-opcua re-creates them after a server
-   * restart (reconnection) and only logs the ones the new server refused.
-   */
+  /** Items the server holds now by their last result (after `repair()`, what the server accepted again). */
   countMonitored(): number;
+  /**
+   * After node-opcua repaired the connection: makes sure the server holds our items. A subscription
+   * node-opcua transferred to the new session still has them; one it had to create afresh (the
+   * server lost the old one: a restart) has none, and they are created again here. Resolves with
+   * what the server holds then; rejects when that could not be done.
+   */
+  repair(): Promise<RepairResult>;
   /** Publish requests kept queued at the server (publish-pipeline.ts). */
   readonly publishRequests: number;
   /** Stops topping up the Publish requests (the link is being torn down; closing the session ends the rest). */
@@ -61,16 +66,40 @@ export interface SubscriptionReader {
   terminate(): Promise<void>;
 }
 
+export interface RepairResult {
+  /** Items created again (0: the subscription was transferred with them). */
+  created: number;
+  /** Of those, refused by the server, with the first refusal's node and reason. */
+  refused: number;
+  firstRefusal: InvalidNode | null;
+}
+
+/** Item states: not on the server (yet), held by the server, refused by it. */
+const ABSENT = 0;
+const HELD = 1;
+const REFUSED = 2;
+
 /**
  * Creates one subscription and its monitored items (OPC UA Part 4 §5.12, §5.13). Items with the
  * same sampling interval, queue size and deadband share one CreateMonitoredItems call.
+ *
+ * The items are created with the CreateMonitoredItems service directly, not as node-opcua
+ * ClientMonitoredItem objects: those cost ~810 bytes each (an EventEmitter with its listener
+ * table and a closure, the request's ReadValueId, NodeId, NumericRange, QualifiedName and
+ * MonitoringParameters, the create result; measured in test/sources/opcua/monitored-items.test.ts),
+ * ~80 MB of heap at 100,000 items, which V8's old generation then grows by half again between
+ * collections (issue 25: ≤ 400 MB RSS at 100,000).
+ * Here an item is its binding's position: client handle = position + 1, one byte of state.
+ * Values are taken from each NotificationMessage by client handle. node-opcua still transfers or
+ * re-creates the subscription when it repairs a connection; the items of a re-created one are
+ * created again by `repair()`.
  *
  * Lifetime count: the server keeps the subscription this many publishing intervals without a
  * Publish request, so after a short network loss node-opcua can transfer it to the new session
  * (Part 4 §5.13.7, TransferSubscriptions) with the values queued meanwhile. We ask for about two
  * minutes, and at least 3 × the keep-alive count as §5.13.2 requires.
  */
-export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: NodeBinding[], cb: SubscriptionCallbacks, limits: OperationLimits = NO_OPERATION_LIMITS): Promise<SubscriptionReader> {
+export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: readonly NodeBinding[], cb: SubscriptionCallbacks, limits: OperationLimits = NO_OPERATION_LIMITS): Promise<SubscriptionReader> {
   const lifetime = Math.max(cfg.keep_alive_count * 3, Math.ceil(120_000 / cfg.publishing_interval));
   const subscription = await session.createSubscription2({
     requestedPublishingInterval: cfg.publishing_interval,
@@ -83,58 +112,130 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
     publishingEnabled: true,
     priority: 10,
   });
-  subscription.on('keepalive', () => cb.onAlive());
-  subscription.on('received_notifications', () => cb.onAlive());
-  if (cb.onMessage) {
-    const onMessage = cb.onMessage;
-    const sequence = new SequenceTracker();
-    subscription.on('raw_notification', (msg: NotificationMessage) => onMessage(countMessage(msg, sequence)));
-  }
 
-  const groups = new Map<string, NodeBinding[]>();
-  for (const b of bindings) {
+  // The raw CreateMonitoredItems and SetMonitoringMode services, which node-opcua's session implements
+  // (ClientSessionImpl) but its ClientSession type leaves out.
+  const raw = session as ClientSession & ClientSessionRawSubscriptionService;
+  const state = new Uint8Array(bindings.length);
+  const sequence = new SequenceTracker();
+  // Every NotificationMessage, keep-alives included (node-opcua emits this one first, before its own handling).
+  subscription.on('raw_notification', (msg: NotificationMessage) => {
+    cb.onAlive();
+    const counts = countMessage(msg, sequence);
+    cb.onMessage?.(counts);
+    if (counts.values === 0) return;
+    let others: NotificationMessage['notificationData'] = null;
+    for (const n of msg.notificationData ?? []) {
+      if (!isDataChange(n)) {
+        (others ??= []).push(n);
+        continue;
+      }
+      for (const item of n.monitoredItems ?? []) {
+        const b = bindings[item.clientHandle - 1];
+        if (b) cb.onValue(b, item.value);
+      }
+    }
+    // node-opcua's own handling, after this event, looks each value up among its
+    // ClientMonitoredItems, finds none of ours and warns once per message: it gets the rest only
+    // (status changes such as BadTimeout, events). The message was acknowledged before this event.
+    msg.notificationData = others ?? [];
+  });
+
+  const groups = new Map<string, number[]>();
+  bindings.forEach((b, i) => {
     const key = `${b.samplingInterval}|${b.queueSize}|${b.deadband?.type ?? '-'}|${b.deadband?.value ?? 0}`;
     let list = groups.get(key);
     if (!list) groups.set(key, (list = []));
-    list.push(b);
-  }
-
-  const refused: InvalidNode[] = [];
-  const created: ClientMonitoredItemGroup[] = [];
-  let monitored = 0;
+    list.push(i);
+  });
   const perCall = entriesPerCall(CREATE_CHUNK, limits.maxMonitoredItemsPerCall);
-  for (const list of groups.values()) {
-    for (let start = 0; start < list.length; start += perCall) {
-      const chunk = list.slice(start, start + perCall);
-      const first = chunk[0];
-      const filter = first.deadband
-        ? new DataChangeFilter({
-            trigger: DataChangeTrigger.StatusValue,
-            deadbandType: first.deadband.type === 'percent' ? DeadbandType.Percent : DeadbandType.Absolute,
-            deadbandValue: first.deadband.value,
-          })
-        : null;
-      const group = await subscription.monitorItems(
-        chunk.map((b) => ({ nodeId: resolveNodeId(b.nodeId), attributeId: AttributeIds.Value })),
-        { samplingInterval: first.samplingInterval, queueSize: first.queueSize, discardOldest: true, filter },
-        TimestampsToReturn.Both,
-      );
-      created.push(group);
-      group.on('changed', (_item, dv, index) => {
-        const b = chunk[index];
-        if (b) cb.onValue(b, dv);
-      });
-      group.monitoredItems.forEach((item, i) => {
-        const status = item.statusCode;
-        if (status && status.value >>> 30 >= 2) {
-          const b = chunk[i];
-          refused.push({ index: b.index, node_id: b.configuredId, variable: b.variable, reason: monitorRefusal(status.name, b) });
-        } else {
-          monitored += 1;
-        }
-      });
+  /** The server's id of one item it holds in this subscription (none when it holds none). */
+  let probeId: number | null = null;
+  let stopped = false;
+
+  /** Creates the items not on the server yet, in calls of `perCall`; the refusals of this round. */
+  const createAbsent = async (): Promise<{ created: number; refused: InvalidNode[] }> => {
+    const refused: InvalidNode[] = [];
+    let created = 0;
+    for (const positions of groups.values()) {
+      const absent = positions.filter((p) => state[p] === ABSENT);
+      for (let start = 0; start < absent.length; start += perCall) {
+        if (stopped) throw new Error('subscription stopped');
+        const chunk = absent.slice(start, start + perCall);
+        const first = bindings[chunk[0]];
+        const filter = first.deadband
+          ? new DataChangeFilter({
+              trigger: DataChangeTrigger.StatusValue,
+              deadbandType: first.deadband.type === 'percent' ? DeadbandType.Percent : DeadbandType.Absolute,
+              deadbandValue: first.deadband.value,
+            })
+          : null;
+        const response = await raw.createMonitoredItems({
+          subscriptionId: subscription.subscriptionId,
+          timestampsToReturn: TimestampsToReturn.Both,
+          itemsToCreate: chunk.map((p) => ({
+            itemToMonitor: { nodeId: resolveNodeId(bindings[p].nodeId), attributeId: AttributeIds.Value },
+            monitoringMode: MonitoringMode.Reporting,
+            requestedParameters: { clientHandle: p + 1, samplingInterval: first.samplingInterval, queueSize: first.queueSize, discardOldest: true, filter },
+          })),
+        });
+        const results = response.results ?? [];
+        chunk.forEach((p, i) => {
+          const r = results[i];
+          const status = r?.statusCode;
+          created += 1;
+          if (status && status.value >>> 30 < 2) {
+            state[p] = HELD;
+            probeId = r.monitoredItemId;
+          } else {
+            state[p] = REFUSED;
+            const b = bindings[p];
+            refused.push({ index: b.index, node_id: b.configuredId, variable: b.variable, reason: status ? monitorRefusal(status.name, b) : 'the server returned no result for the item' });
+          }
+        });
+      }
     }
-  }
+    return { created, refused };
+  };
+
+  /** Whether the server still holds the items of this subscription (probed with one of them). */
+  const itemsKept = async (): Promise<boolean> => {
+    if (probeId === null) return false;
+    // SetMonitoringMode to the mode the item has changes nothing (Part 4 §5.12.4); on a
+    // subscription created afresh the id is unknown (BadMonitoredItemIdInvalid), as is the
+    // subscription if the server lost it too (BadSubscriptionIdInvalid, thrown).
+    try {
+      const r = await raw.setMonitoringMode({ subscriptionId: subscription.subscriptionId, monitoringMode: MonitoringMode.Reporting, monitoredItemIds: [probeId] });
+      const status = r.results?.[0];
+      return status !== undefined && status.value >>> 30 < 2;
+    } catch (err) {
+      if (/BadSubscriptionIdInvalid|BadMonitoredItemIdInvalid/.test(String(err))) return false;
+      throw err;
+    }
+  };
+
+  let repairing: Promise<RepairResult> | null = null;
+  const repair = (): Promise<RepairResult> => {
+    // One at a time; a repair asked for while one runs waits for it and probes again.
+    const run = (repairing ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(async () => {
+        if (!(await itemsKept())) {
+          state.fill(ABSENT);
+          probeId = null;
+        }
+        const { created, refused } = await createAbsent();
+        return { created, refused: refused.length, firstRefusal: refused[0] ?? null };
+      });
+    repairing = run;
+    void run.catch(() => undefined).finally(() => {
+      if (repairing === run) repairing = null;
+    });
+    return run;
+  };
+
+  const first = await createAbsent();
+  const monitored = first.created - first.refused.length;
 
   const publishingInterval = subscription.publishingInterval || cfg.publishing_interval;
   const pipeline = new PublishPipeline(session, publishRequestsFor(bindings, publishingInterval));
@@ -143,12 +244,21 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
   return {
     subscription,
     publishingInterval,
-    refused,
+    refused: first.refused,
     monitored,
-    countMonitored: () => created.reduce((t, g) => t + g.monitoredItems.reduce((k, item) => k + (item.statusCode && item.statusCode.value >>> 30 < 2 ? 1 : 0), 0), 0),
+    countMonitored: () => {
+      let n = 0;
+      for (const s of state) if (s === HELD) n += 1;
+      return n;
+    },
+    repair,
     publishRequests: pipeline.target,
-    stop: () => pipeline.stop(),
+    stop: () => {
+      stopped = true;
+      pipeline.stop();
+    },
     async terminate() {
+      stopped = true;
       pipeline.stop();
       await Promise.race([subscription.terminate().catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
     },
@@ -185,16 +295,20 @@ export class SequenceTracker {
   }
 }
 
+/** A DataChangeNotification with values (node-opcua decodes an empty list as null). */
+function isDataChange(n: unknown): n is DataChangeNotification {
+  return n !== null && typeof n === 'object' && Array.isArray((n as DataChangeNotification).monitoredItems);
+}
+
 /** Values, overflow bits and skipped messages of one NotificationMessage. */
 export function countMessage(msg: NotificationMessage, sequence: SequenceTracker): MessageCounts {
   let values = 0;
   let overflows = 0;
   const data = msg.notificationData ?? [];
   for (const n of data) {
-    const items = (n as DataChangeNotification | null)?.monitoredItems;
-    if (!items) continue;
-    values += items.length;
-    for (const item of items) if (item.value?.statusCode?.hasOverflowBit) overflows += 1;
+    if (!isDataChange(n)) continue;
+    values += n.monitoredItems!.length;
+    for (const item of n.monitoredItems!) if (item.value?.statusCode?.hasOverflowBit) overflows += 1;
   }
   return { values, overflows, missedMessages: sequence.see(msg.sequenceNumber, data.length > 0) };
 }

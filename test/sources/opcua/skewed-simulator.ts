@@ -53,7 +53,8 @@ export function startSkewedSimulator(offsetMs: number, options: OpcuaSimulatorOp
     child.stderr!.on('data', (d) => (out += d));
     child.stdout!.on('data', (d) => {
       out += d;
-      const m = /^SKEWED_SIM_READY (.+)$/m.exec(out);
+      // The whole line: with thousands of bulk node ids it comes in several chunks.
+      const m = /^SKEWED_SIM_READY (.+)\n/m.exec(out);
       if (!m) return;
       clearTimeout(timer);
       child.removeAllListeners('exit');
