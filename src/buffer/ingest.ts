@@ -13,6 +13,7 @@ import type { Holds } from './holds.js';
 import type { LastCommitted } from './last-committed.js';
 import { toRowValue } from './row-value.js';
 import type { Tally } from './tally.js';
+import type { TurnShare } from './turn-share.js';
 import type { VariableDictionary } from './variables.js';
 
 /**
@@ -51,7 +52,7 @@ const INSERT_ROWS = 64;
 
 /**
  * A due commit is cut into slices of whole appends (an append is never split across two
- * transactions, B1) sized to take about `sliceMs` (the maintenance slice, 50 ms), from the time per
+ * transactions, B1) sized to take about `sliceMs` (the maintenance slice, 25 ms), from the time per
  * sample the last commits took on this machine; the next slice runs in the next turn of the event
  * loop, after sockets and timers. Sources deliver in bursts (an OPC UA server answers a whole
  * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
@@ -87,6 +88,8 @@ export interface IngestRooms {
   full: FullPolicy;
   usage: DiskUsage;
   lastCommitted: LastCommitted;
+  /** The turn's budget the buffer's sliced work shares (turn-share.ts, B7). */
+  share: TurnShare;
   /** Runs after every successful commit, in the commit's turn (the façade's hooks, in order). */
   afterCommit(c: { inserted: number; acks: number }): void;
 }
@@ -214,7 +217,7 @@ export class Ingest {
   private commitAll(): void {
     for (;;) {
       const before = this.pending.length + this.ackQueue.length;
-      this.commit();
+      this.commit(false);
       const after = this.pending.length + this.ackQueue.length;
       if (after === 0 || after >= before || this.retryTimer) return;
     }
@@ -284,15 +287,32 @@ export class Ingest {
     return inserted;
   }
 
-  private commit(): void {
+  /**
+   * One commit slice. `shared`: it keeps to what the turn's budget has left after the buffer's
+   * other work in this turn (turn-share.ts), and waits for a later turn when that is under a
+   * quarter of a slice; a flush (`commitAll`) commits regardless.
+   */
+  private commit(shared = true): void {
     if (this.sliceTimer) {
       clearImmediate(this.sliceTimer);
       this.sliceTimer = null;
     }
     if (this.closed || this.committing || !this.hasWork) return;
+    const left = shared ? this.r.share.left() : this.o.sliceMs;
+    if (left < this.o.sliceMs / 4 && !this.retryTimer) {
+      // A maintenance slice or a job's delete already used this turn: commit in the next one
+      // (B1 is unaffected: nothing is resolved before its commit; this only moves the commit).
+      if (this.timer) clearTimeout(this.timer);
+      this.dueAt = performance.now();
+      this.timer = this.r.share.nextTurn(() => {
+        this.timer = null;
+        this.commit();
+      });
+      return;
+    }
     this.committing = true;
-    // One slice: whole appends up to what fits sliceMs (at least one append), acks in what is left.
-    const limit = this.sliceSamples;
+    // One slice: whole appends up to what fits the turn's budget (at least one append), acks in what is left.
+    const limit = Math.max(MIN_SLICE_SAMPLES, Math.floor(this.sliceSamples * Math.min(1, left / this.o.sliceMs)));
     let take = 0;
     let samples = 0;
     while (take < this.pending.length && (take === 0 || samples + this.pending[take].samples.length <= limit)) {
@@ -342,6 +362,7 @@ export class Ingest {
       this.onWriteFailure(err);
     } finally {
       this.committing = false;
+      this.r.share.ran(started);
     }
     if (this.retryTimer) return;
     if (sliced && this.hasWork) {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { describeError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
+import type { TurnShare } from './turn-share.js';
 
 /**
  * The maintenance schedule: sealing, compaction, giving disk back and WAL truncation run here, on
@@ -8,13 +9,16 @@ import type { Metrics } from '../core/metrics.js';
  *
  * Keeps B7:
  *  - A slice runs in its own event-loop turn and does at most one transaction; a task stops its
- *    work by the slice's deadline (`sliceMs`, 50 ms by default) and holds what it staged in memory
+ *    work by the slice's deadline (`sliceMs`, 25 ms by default) and holds what it staged in memory
  *    until its next slice. No transaction is ever open between slices.
  *  - A commit goes first: a slice does not start when a group commit is due, and it ends before the
  *    next one is due (at least MIN_SLICE_MS of work, so it makes progress); a commit that does
  *    fall due during a slice waits for that slice only. The commit's after-commit hook wakes the
  *    schedule, and the slice then runs in a later turn, after the commit's acknowledgements
  *    (promise callbacks) ran.
+ *  - Slices share the turn with commits and a job's deletes (turn-share.ts): a slice gets what
+ *    they left of `sliceMs` in this turn, and waits for a later turn when that is under MIN_SLICE_MS (a quarter of
+ *    a slice when slices are shorter).
  *  - Slices take at most half of the time while work is pending: after a slice of d ms the next
  *    one waits at least d ms. With no work the schedule looks again every `idleMs` (1 s), so an
  *    idle gateway seals its aged rows and gives free pages back without any new commit.
@@ -41,6 +45,8 @@ export interface MaintenanceOptions {
   metrics: Metrics;
   /** When the next group commit is planned (performance.now() ms, Infinity when none): it goes first. */
   commitDueAt: () => number;
+  /** The turn's budget shared with commits and a job's deletes (turn-share.ts). */
+  share: TurnShare;
 }
 
 export class Maintenance {
@@ -125,6 +131,12 @@ export class Maintenance {
       this.later(Math.max(MIN_SLICE_MS, commitDue - started + MIN_SLICE_MS));
       return;
     }
+    // A commit (or a job's delete) already used this turn: a slice of what is left, or a later turn.
+    const left = this.o.share.left(started);
+    if (left < Math.min(MIN_SLICE_MS, this.o.sliceMs / 4)) {
+      this.later(1);
+      return;
+    }
     const task = this.nextDue();
     if (!task) {
       for (const w of this.idleWaiters.splice(0)) w();
@@ -135,11 +147,12 @@ export class Maintenance {
     const doing = task.describe?.();
     let more = false;
     try {
-      more = task.slice(Math.min(started + this.o.sliceMs, commitDue));
+      more = task.slice(Math.min(started + left, commitDue));
     } catch (err) {
       this.o.logger.warn({ err: describeError(err), task: task.name }, 'a buffer maintenance step failed; it is tried again later');
     } finally {
       this.running = false;
+      this.o.share.ran(started);
     }
     const took = performance.now() - started;
     this.o.metrics.bufferMaintenanceSeconds.observe({ task: task.name }, took / 1000);

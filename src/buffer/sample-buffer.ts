@@ -29,6 +29,7 @@ import { Readout } from './readout.js';
 import { FLUSH_MS as LAST_COMMITTED_FLUSH_MS, LastCommitted } from './last-committed.js';
 import { SetAsideMove, SetAsideStore, type SetAsideInfo } from './set-aside.js';
 import { Tally } from './tally.js';
+import { TurnShare } from './turn-share.js';
 import { TrendStore, type TrendSource, type TrendVisit } from './trend.js';
 import type { BufferedRow, BufferOptions, BufferStats, ImportReader, SeqRange } from './types.js';
 import { VariableDictionary } from './variables.js';
@@ -49,7 +50,7 @@ export const DEFAULT_SEAL_ROWS = 100_000;
  */
 export const DEFAULT_COMPACT_SAMPLES = 2_000_000;
 /** Longest a maintenance slice holds the event loop (B7): commits wait at most this long for one. */
-export const DEFAULT_SLICE_MS = 50;
+export const DEFAULT_SLICE_MS = 25;
 /**
  * Free space the file keeps for new samples before it gives pages back (buffer.keep_free). None by
  * default: pages the next samples take are reused within the minute anyway (capacity/disk.ts).
@@ -70,6 +71,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly sealer: Sealer;
   private readonly seal: SealSchedule;
   private readonly maintenance: Maintenance;
+  /** The turn's budget commits, maintenance and a job's deletes share (turn-share.ts, B7). */
+  private readonly share: TurnShare;
   private readonly holds: Holds;
   private readonly ingest: Ingest;
   private readonly claims: Claims;
@@ -110,6 +113,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     const { logger, metrics, clock } = o;
     const changed = () => this.notify();
     const dict = new VariableDictionary(db);
+    this.share = new TurnShare(o.sliceMs);
     this.lastCommitted = new LastCommitted(db, dict, o.lastCommittedFlushMs);
     this.importLedger = new ImportLedger(db, clock);
     this.usage = new DiskUsage(db);
@@ -127,6 +131,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       full: this.full,
       usage: this.usage,
       lastCommitted: this.lastCommitted,
+      share: this.share,
       afterCommit: (c) => this.afterCommit(c),
     });
     this.setAsideStore = new SetAsideStore(db);
@@ -142,7 +147,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
     this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
     this.trend = new TrendStore(db, { clock, logger, maxBytes: o.maxBytes, usage: this.usage, dict, wrote: () => this.diskReturn.wrote() });
-    this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend, this.lastCommitted], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt });
+    this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend, this.lastCommitted], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt, share: this.share });
     this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);
     this.refreshGauges();
@@ -244,7 +249,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
 
   /** `deleteRange` a slice per event-loop turn (ImportRanges.deleteRangeInSlices). */
   async deleteRangeInSlices(range: SeqRange): Promise<number> {
-    const n = await this.ranges.deleteRangeInSlices(range, this.opts.sliceMs, () => this.closed);
+    const n = await this.ranges.deleteRangeInSlices(range, this.share, () => this.closed);
     this.refreshGauges();
     return n;
   }
@@ -374,6 +379,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.maintenance.stop();
     this.seal.cancel();
     this.ingest.stop();
+    this.share.close();
     this.losses.maybeEndEpisode(this.ingest.writable, true);
     this.discardedAtClose = this.ingest.discardPending();
     // The console's open buckets, after the last samples (a clean stop keeps the whole trend).

@@ -5,6 +5,7 @@ import { assertNotNested, inOwnTransaction } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { SetAsideMove } from '../set-aside.js';
 import type { Tally } from '../tally.js';
+import type { TurnShare } from '../turn-share.js';
 import type { SeqRange } from '../types.js';
 import type { ImportLedger, LedgerEntry } from './ledger.js';
 import type { SampleReader } from './reader.js';
@@ -119,19 +120,27 @@ export class ImportRanges {
    * `finishing`, and the next start deletes the rest. Rejects (deleting nothing more) once
    * `closed()` says the buffer closed.
    */
-  async deleteRangeInSlices(range: SeqRange, sliceMs: number, closed: () => boolean): Promise<number> {
+  async deleteRangeInSlices(range: SeqRange, share: TurnShare, closed: () => boolean): Promise<number> {
     const stopped = () => new Error("the buffer closed while a finished import job's rows were being deleted; the next start deletes the rest");
     let deleted = 0;
+    /** Seqs per transaction, sized so that one takes about half a slice (rows may be sparse). */
     let rows = 5_000;
     for (let from = range.from; from <= range.to; ) {
       if (closed()) throw stopped();
-      const to = Math.min(range.to, from + rows - 1);
+      // What a commit or a maintenance slice left of this turn (turn-share.ts), or a later turn.
+      const left = share.left();
+      if (left < share.sliceMs / 4) {
+        await new Promise<void>((resolve) => share.nextTurn(resolve));
+        continue;
+      }
+      const part = Math.max(1_000, Math.round((rows * Math.min(left, share.sliceMs / 2)) / (share.sliceMs / 2)));
+      const to = Math.min(range.to, from + part - 1);
       const t0 = performance.now();
       deleted += this.deleteRows(from, to);
+      share.ran(t0);
       const ms = performance.now() - t0;
+      rows = Math.max(1_000, Math.min(200_000, Math.round((part * share.sliceMs) / 2 / Math.max(ms, 0.1))));
       from = to + 1;
-      // Seqs per transaction so that the next takes about half a slice (rows may be sparse).
-      rows = Math.max(1_000, Math.min(200_000, Math.round((rows * sliceMs) / 2 / Math.max(ms, 0.1))));
       if (from <= range.to) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     if (closed()) throw stopped();
