@@ -10,6 +10,7 @@
 import type { Database } from 'better-sqlite3';
 import { describeError } from '../core/errors.js';
 import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
+import { Checkpointer } from './capacity/checkpointer.js';
 import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
 import { Losses } from './capacity/losses.js';
@@ -65,6 +66,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly usage: DiskUsage;
   private readonly diskReturn: DiskReturn;
   private readonly wal: WalBound;
+  private readonly checkpointer: Checkpointer;
   private readonly losses: Losses;
   private readonly full: FullPolicy;
   private readonly store: ChunkStore;
@@ -117,7 +119,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.lastCommitted = new LastCommitted(db, dict, o.lastCommittedFlushMs);
     this.importLedger = new ImportLedger(db, clock);
     this.usage = new DiskUsage(db);
-    this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes });
+    this.checkpointer = new Checkpointer(db, { logger });
+    this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes, checkpointing: () => this.checkpointer.running });
     this.store = new ChunkStore(db, o.compressor);
     this.holds = new Holds(db, this.importLedger);
     this.sealer = new Sealer(db, this.store, this.holds);
@@ -145,7 +148,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
-    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges() });
+    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges(), checkpointer: this.checkpointer });
     this.trend = new TrendStore(db, { clock, logger, maxBytes: o.maxBytes, usage: this.usage, dict, wrote: () => this.diskReturn.wrote() });
     this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend, this.lastCommitted], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt, share: this.share });
     this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
@@ -377,6 +380,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     if (this.closed) return;
     this.closed = true;
     this.maintenance.stop();
+    // The checkpoint worker ends (after a checkpoint it is running) before the TRUNCATE below.
+    const checkpointerEnded = this.checkpointer.close();
     this.seal.cancel();
     this.ingest.stop();
     this.share.close();
@@ -391,6 +396,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       // A full or failing disk: the table lags (L1), which costs re-reading some history, not data.
       this.opts.logger.warn({ err: describeError(err) }, 'buffer: the newest committed timestamps could not be written at close; a history backfill may re-read up to 30 s');
     }
+    await checkpointerEnded;
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch {

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { MaintenanceTask } from '../maintenance.js';
+import type { Checkpointer } from './checkpointer.js';
 import type { WalBound } from './wal.js';
 
 /**
@@ -21,12 +22,16 @@ import type { WalBound } from './wal.js';
  *    of samples keeps it small. While samples pour in it stays at most the automatic checkpoint's
  *    interval (1,000 pages, ~4 MB) plus one transaction; journal_size_limit cuts it back to 4 MB
  *    after each checkpoint.
- *  - Checkpoints run here too, not inside commits: SQLite's automatic checkpoint (which copies the
- *    WAL back into the file and syncs it, tens to hundreds of ms) ran inside whichever commit
- *    crossed 1,000 pages, so now and then a group commit and its acknowledgements waited for it.
- *    The buffer turns it off (sample-buffer.ts) and this task runs a PASSIVE checkpoint every
- *    CHECKPOINT_EVERY_MS after writes; WalBound stays the backstop (a TRUNCATE checkpoint after a
- *    commit once the WAL is over 64 MB, e.g. when a reader held it back).
+ *  - Checkpoints are asked for here too, not inside commits: SQLite's automatic checkpoint (which
+ *    copies the WAL back into the file and syncs it, tens to hundreds of ms) ran inside whichever
+ *    commit crossed 1,000 pages, so now and then a group commit and its acknowledgements waited
+ *    for it. The buffer turns it off (sample-buffer.ts) and this task asks for a PASSIVE
+ *    checkpoint every CHECKPOINT_EVERY_MS after writes; it runs on a worker thread with a
+ *    connection of its own (checkpointer.ts; on the main thread it took 87–114 ms each second at
+ *    100,000 variables/s in a CPU profile, issue 25), on the main thread only when that worker
+ *    cannot run. A TRUNCATE here waits while that checkpoint runs. WalBound stays the backstop (a
+ *    TRUNCATE checkpoint after a commit once the WAL is over 64 MB, e.g. when a reader held it
+ *    back).
  *  - A vacuum step is one transaction: a power cut leaves the file before or after it. Its kill
  *    point for the crash harness is the `buffer_vacuum_step` log line right before it.
  * So once the free pages have been unused for a minute (and the steps have run: a few MB a second),
@@ -93,6 +98,8 @@ export interface DiskReturnOptions {
   lastCommitAt: () => number;
   /** After a step changed what the file takes (gauges). */
   changed: () => void;
+  /** Runs the PASSIVE checkpoints (on its worker thread when it can). */
+  checkpointer: Pick<Checkpointer, 'request' | 'running'>;
 }
 
 /** Gives free pages and the WAL back to the file system, as a maintenance task (B7, B9). */
@@ -136,6 +143,9 @@ export class DiskReturn implements MaintenanceTask {
   private walWanted(): boolean {
     const now = performance.now();
     if (now < this.walRetryAt) return false;
+    // The worker's checkpoint holds SQLite's checkpoint lock: a TRUNCATE now would only answer
+    // busy and be put off for WAL_RETRY_MS as if a reader held the WAL. It runs once that answered.
+    if (this.o.checkpointer.running) return false;
     const bytes = this.o.wal.bytes();
     if (bytes === 0) return false;
     return now - this.o.lastCommitAt() >= WAL_IDLE_MS || (bytes > WAL_SOFT_BYTES && now - this.walTruncatedAt >= WAL_TRUNCATE_EVERY_MS);
@@ -168,14 +178,15 @@ export class DiskReturn implements MaintenanceTask {
     return this.due();
   }
 
-  /** A PASSIVE checkpoint: copies what it can back into the file, never waits for a reader. */
+  /**
+   * A PASSIVE checkpoint: copies what it can back into the file, never waits for a reader. Asked of
+   * the checkpointer's worker; when the previous one is still running this one is skipped (the
+   * next falls due CHECKPOINT_EVERY_MS later). It changes nothing a commit made durable (B1, B9):
+   * see checkpointer.ts.
+   */
   private checkpoint(): void {
     this.checkpointedAt = performance.now();
-    try {
-      this.db.pragma('wal_checkpoint(PASSIVE)');
-    } catch (err) {
-      this.o.logger.warn({ err: describeError(err) }, 'WAL checkpoint failed');
-    }
+    this.o.checkpointer.request();
   }
 
   /** One `incremental_vacuum` step, sized to the time left in the slice. */

@@ -28,7 +28,13 @@ export class WalBound {
 
   constructor(
     private readonly db: Database,
-    private readonly o: { logger: Logger; clock: Clock; limitBytes: number },
+    private readonly o: {
+      logger: Logger;
+      clock: Clock;
+      limitBytes: number;
+      /** True while the checkpoint worker runs a checkpoint (capacity/checkpointer.ts): the TRUNCATE waits for it. */
+      checkpointing?: () => boolean;
+    },
   ) {
     this.walPath = `${db.name}-wal`;
   }
@@ -46,6 +52,9 @@ export class WalBound {
   check(): void {
     const now = this.o.clock.monotonic();
     if (now - this.lastCheck < 1_000) return;
+    // It would only meet the worker's checkpoint lock (busy, counted as a reader holding the WAL);
+    // the commit after that checkpoint answered tries.
+    if (this.o.checkpointing?.()) return;
     this.lastCheck = now;
     const size = this.bytes();
     if (size <= this.o.limitBytes) {
