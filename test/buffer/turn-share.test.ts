@@ -8,8 +8,9 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * The turn's budget the buffer's sliced work shares (src/buffer/turn-share.ts, B7): a commit and a
  * maintenance slice that fall due in the same timers phase used to run back to back, 50 ms each
- * (issue 25's event-loop p99 at 100,000 samples/s). Timers due in the same phase are made here the
- * way the buffer's are: created in the same millisecond of loop time.
+ * (issue 25's event-loop p99 at 100,000 samples/s). Each case runs its "commit" in a timer and
+ * wakes the schedule from it, as the buffer's after-commit hook does, so the order does not depend
+ * on when the test's own timers were armed (a busy machine can put them in different phases).
  */
 const busy = (ms: number): void => {
   const t0 = performance.now();
@@ -40,13 +41,14 @@ afterEach(() => {
 });
 
 function schedule(task: MaintenanceTask, share: TurnShare): Maintenance {
-  const m = new Maintenance([task], { sliceMs: 50, idleMs: 1, logger: silentLogger, metrics: createMetrics(), commitDueAt: () => Infinity, share });
+  // idleMs long: the slice runs when woken, as after a commit.
+  const m = new Maintenance([task], { sliceMs: 50, idleMs: 60_000, logger: silentLogger, metrics: createMetrics(), commitDueAt: () => Infinity, share });
   running.push(m);
   return m;
 }
 
 describe('TurnShare', () => {
-  it('counts work in the same timers phase as one stretch, and starts afresh after a timers phase', async () => {
+  it('counts work up to the next timers phase as one stretch, and starts afresh after it', async () => {
     const share = new TurnShare(50);
     expect(share.left()).toBe(50);
     const seen: number[] = [];
@@ -55,35 +57,36 @@ describe('TurnShare', () => {
         const t0 = performance.now();
         busy(30);
         share.ran(t0);
+        // An immediate queued here runs in this iteration's check phase, before any timer.
+        setImmediate(() => seen.push(share.left()));
+        share.nextTurn(() => {
+          seen.push(share.left());
+          resolve();
+        });
       }, 0);
-      setTimeout(() => seen.push(share.left()), 0);
-      // Armed after the work ran (in a later timers phase than the two above).
-      setTimeout(() => share.nextTurn(() => {
-        seen.push(share.left());
-        resolve();
-      }), 0);
     });
     expect(seen[0]).toBeLessThanOrEqual(20);
-    expect(seen[0]).toBeGreaterThan(-50);
     expect(seen[1]).toBe(50);
   });
 
-  it('a maintenance slice due in the turn a commit used gets only what is left of it', async () => {
+  it('a maintenance slice woken in the turn a commit used gets only what is left of it', async () => {
     const share = new TurnShare(50);
     const task = oneSlice();
     const m = schedule(task, share);
+    m.start();
     let commitEnded = 0;
-    // The commit's timer and the schedule's first timer (idleMs 1) expire in the same phase.
+    // As after a real commit: its after-commit hook wakes the schedule (an immediate, so the slice
+    // runs before the next timers phase, in the same stretch).
     setTimeout(() => {
       const t0 = performance.now();
       busy(35);
       share.ran(t0);
       commitEnded = performance.now();
+      m.wake();
     }, 0);
-    m.start();
     await waitFor(() => task.given >= 0, { timeoutMs: 10_000, what: 'the maintenance slice' });
     expect(task.at).toBeGreaterThanOrEqual(commitEnded);
-    // 50 ms less the 35 the commit used: about 15 (0 + its own start-up), not a slice of its own.
+    // 50 ms less the 35 the commit used (and whatever ran between), not a slice of its own.
     expect(task.given).toBeLessThanOrEqual(16);
   });
 
@@ -91,17 +94,19 @@ describe('TurnShare', () => {
     const share = new TurnShare(50);
     const task = oneSlice();
     const m = schedule(task, share);
+    m.start();
     let commitEnded = 0;
     setTimeout(() => {
       const t0 = performance.now();
       busy(48);
       share.ran(t0);
       commitEnded = performance.now();
+      m.wake();
     }, 0);
-    m.start();
     await waitFor(() => task.given >= 0, { timeoutMs: 10_000, what: 'the maintenance slice' });
     expect(task.at).toBeGreaterThan(commitEnded);
-    // A turn of its own: the whole budget (less the few ms between its start and the slice).
-    expect(task.given).toBeGreaterThan(40);
+    // A turn of its own: the whole budget (less the time between its start and the slice, which a
+    // busy machine can stretch), not the ~2 ms the commit left.
+    expect(task.given).toBeGreaterThan(25);
   });
 });
