@@ -3,14 +3,13 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/core/logger.js';
 import { SamplesRefusedError } from '../../src/core/sample.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { delay, waitFor } from '../helpers/wait.js';
+import { captureLines } from '../helpers/log.js';
 
 const open: TestBuffer[] = [];
 const cleanup: Array<() => Promise<void>> = [];
@@ -19,23 +18,12 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-function capture() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _e, cb) {
-      for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
-      cb();
-    },
-  });
-  return { logger: createLogger({ level: 'debug', format: 'json', destination: stream }), lines };
-}
-
 const T0 = 1_700_000_000_000;
 const batch = (n: number, from: number) => Array.from({ length: n }, (_, i) => ({ variable: `mvr_v${i % 10}`, ts: T0 + from + i, value: from + i }));
 
 describe('bounded buffer', () => {
   it('disk full (SQLITE_FULL) with drop_oldest: no crash, oldest dropped and counted, recovers by itself', async () => {
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const b = openTestBuffer({ whenFull: 'drop_oldest', logger, episodeQuietMs: 300 });
     open.push(b);
     await b.buffer.append(batch(1_000, 0));
@@ -105,7 +93,7 @@ describe('bounded buffer', () => {
   });
 
   it('refused samples a caller keeps (keepsRefused) are refused, not lost: no drop counted, no full episode', async () => {
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const b = openTestBuffer({ whenFull: 'refuse_new', maxBytes: 1_000_000, logger });
     open.push(b);
     // Fill past max_bytes with appends that are all committed (the check comes before a commit).
@@ -148,7 +136,7 @@ describe('bounded buffer', () => {
   });
 
   it('logs each full episode once, with the time range and the count lost', async () => {
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     // The quiet period runs on the monotonic clock: moved past it rather than slept through.
     let skipped = 0;
     const clock = { now: () => Date.now(), monotonic: () => performance.now() + skipped };
@@ -170,7 +158,7 @@ describe('bounded buffer', () => {
   });
 
   it('keeps the WAL bounded: it grows while a reader holds a snapshot and shrinks once the reader ends', async () => {
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const b = openTestBuffer({ logger, walLimitBytes: 2_000_000 });
     open.push(b);
     await b.buffer.append(batch(1_000, 0));
@@ -210,7 +198,7 @@ describe('bounded buffer', () => {
     const bytes = readFileSync(path);
     bytes.fill(0x5a, 8192, 8192 + 16384);
     writeFileSync(path, bytes);
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const gw = await startTestGateway(emu, { generator: [{ name: 'g', variables: ['mvr_gen_1'], interval: 50 }] }, { dir, logger });
     cleanup.push(() => gw.close());
     const status = gw.handle.status();

@@ -2,7 +2,6 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkpointer, type CheckpointWorkerData } from '../../src/buffer/capacity/checkpointer.js';
@@ -10,11 +9,11 @@ import { DiskReturn, DiskUsage } from '../../src/buffer/capacity/disk.js';
 import { WalBound } from '../../src/buffer/capacity/wal.js';
 import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { systemClock } from '../../src/core/clock.js';
-import { createLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { startModuleWorker } from '../../src/core/module-worker.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { waitFor } from '../helpers/wait.js';
+import { captureLines } from '../helpers/log.js';
 
 /**
  * The regular PASSIVE checkpoint runs on a worker thread with a connection of its own
@@ -27,17 +26,6 @@ const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
-
-function capture() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _e, cb) {
-      for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { logger: createLogger({ level: 'debug', format: 'json', destination: stream }), lines };
-}
 
 /** Records every `wal_checkpoint` the main connection runs (the buffer's rooms call db.pragma). */
 function spyCheckpoints(db: Database): string[] {
@@ -56,7 +44,7 @@ const T0 = Date.UTC(2026, 10, 1);
 
 describe('the PASSIVE checkpoint on a worker thread (B9)', () => {
   it('under steady appends the worker copies the WAL into the file while the main connection runs no checkpoint; close leaves no WAL', async () => {
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const b: TestBuffer = openTestBuffer({ logger, sealAfterMs: 3_600_000 });
     cleanup.push(() => b.destroy());
     const onMain = spyCheckpoints(b.db);
@@ -102,7 +90,7 @@ describe('Checkpointer', () => {
   function fileWithWal(rows: number) {
     const dir = mkdtempSync(join(tmpdir(), 'gw-ckpt-'));
     const path = join(dir, 'buffer.db');
-    const { logger, lines } = capture();
+    const { logger, lines } = captureLines();
     const { db } = openBufferDatabase(path, { synchronous: 'full', logger, integrityCheck: false });
     db.pragma('wal_autocheckpoint = 0');
     db.exec('CREATE TABLE filler (x BLOB)');
@@ -219,7 +207,7 @@ describe('Checkpointer', () => {
   });
 
   it('a buffer without a file checkpoints on the main thread', () => {
-    const { logger } = capture();
+    const { logger } = captureLines();
     const db = new BetterSqlite3(':memory:');
     cleanup.push(() => db.close());
     expect(new Checkpointer(db, { logger }).onWorker).toBe(false);

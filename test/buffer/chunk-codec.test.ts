@@ -1,18 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ChunkFormatError, chunkCount, decimalScale, decodeChunk, encodeChunk } from '../../src/buffer/chunks/codec.js';
 import { shortestF32 } from '../../src/buffer/chunks/value-domains.js';
-
-/** Deterministic PRNG (mulberry32) so a failing case can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from '../helpers/random.js';
 
 function bits(v: number): string {
   const b = Buffer.alloc(8);

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readAllSamples } from '../../src/buffer/chunks/store.js';
 import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder, payloadLayout } from '../../src/buffer/chunks/page-packing.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+import { rng } from '../helpers/random.js';
 
 /**
  * Page packing of the chunks table (chunks/page-packing.ts, sealer L5): the cell-size model agrees with
@@ -14,16 +15,6 @@ afterEach(async () => {
 });
 
 const T0 = Date.UTC(2026, 10, 1);
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface PageStats {
   leaf: number;

@@ -1,5 +1,4 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
@@ -10,9 +9,10 @@ import { DiskUsage } from '../../src/buffer/capacity/disk.js';
 import { BUCKET_MS, BUCKETS, ValueRing } from '../../src/console/value-ring.js';
 import { TrendKeeper } from '../../src/console/trend-keeper.js';
 import type { Clock } from '../../src/core/clock.js';
-import { createLogger, silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/core/logger.js';
 import type { Sample } from '../../src/core/sample.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+import { captureLines } from '../helpers/log.js';
 
 /**
  * The trend room (src/buffer/trend.ts, issue 24 §4) with the console's ring as its source
@@ -29,17 +29,6 @@ function wallClock(start = Date.UTC(2026, 10, 30, 12, 0, 0)) {
   let now = start;
   const clock: Clock = { now: () => now, monotonic: () => performance.now() };
   return { clock, set: (t: number) => (now = t), get: () => now };
-}
-
-function capture() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _e, cb) {
-      for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { logger: createLogger({ level: 'debug', format: 'json', destination: stream }), lines };
 }
 
 /** The gateway's path for samples: committed to the buffer, then shown to the ring (the tap). */
@@ -310,7 +299,7 @@ describe('the trend room', () => {
   it('at a small max_bytes, keeps what fits: small parts, the newest buckets, under the cap', async () => {
     const w = wallClock();
     const t0 = w.get();
-    const cap = capture();
+    const cap = captureLines();
     // 1 MB (the least buffer.max_bytes takes): 50 kB for the trend, less than one take of 5,000
     // noisy variables.
     const b = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, logger: cap.logger, sliceMs: 10_000 });
@@ -340,7 +329,7 @@ describe('the trend room', () => {
   it('a part larger than the cap alone is not written, said once in the log', async () => {
     const w = wallClock();
     const t0 = w.get();
-    const cap = capture();
+    const cap = captureLines();
     // 20 kB (below what the configuration allows): 1,000 bytes for the trend, less than a part of
     // the least 100 variables.
     const b = openTestBuffer({ clock: w.clock, maxBytes: 20_000, logger: cap.logger });
@@ -365,7 +354,7 @@ describe('the trend room', () => {
   it('skips a damaged row with a warning and reads the others', async () => {
     const w = wallClock();
     const t0 = w.get();
-    const cap = capture();
+    const cap = captureLines();
     const b = openTestBuffer({ clock: w.clock, logger: cap.logger });
     open.push(b);
     const ring = new ValueRing();

@@ -8,9 +8,8 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * The turn's budget the buffer's sliced work shares (src/buffer/turn-share.ts, B7): a commit and a
  * maintenance slice that fall due in the same timers phase used to run back to back, 50 ms each
- * (issue 25's event-loop p99 at 100,000 samples/s). Each case runs its "commit" in a timer and
- * wakes the schedule from it, as the buffer's after-commit hook does, so the order does not depend
- * on when the test's own timers were armed (a busy machine can put them in different phases).
+ * (issue 25's event-loop p99 at 100,000 samples/s). Each case arms the schedule's timer inside its
+ * "commit" timer, so their order does not depend on the machine's pauses.
  */
 const busy = (ms: number): void => {
   const t0 = performance.now();
@@ -40,11 +39,31 @@ afterEach(() => {
   for (const m of running.splice(0)) m.stop();
 });
 
+/** The schedule's slice in these cases: long, so a busy machine stays far from the margins asserted. */
+const SLICE = 200;
+
 function schedule(task: MaintenanceTask, share: TurnShare): Maintenance {
-  // idleMs long: the slice runs when woken, as after a commit.
-  const m = new Maintenance([task], { sliceMs: 50, idleMs: 60_000, logger: silentLogger, metrics: createMetrics(), commitDueAt: () => Infinity, share });
+  const m = new Maintenance([task], { sliceMs: SLICE, idleMs: 1, logger: silentLogger, metrics: createMetrics(), commitDueAt: () => Infinity, share });
   running.push(m);
   return m;
+}
+
+/**
+ * A "commit" of `ms` in a timer, with the schedule's first slice falling due in the same timers
+ * run: its 1 ms timer is armed at the commit's start, so it runs right after the commit and before
+ * the share's marker (armed at the commit's end), whatever the machine's pauses. Resolves with the
+ * time the commit ended.
+ */
+function commitWithSliceDue(share: TurnShare, m: Maintenance, ms: number): Promise<number> {
+  return new Promise((resolve) => {
+    setTimeout(() => {
+      m.start();
+      const t0 = performance.now();
+      busy(ms);
+      share.ran(t0);
+      resolve(performance.now());
+    }, 0);
+  });
 }
 
 describe('TurnShare', () => {
@@ -69,44 +88,24 @@ describe('TurnShare', () => {
     expect(seen[1]).toBe(50);
   });
 
-  it('a maintenance slice woken in the turn a commit used gets only what is left of it', async () => {
-    const share = new TurnShare(50);
+  it('a maintenance slice due in the turn a commit used gets only what is left of it', async () => {
+    const share = new TurnShare(SLICE);
     const task = oneSlice();
-    const m = schedule(task, share);
-    m.start();
-    let commitEnded = 0;
-    // As after a real commit: its after-commit hook wakes the schedule (an immediate, so the slice
-    // runs before the next timers phase, in the same stretch).
-    setTimeout(() => {
-      const t0 = performance.now();
-      busy(35);
-      share.ran(t0);
-      commitEnded = performance.now();
-      m.wake();
-    }, 0);
+    const commitEnded = await commitWithSliceDue(share, schedule(task, share), 140);
     await waitFor(() => task.given >= 0, { timeoutMs: 10_000, what: 'the maintenance slice' });
     expect(task.at).toBeGreaterThanOrEqual(commitEnded);
-    // 50 ms less the 35 the commit used (and whatever ran between), not a slice of its own.
-    expect(task.given).toBeLessThanOrEqual(16);
+    // 200 ms less the 140 the commit used (and whatever ran between), not a slice of its own.
+    expect(task.given).toBeLessThanOrEqual(61);
   });
 
   it('a maintenance slice waits for a later turn when the commit left it almost nothing', async () => {
-    const share = new TurnShare(50);
+    const share = new TurnShare(SLICE);
     const task = oneSlice();
-    const m = schedule(task, share);
-    m.start();
-    let commitEnded = 0;
-    setTimeout(() => {
-      const t0 = performance.now();
-      busy(48);
-      share.ran(t0);
-      commitEnded = performance.now();
-      m.wake();
-    }, 0);
+    const commitEnded = await commitWithSliceDue(share, schedule(task, share), 198);
     await waitFor(() => task.given >= 0, { timeoutMs: 10_000, what: 'the maintenance slice' });
     expect(task.at).toBeGreaterThan(commitEnded);
     // A turn of its own: the whole budget (less the time between its start and the slice, which a
     // busy machine can stretch), not the ~2 ms the commit left.
-    expect(task.given).toBeGreaterThan(25);
+    expect(task.given).toBeGreaterThan(SLICE / 2);
   });
 });

@@ -6,21 +6,10 @@ import { stringify } from 'yaml';
 import { parseConfigText, parseYamlDocument } from '../../src/config/load.js';
 import { LEAN_READER_MIN_CHARS, readYamlLean } from '../../src/config/yaml-lean.js';
 import { ConfigError } from '../../src/core/errors.js';
+import { rng } from '../helpers/random.js';
 
 /** What the full reader (the `yaml` library, with its checks) makes of a text. */
 const full = (text: string) => parseYamlDocument(text).value;
-
-/** A deterministic pseudo-random source (mulberry32), so a failure can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Plain scalars whose meaning differs between YAML 1.1, js-yaml's own schema and YAML 1.2 core. */
 const TRICKY = [
