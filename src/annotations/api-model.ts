@@ -104,6 +104,11 @@ export interface AlarmDetailView {
   ended_at: string | null;
   /** Why the end is not the server's inactive transition (inferred), or null when it is. */
   end_inferred: string | null;
+  /**
+   * Where the server sent no event Time (OPC UA's null time), the stand-in each time came from:
+   * `ReceiveTime` or `gateway` (its receive time); null when the times are the server's own.
+   */
+  time_sources: { start?: string; end?: string } | null;
   last_event_at: string;
   last_known_active_at: string;
 }
