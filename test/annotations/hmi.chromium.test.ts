@@ -74,7 +74,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.getByTestId('text-press1').fill('die swap');
     const t2 = Date.now();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     const t3 = Date.now();
 
     const got = await waitFor(() => emu.annotations().find((a) => a.text === 'Tool change: die swap'), { what: 'the range at the emulator' });
@@ -137,7 +137,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await expect.poll(() => page.getByTestId('reason-mixer1-0').getAttribute('class'), { timeout: 10_000 }).toContain('sel');
     await page.getByTestId('discard-mixer1').tap();
     await page.getByTestId('discard-mixer1').tap();
-    await expect.poll(() => page.getByTestId('state-mixer1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-mixer1').textContent(), { timeout: 10_000 }).toBe('No downtime');
   });
 
   it('asks for a reason before stopping, and can discard a downtime started by mistake', async () => {
@@ -149,7 +149,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.getByTestId('discard-press1').tap();
     expect(await page.getByTestId('discard-press1').textContent()).toBe('Tap again');
     await page.getByTestId('discard-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     await holdsFor(() => emu.annotations().filter((a) => a.text.startsWith('reason')).length === 0, { forMs: 500, what: 'no discarded downtime upstream' });
   });
 
@@ -185,7 +185,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.reload();
     await page.getByTestId('reason-press1-0').tap();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     expect(await page.getByTestId('token-input').isVisible()).toBe(false);
     await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
   });
@@ -201,7 +201,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.reload();
     await page.getByTestId('reason-press1-0').tap();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     expect(await page.getByTestId('token-input').isVisible()).toBe(false);
     await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
   });
