@@ -1,10 +1,10 @@
-import { h } from 'preact';
+import { h, Fragment } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { PanelMachine } from '../api-model.js';
 import { elapsed, hhmm } from '../../web/format.js';
 import { keptLine, useKeptTaps, type TileMsg, type Write, type WriteOutcome } from './kept-taps.js';
 import { AlarmList, machineLine, machineStateText } from './machine-lines.js';
-import { newTapId, shownDowntime } from './pending.js';
+import { newTapId, shownDowntime, type ShownDowntime } from './pending.js';
 import { downtimePath, getDraft, setDraft, type DowntimeAction } from './requests.js';
 
 export type { WriteOutcome };
@@ -36,6 +36,84 @@ function errorMsg(r: Extract<WriteOutcome, { kind: 'error' }>): TileMsg {
   return { text: r.message, tone: 'err', until: 'tap' };
 }
 
+/** A message goes when what it says no longer holds (TileMsg.until). */
+function useMessageLifetime(msg: TileMsg | null, setMsg: (f: TileMsg | null | ((cur: TileMsg | null) => TileMsg | null)) => void, now: { reason: string | null; text: string; downtime: string | null }): void {
+  useEffect(() => {
+    if (msg?.until === 'reason' && (now.reason || now.text.trim())) setMsg(null);
+  }, [now.reason, now.text]);
+  useEffect(() => {
+    if (msg?.until === 'state' || msg?.until === 'reason') setMsg(null);
+  }, [now.downtime]);
+  useEffect(() => {
+    if (msg?.until !== 'time') return;
+    const t = setTimeout(() => setMsg((cur) => (cur === msg ? null : cur)), OK_MS);
+    return () => clearTimeout(t);
+  }, [msg]);
+}
+
+interface DownPartProps {
+  machine: string;
+  reasons: string[];
+  reason: string | null;
+  text: string;
+  busy: boolean;
+  confirmDiscard: boolean;
+  select: (r: string | null) => void;
+  type: (t: string) => void;
+  stop: () => void;
+  discard: () => void;
+}
+
+/** The head of a tile: name and state, what the machine reports, its active alarms. */
+function TileStatus({ machine: m, downtime: d, now }: { machine: PanelMachine; downtime: ShownDowntime | null; now: number }) {
+  const line = d ? null : machineLine(m.state);
+  return (
+    <>
+      <div class="head">
+        <div class="name">{m.name}</div>
+        <div class="state" data-testid={`state-${m.key}`} data-started={d ? String(d.started_ms) : ''} data-pending={d?.pending ? 'true' : ''}>
+          {d ? `DOWN ${elapsed(now - d.started_ms)} since ${hhmm(d.started_ms)}` : machineStateText(m.state, now)}
+        </div>
+      </div>
+      {line ? (
+        <div class="auto-line" data-testid={`auto-${m.key}`}>
+          {line}
+        </div>
+      ) : null}
+      {d && m.state ? (
+        <div class="machine-line" data-testid={`machine-${m.key}`}>
+          {`The machine reports: ${machineStateText(m.state, now)}`}
+        </div>
+      ) : null}
+      <AlarmList machine={m.key} alarms={m.alarms} />
+    </>
+  );
+}
+
+/** While down: the reason buttons, a note, Stop and Discard. */
+function DownPart(p: DownPartProps) {
+  return (
+    <div class="down-part">
+      <div class="reasons">
+        {p.reasons.map((r, i) => (
+          <button class={`reason${p.reason === r ? ' sel' : ''}`} type="button" data-testid={`reason-${p.machine}-${i}`} onClick={() => p.select(p.reason === r ? null : r)}>
+            {r}
+          </button>
+        ))}
+      </div>
+      <input type="text" maxLength={4000} placeholder="Note (optional)" data-testid={`text-${p.machine}`} value={p.text} onInput={(e) => p.type(e.currentTarget.value)} />
+      <div class="actions">
+        <button class="stop" type="button" data-testid={`stop-${p.machine}`} disabled={p.busy} onClick={p.stop}>
+          Stop downtime
+        </button>
+        <button class="discard" type="button" data-testid={`discard-${p.machine}`} disabled={p.busy} onClick={p.discard}>
+          {p.confirmDiscard ? 'Tap again' : 'Discard'}
+        </button>
+      </div>
+    </div>
+  );
+}
+
 /**
  * One machine: its state in the operator's words, its active alarms, Start downtime; while down,
  * the reason buttons, a note, Stop and Discard; the answer to the last tap. A tap the gateway does
@@ -43,14 +121,15 @@ function errorMsg(r: Extract<WriteOutcome, { kind: 'error' }>): TileMsg {
  * tile shows what it will do.
  */
 export function Tile({ machine: m, now, gatewayNow, online, answered, write, refresh }: TileProps) {
+  const [reason, setReason] = useState<string | null>(null);
+  const [text, setText] = useState('');
   const [msg, setMsg] = useState<TileMsg | null>(null);
   const kept = useKeptTaps(m.key, { write, refresh, online, answered, say: setMsg });
   const d = shownDowntime(m.downtime, kept.taps);
+  useMessageLifetime(msg, setMsg, { reason, text, downtime: d?.external_id ?? null });
   const downtimeId = useRef<string | null>(null);
   const busyRef = useRef(false);
   const [busy, setBusy] = useState(false);
-  const [reason, setReason] = useState<string | null>(null);
-  const [text, setText] = useState('');
   const [confirmDiscard, setConfirmDiscard] = useState(false);
   const discardTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
@@ -70,19 +149,6 @@ export function Tile({ machine: m, now, gatewayNow, online, answered, write, ref
     }
   }, [d?.external_id ?? null]);
   useEffect(() => () => clearTimeout(discardTimer.current), []);
-
-  // A message goes when what it says no longer holds.
-  useEffect(() => {
-    if (msg?.until === 'reason' && (reason || text.trim())) setMsg(null);
-  }, [reason, text]);
-  useEffect(() => {
-    if (msg?.until === 'state' || msg?.until === 'reason') setMsg(null);
-  }, [d?.external_id ?? null]);
-  useEffect(() => {
-    if (msg?.until !== 'time') return;
-    const t = setTimeout(() => setMsg((cur) => (cur === msg ? null : cur)), OK_MS);
-    return () => clearTimeout(t);
-  }, [msg]);
 
   const saveDraft = (r: string | null, t: string) => {
     if (downtimeId.current) setDraft(m.key, downtimeId.current, { reason: r, text: t });
@@ -145,56 +211,27 @@ export function Tile({ machine: m, now, gatewayNow, online, answered, write, ref
     });
   };
 
-  const line = d ? null : machineLine(m.state);
-  const state = d ? `DOWN ${elapsed(now - d.started_ms)} since ${hhmm(d.started_ms)}` : machineStateText(m.state, now);
   const auto = !d && m.state?.down === true;
   return (
     <div class={`tile${d ? ' down' : ''}${auto ? ' auto' : ''}${!d && !m.state ? ' unknown' : ''}`} data-testid={`tile-${m.key}`}>
-      <div class="head">
-        <div class="name">{m.name}</div>
-        <div class="state" data-testid={`state-${m.key}`} data-started={d ? String(d.started_ms) : ''} data-pending={d?.pending ? 'true' : ''}>
-          {state}
-        </div>
-      </div>
-      {line ? (
-        <div class="auto-line" data-testid={`auto-${m.key}`}>
-          {line}
-        </div>
-      ) : null}
-      {d && m.state ? (
-        <div class="machine-line" data-testid={`machine-${m.key}`}>
-          {`The machine reports: ${machineStateText(m.state, now)}`}
-        </div>
-      ) : null}
-      <AlarmList machine={m.key} alarms={m.alarms} />
-      <div class="down-part" style={d ? '' : 'display:none'}>
-        <div class="reasons">
-          {m.reasons.map((r, i) => (
-            <button class={`reason${reason === r ? ' sel' : ''}`} type="button" data-testid={`reason-${m.key}-${i}`} onClick={() => select(reason === r ? null : r)}>
-              {r}
-            </button>
-          ))}
-        </div>
-        <input
-          type="text"
-          maxLength={4000}
-          placeholder="Note (optional)"
-          data-testid={`text-${m.key}`}
-          value={text}
-          onInput={(e) => {
-            setText(e.currentTarget.value);
-            saveDraft(reason, e.currentTarget.value);
+      <TileStatus machine={m} downtime={d} now={now} />
+      {d ? (
+        <DownPart
+          machine={m.key}
+          reasons={m.reasons}
+          reason={reason}
+          text={text}
+          busy={busy}
+          confirmDiscard={confirmDiscard}
+          select={select}
+          type={(t) => {
+            setText(t);
+            saveDraft(reason, t);
           }}
+          stop={stop}
+          discard={discard}
         />
-        <div class="actions">
-          <button class="stop" type="button" data-testid={`stop-${m.key}`} disabled={busy} onClick={stop}>
-            Stop downtime
-          </button>
-          <button class="discard" type="button" data-testid={`discard-${m.key}`} disabled={busy} onClick={discard}>
-            {confirmDiscard ? 'Tap again' : 'Discard'}
-          </button>
-        </div>
-      </div>
+      ) : null}
       <button class="start" type="button" data-testid={`start-${m.key}`} style={d ? 'display:none' : ''} disabled={busy} onClick={() => void start()}>
         Start downtime
       </button>
