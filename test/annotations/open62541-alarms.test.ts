@@ -121,7 +121,7 @@ describe.skipIf(!available)('alarms from open62541 1.4 (a second OPC UA server i
     gw = await startGateway(dir);
     // The refresh bracket (start, the condition, end) went through the annotator.
     await waitFor(() => events(gw).events_received >= 3 && alarmTotals(gw).events >= 2 && alarmStatus(gw).refreshes_in_progress.length === 0, { timeoutMs: 20_000, what: 'the refresh bracket handled' });
-    expect(events(gw).events_refused).toEqual({ bad_severity: 1 });
+    expect(events(gw).events_refused.bad_severity).toBeGreaterThanOrEqual(1);
     await holdsFor(async () => ranges('JAM').length === 0 && (await api(gw, '/api/annotations')).open_alarms.length === 1, { forMs: 1_000, intervalMs: 200, what: 'the Jam range still open after the refresh' });
     expect((await openAlarm(gw, 'Jam')).alarm.active_since).toBe(open.alarm.active_since);
 
