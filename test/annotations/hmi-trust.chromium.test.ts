@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
+import { chromiumAvailable, launchChromium, panelPage } from '../helpers/chromium.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -16,25 +17,13 @@ import { ANNOTATIONS } from './helpers.js';
  * (also across a reload) and sent with its own time when the gateway is back, and an error goes
  * away when it no longer holds. SCREENSHOT_DIR=<dir> saves what the page looked like.
  */
-const CHROMIUM = '/usr/bin/chromium';
-
-function chromiumAvailable(): boolean {
-  if (existsSync(CHROMIUM)) return true;
-  if (process.env.CI) throw new Error(`${CHROMIUM} is missing but CI is set: the operator page tests must run in CI (apt-get install chromium)`);
-  console.warn(`\n*** SKIPPING the operator page (HMI) tests in Chromium: ${CHROMIUM} is not installed (apt-get install chromium) ***\n`);
-  return false;
-}
-
-const available = chromiumAvailable();
+const available = chromiumAvailable('the operator page (HMI) tests');
 let browser: Browser;
 const cleanup: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
   if (!available) return;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
@@ -43,15 +32,7 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-async function newPage(): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ viewport: { width: 1024, height: 600 }, hasTouch: true });
-  cleanup.push(() => context.close());
-  const page = await context.newPage();
-  const pageErrors: string[] = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  cleanup.push(async () => expect(pageErrors).toEqual([]));
-  return { context, page };
-}
+const newPage = () => panelPage(browser, cleanup);
 
 async function screenshot(page: Page, name: string): Promise<void> {
   const dir = process.env.SCREENSHOT_DIR;
