@@ -2,14 +2,27 @@ import { h, Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { VariableDetailResponse } from '../api/variables.js';
 import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
+import { QUALITIES, type Quality } from '../../core/quality.js';
 import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
-import { isStale } from './staleness.js';
+import { linksOf, qualityOf, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM } from './quality.js';
 
 const ROW = 34;
 
-type Filter = 'all' | 'stale' | 'refused' | 'set_aside';
+type Filter = 'all' | Quality | 'refused' | 'set_aside';
+
+/** Filters another page opens the list with (a source's "3 stale" on the Overview). */
+let preset: { filter?: Filter; source?: string } | null = null;
+
+/** Opens the Variables page with a filter set (the Overview's and Sources page's quality counts). */
+export function openVariables(p: { filter?: Filter; source?: string }): void {
+  preset = p;
+  location.hash = '#/variables';
+}
+
+/** The order of the quality filters: what needs a look first after All. */
+const QUALITY_FILTERS: Quality[] = ['stale', 'bad', 'uncertain', 'none', 'good'];
 
 function refusedTotal(r: LiveVariable): number {
   return r.refused ? Object.values(r.refused).reduce((a, c) => a + c, 0) : 0;
@@ -24,8 +37,11 @@ const present = (x: string | null): x is string => Boolean(x);
 export function Variables() {
   const s = useStore();
   const [q, setQ] = useState('');
-  const [filter, setFilter] = useState<Filter>('all');
-  const [source, setSource] = useState('');
+  const [filter, setFilter] = useState<Filter>(() => preset?.filter ?? 'all');
+  const [source, setSource] = useState(() => preset?.source ?? '');
+  useEffect(() => {
+    preset = null;
+  }, []);
   const [machine, setMachine] = useState('');
   const [top, setTop] = useState(0);
   const [height, setHeight] = useState(600);
@@ -45,27 +61,33 @@ export function Variables() {
   const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(naturalCompare), [vars]);
   const now = Date.now();
   const needle = q.trim().toLowerCase();
+  const links = linksOf(s.status);
+  // Each row's quality as shown (stored quality through its link), once per render.
+  const shown = new Map(vars.map((v) => [v, qualityOf(v, links)]));
+  const counts = Object.fromEntries(QUALITIES.map((x) => [x, 0])) as Record<Quality, number>;
+  for (const r of shown.values()) counts[r.quality] += 1;
   const rows = vars.filter((v) => {
     if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
     if (source && v.source !== source) return false;
     if (machine && v.machine !== machine) return false;
-    if (filter === 'stale' && !isStale(v, now)) return false;
     if (filter === 'refused' && refusedTotal(v) === 0) return false;
     if (filter === 'set_aside' && !v.set_aside) return false;
+    if ((QUALITIES as readonly string[]).includes(filter) && shown.get(v)!.quality !== filter) return false;
     return true;
   });
   const first = Math.max(0, Math.floor(top / ROW) - 5);
   const last = Math.min(rows.length, first + Math.ceil(height / ROW) + 10);
-  const stale = vars.filter((v) => isStale(v, now)).length;
   const refused = vars.filter((v) => refusedTotal(v) > 0).length;
   if (s.varsError && !s.vars) return <div class="empty">{s.varsError}</div>;
   if (!s.vars) return <div class="empty">Loading variables…</div>;
   const filters: Array<[Filter, string]> = [
     ['all', `All ${fmtNum(vars.length)}`],
-    ['stale', `Stale ${fmtNum(stale)}`],
+    ...QUALITY_FILTERS.map((x): [Filter, string] => [x, `${QUALITY_LABEL[x]} ${fmtNum(counts[x])}`]),
     ['refused', `Refused ${fmtNum(refused)}`],
     ['set_aside', 'Set aside'],
   ];
+  // What happens upstream to values that are not good, said where they are shown.
+  const notes = (['bad', 'uncertain', 'stale'] as const).filter((x) => counts[x] > 0 && (filter === 'all' || filter === x));
   return (
     <div class="vars">
       <div class="toolbar">
@@ -107,11 +129,23 @@ export function Variables() {
           {fmtNum(rows.length)} shown
         </span>
       </div>
+      {notes.length > 0 ? (
+        <div class="qnotes" data-testid="quality-notes">
+          {notes.map((x) => (
+            <span>
+              <span class={`pill ${QUALITY_CLASS[x]}`}>{QUALITY_LABEL[x]}</span> {QUALITY_UPSTREAM[x]}
+            </span>
+          ))}
+        </div>
+      ) : (
+        ''
+      )}
       <div class="vhead">
         <span>Variable</span>
         <span>Source</span>
         <span>Machine</span>
         <span class="num">Value</span>
+        <span>Quality</span>
         <span class="num">Age</span>
         <span class="num">Rate /s</span>
         <span>Refused</span>
@@ -120,18 +154,25 @@ export function Variables() {
       </div>
       <div class="vbody" ref={box} onScroll={(e) => setTop(e.currentTarget.scrollTop)} data-testid="var-table">
         <div style={`height:${rows.length * ROW}px;position:relative`}>
-          {rows.slice(first, last).map((v, i) => (
+          {rows.slice(first, last).map((v, i) => {
+            const qv = shown.get(v)!;
+            return (
             <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${(first + i) * ROW}px`} data-testid={`var-${v.id}`}>
               <span class="mono ellipsis" title={v.id}>
                 {v.id}
               </span>
-              <span class="ellipsis">{v.source ?? '–'}</span>
+              <span class="ellipsis" title={v.device ? `${v.source} · ${v.device}` : undefined}>{v.source ?? '–'}{v.device ? <span class="muted small"> · {v.device}</span> : ''}</span>
               <span class="ellipsis">{v.machine ?? ''}</span>
-              <span class="num mono" data-testid={`value-${v.id}`}>
+              <span class={`num mono q-${qv.quality}`} data-testid={`value-${v.id}`} title={QUALITY_UPSTREAM[qv.quality]}>
                 {fmtNum(v.value)}
                 {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
               </span>
-              <span class={`num ${v.ts !== null && isStale(v, now) ? 'stale' : ''}`} data-testid={`age-${v.id}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
+              <span>
+                <span class={`pill small ${QUALITY_CLASS[qv.quality]}`} data-testid={`quality-${v.id}`} title={qv.since === null ? undefined : `since ${fmtTime(qv.since)}`}>
+                  {qv.quality === 'none' ? 'no value' : qv.quality}
+                </span>
+              </span>
+              <span class={`num ${qv.quality === 'stale' ? 'stale' : ''}`} data-testid={`age-${v.id}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
               <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
               <span class="ellipsis" data-testid={`refused-${v.id}`}>
                 {v.refused
@@ -149,7 +190,8 @@ export function Variables() {
                 <Spark values={v.spark} />
               </span>
             </a>
-          ))}
+            );
+          })}
         </div>
       </div>
     </div>
@@ -179,6 +221,9 @@ export function VariableDetail({ id }: { id: string }) {
   const live = store.byId.get(id);
   const value = live?.value ?? d.value;
   const ts = live?.ts ?? d.ts;
+  // The live row's stored quality is newer than the page's last load; either is seen through its link.
+  const qv = qualityOf(live ?? { quality: d.quality, quality_since: d.quality_since, source: d.source, device: d.device }, linksOf(store.status));
+  const unitDiffers = d.unit_configured !== null && d.unit_catalog !== null && d.unit_configured !== d.unit_catalog;
   const data: [number[], number[], number[]] = [d.trend.map((b) => b[0] / 1000), d.trend.map((b) => b[2]), d.trend.map((b) => b[1])];
   return (
     <div class="stack">
@@ -198,6 +243,14 @@ export function VariableDetail({ id }: { id: string }) {
             <span>last value</span>
           </div>
           <div>
+            <b>
+              <span class={`pill ${QUALITY_CLASS[qv.quality]}`} data-testid="detail-quality">
+                {QUALITY_LABEL[qv.quality]}
+              </span>
+            </b>
+            <span>quality{qv.since !== null ? ` since ${fmtTime(qv.since)}` : ''}</span>
+          </div>
+          <div>
             <b>{ts ? fmtAge(Date.now() - ts) : '–'}</b>
             <span>age ({ts ? fmtTime(ts) : 'never'})</span>
           </div>
@@ -211,9 +264,22 @@ export function VariableDetail({ id }: { id: string }) {
           </div>
           <div>
             <b>{d.source ?? '–'}</b>
-            <span>source{d.machine ? ` · ${d.machine}` : ''}</span>
+            <span>
+              source{d.device ? ` · device ${d.device}` : ''}
+              {d.machine ? ` · ${d.machine}` : ''}
+            </span>
           </div>
         </div>
+        <p class="muted small" data-testid="detail-upstream">
+          {QUALITY_UPSTREAM[qv.quality]}
+        </p>
+        {unitDiffers ? (
+          <div class="hint warn" data-testid="detail-unit-mismatch">
+            The mapping gives the unit {d.unit_configured}, the organisation's catalog gives {d.unit_catalog}: check the mapping's scale and unit, or the catalog.
+          </div>
+        ) : (
+          ''
+        )}
       </section>
       <section class="card">
         <h2>Trend, last 10 minutes</h2>

@@ -153,6 +153,15 @@ function applyTick(msg: LiveTick): void {
     if (r) r.refused = byReason;
     else unknown = true;
   }
+  for (const [id, quality, since] of msg.q ?? []) {
+    const r = store.byId.get(id);
+    if (!r) {
+      unknown = true;
+      continue;
+    }
+    r.quality = quality;
+    r.quality_since = since;
+  }
   // Delivery state: everything older than the oldest sample still queued has been sent (the queue
   // is sent oldest first).
   const age = msg.status?.buffer?.oldest_unsent_age_s;

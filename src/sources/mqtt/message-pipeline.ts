@@ -1,8 +1,9 @@
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { Q_BAD, Q_GOOD, Q_UNCERTAIN, type QualityTable } from '../../core/quality.js';
 import type { RefusalReason, Sample } from '../../core/sample.js';
 import type { SourceContext } from '../context.js';
-import type { MqttSubscriptionConfig } from './config.js';
+import { subscriptionVariables, type MqttSubscriptionConfig } from './config.js';
 import type { Decoded, InboundMessage, PayloadDecoder, Refusal } from './decoding.js';
 import { JsonDecoder } from './decoders/json.js';
 import { MetricsDecoder } from './decoders/metrics.js';
@@ -81,10 +82,27 @@ export class MessagePipeline {
    */
   private readonly batches: [PendingBatch | null, PendingBatch | null] = [null, null];
   private readonly redelivers: (qos: 0 | 1 | 2) => boolean;
+  /** The quality of every variable this connection delivers (core/quality.ts). */
+  private readonly quality: QualityTable;
+  /** Origins (QualityTable.setFrom): subscription i is i + 1, Sparkplug edge nodes and devices follow. */
+  private nextOrigin: number;
+  /** Last-will topics (config `last_will`) → the will's payload and the subscriptions whose variables it makes stale. */
+  private readonly wills = new Map<string, { payload: string; origins: Set<number> }>();
 
   constructor(private readonly opts: PipelineOptions) {
     const ctx = opts.ctx;
     this.labels = { source: opts.sourceName };
+    this.quality = ctx.stats.quality;
+    this.nextOrigin = opts.subscriptions.length + 1;
+    // Configured variables have a quality (no value yet) before their first message.
+    for (const config of opts.subscriptions) for (const v of subscriptionVariables(config)) this.quality.slotFor(v);
+    opts.subscriptions.forEach((config, i) => {
+      const will = config.format === 'sparkplug' ? undefined : config.last_will;
+      if (!will) return;
+      const w = this.wills.get(will.topic) ?? { payload: will.payload.trim(), origins: new Set<number>() };
+      w.origins.add(i + 1);
+      this.wills.set(will.topic, w);
+    });
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     const host: SparkplugHost = {
       publish: (topic, payload) => opts.publish(topic, payload),
@@ -96,6 +114,8 @@ export class MessagePipeline {
         if (quiet) ctx.logger.info({ source: opts.sourceName, event, ...fields }, `Sparkplug ${event.toUpperCase()}`);
         else this.throttle.warn(`sparkplug|${event}|${String(fields.group)}/${String(fields.edge_node)}`, { source: opts.sourceName, event, ...fields }, `Sparkplug ${event.replace(/_/g, ' ')}`);
       },
+      newOrigin: () => this.nextOrigin++,
+      stale: (origins, at) => void this.quality.staleFrom(origins, at),
     };
     this.subs = opts.subscriptions.map((config, index) => ({
       index,
@@ -122,6 +142,10 @@ export class MessagePipeline {
    * message waiting for its commit (about 100 ms, tens of thousands at a time) costs no objects.
    */
   submit(msg: InboundMessage, done: SubmitDone, token: number): void {
+    if (this.wills.size > 0 && this.lastWill(msg)) {
+      done(null, token);
+      return;
+    }
     let sub: CompiledSubscription | undefined;
     for (const s of this.subs) {
       if (s.filter.matches(msg.topic)) {
@@ -156,6 +180,7 @@ export class MessagePipeline {
       }
     }
     for (const r of decoded.refusals) this.refuse(sub, msg.topic, r);
+    this.markQuality(decoded, sub.index + 1, msg.receivedAt);
 
     const samples = decoded.samples;
     if (samples.length === 0) {
@@ -181,6 +206,37 @@ export class MessagePipeline {
     for (const s of samples) batch.samples.push(s as Sample);
     batch.dones.push(done);
     batch.tokens.push(token);
+  }
+
+  /**
+   * The quality of what the message carried: good for every value taken, bad or uncertain for a
+   * value refused with its variable known (a Quality property, null, not a number); a value
+   * missing from the payload is no reading at all.
+   */
+  private markQuality(decoded: Decoded, subscriptionOrigin: number, at: number): void {
+    const q = this.quality;
+    const origin = decoded.origin ?? subscriptionOrigin;
+    for (const s of decoded.samples) {
+      const slot = q.slotFor(s.variable);
+      if (slot >= 0) q.setFrom(slot, Q_GOOD, at, origin);
+    }
+    for (const r of decoded.refusals) {
+      if (r.variable === undefined || r.reason === 'missing_value') continue;
+      const slot = q.slotFor(r.variable);
+      if (slot >= 0) q.setFrom(slot, r.reason === 'uncertain_status' ? Q_UNCERTAIN : Q_BAD, at, origin);
+    }
+  }
+
+  /** A message on a last-will topic (config `last_will`): true when it was one, handled here. */
+  private lastWill(msg: InboundMessage): boolean {
+    const will = this.wills.get(msg.topic);
+    if (!will) return false;
+    this.count('ignored');
+    if (msg.payload.toString().trim() === will.payload) {
+      const n = this.quality.staleFrom(will.origins, msg.receivedAt);
+      this.opts.ctx.logger.info({ source: this.opts.sourceName, topic: msg.topic, variables: n }, 'MQTT last will received: the publisher is gone, its variables are stale until they arrive again');
+    }
+    return true;
   }
 
   private appendBatch(kind: 0 | 1): void {
@@ -267,7 +323,7 @@ export class MessagePipeline {
 
   private refuse(sub: CompiledSubscription, topic: string, r: Refusal): void {
     const reason = r.reason as RefusalReason;
-    this.opts.ctx.stats.refused(reason, 1, { detail: `${topic}: ${r.detail}` });
+    this.opts.ctx.stats.refused(reason, 1, { detail: `${topic}: ${r.detail}`, ...(r.variable ? { variable: r.variable } : {}) });
     this.opts.ctx.metrics.mqttRefusals.inc({ ...this.labels, subscription: sub.config.topic, reason });
     sub.refused[reason] = (sub.refused[reason] ?? 0) + 1;
     let key = topic;
