@@ -46,7 +46,7 @@ type SourceStatus = GatewayStatus['sources'][number];
 function sourceProblem(s: SourceStatus, out: Problem[]): void {
   const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
   const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
-  if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Date.now() - down)} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
+  if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Math.max(1_000, Date.now() - down))} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
   else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${error}`, href: '#/sources' });
 }
 
@@ -59,7 +59,7 @@ function deviceProblem(s: SourceStatus, d: DeviceDetail, out: Problem[]): void {
   const why = text(d.last_problem ?? d.last_error ?? null);
   const error = why ? `: ${why}` : '';
   const down = typeof d.down_since === 'number' ? d.down_since : null;
-  if (down !== null && state !== 'degraded') out.push({ level: 'bad', text: `${name} (${where}) is down for ${fmtAge(Date.now() - down)} (since ${fmtTime(down)}, now ${state})${error}`, href: '#/sources' });
+  if (down !== null && state !== 'degraded') out.push({ level: 'bad', text: `${name} (${where}) is down for ${fmtAge(Math.max(1_000, Date.now() - down))} (since ${fmtTime(down)}, now ${state})${error}`, href: '#/sources' });
   else out.push({ level: 'warn', text: `${name} (${where}) is ${state === 'degraded' ? 'answering only some reads' : state}${error}`, href: '#/sources' });
 }
 
@@ -228,6 +228,7 @@ export function Overview() {
               <th class="num">Read /s</th>
               <th class="num">Samples</th>
               <th class="num">Refused</th>
+              <th>Variables</th>
               <th>Last sample</th>
               <th>Last error</th>
             </tr>

@@ -6,7 +6,7 @@ import { QUALITIES, type Quality } from '../../core/quality.js';
 import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
-import { linksOf, qualityOf, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM } from './quality.js';
+import { linksOf, qualityOf, shownQuality, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM } from './quality.js';
 
 const ROW = 34;
 
@@ -62,17 +62,17 @@ export function Variables() {
   const now = Date.now();
   const needle = q.trim().toLowerCase();
   const links = linksOf(s.status);
-  // Each row's quality as shown (stored quality through its link), once per render.
-  const shown = new Map(vars.map((v) => [v, qualityOf(v, links)]));
+  // Each row's quality as shown (stored quality through its link), counted without allocating per row.
   const counts = Object.fromEntries(QUALITIES.map((x) => [x, 0])) as Record<Quality, number>;
-  for (const r of shown.values()) counts[r.quality] += 1;
+  for (const v of vars) counts[shownQuality(v, links)] += 1;
+  const byQuality = (QUALITIES as readonly string[]).includes(filter);
   const rows = vars.filter((v) => {
     if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
     if (source && v.source !== source) return false;
     if (machine && v.machine !== machine) return false;
     if (filter === 'refused' && refusedTotal(v) === 0) return false;
     if (filter === 'set_aside' && !v.set_aside) return false;
-    if ((QUALITIES as readonly string[]).includes(filter) && shown.get(v)!.quality !== filter) return false;
+    if (byQuality && shownQuality(v, links) !== filter) return false;
     return true;
   });
   const first = Math.max(0, Math.floor(top / ROW) - 5);
@@ -155,7 +155,7 @@ export function Variables() {
       <div class="vbody" ref={box} onScroll={(e) => setTop(e.currentTarget.scrollTop)} data-testid="var-table">
         <div style={`height:${rows.length * ROW}px;position:relative`}>
           {rows.slice(first, last).map((v, i) => {
-            const qv = shown.get(v)!;
+            const qv = qualityOf(v, links);
             return (
             <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${(first + i) * ROW}px`} data-testid={`var-${v.id}`}>
               <span class="mono ellipsis" title={v.id}>

@@ -12,6 +12,11 @@ export function qualityOf(v: Pick<VariableRow, 'quality' | 'quality_since' | 'so
   return throughLink(v.quality, v.quality_since, links(v));
 }
 
+/** Only the quality `qualityOf` gives, without its since and without allocating: for counting and filtering thousands of rows each second. */
+export function shownQuality(v: Pick<VariableRow, 'quality' | 'source' | 'device'>, links: LinkDown): Quality {
+  return v.quality === 'none' || links(v) === null ? v.quality : 'stale';
+}
+
 /** Since when the link a row follows is down (its source's, or its device's), null while up or unknown. */
 export type LinkDown = (v: Pick<VariableRow, 'source' | 'device'>) => number | null;
 
