@@ -210,18 +210,24 @@ export class QualityTable {
 
   /**
    * Writes age into the table: a periodic variable without a reading for its group's
-   * `staleAfterMs` is stale from the moment it became so. Idempotent; readers call it first.
+   * `staleAfterMs` is stale from the moment it became so. Idempotent; readers call it first. A
+   * table of variables reported on change only (an OPC UA subscription, MQTT) has nothing to age.
    */
   age(now: number): void {
-    let changed = false;
     const groups = this.groups;
+    if (!groups.some((g) => g.staleAfter !== Infinity)) return;
+    const after = Float64Array.from(groups, (g) => g.staleAfter);
+    const code = this.code;
+    const seen = this.seen;
+    const group = this.group;
+    let changed = false;
     for (let i = 0; i < this.ids.length; i++) {
-      const c = this.code[i];
+      const c = code[i];
       if (c === Q_NONE || c === Q_STALE) continue;
-      const after = groups[this.group[i]].staleAfter;
-      if (after === Infinity || now - this.seen[i] < after) continue;
-      this.code[i] = Q_STALE;
-      this.changed[i] = this.seen[i] + after;
+      const a = after[group[i]];
+      if (now - seen[i] < a) continue;
+      code[i] = Q_STALE;
+      this.changed[i] = seen[i] + a;
       changed = true;
     }
     if (changed) this.version++;
@@ -243,17 +249,26 @@ export class QualityTable {
     return throughLink(s.quality, s.since, this.linkDownSince(slot));
   }
 
-  /** Counts of the whole table, or of one group, as shown (age and link applied). */
+  /** Counts of the whole table, or of one group, as shown (age and link applied). One pass over the codes. */
   summary(now: number, group?: number): QualitySummary {
     this.age(now);
+    const kinds = QUALITIES.length;
+    const byGroup = new Uint32Array(this.groups.length * kinds);
+    const code = this.code;
+    const groupOf = this.group;
+    for (let i = 0; i < this.ids.length; i++) byGroup[groupOf[i] * kinds + code[i]]++;
     const out: QualitySummary = { ...emptyCounts(), total: 0 };
-    for (let i = 0; i < this.ids.length; i++) {
-      if (group !== undefined && this.group[i] !== group) continue;
-      const c = this.code[i];
-      out.total++;
-      if (c !== Q_NONE && this.linkDownSince(i) !== null) out.stale++;
-      else out[qualityName(c)]++;
-    }
+    this.groups.forEach((g, gi) => {
+      if (group !== undefined && gi !== group) return;
+      const down = this.sourceDownSince ?? g.downSince;
+      for (let c = 0; c < kinds; c++) {
+        const n = byGroup[gi * kinds + c];
+        out.total += n;
+        // While the link is down everything but "no value yet" reads stale.
+        if (c !== Q_NONE && down !== null) out.stale += n;
+        else out[QUALITIES[c]] += n;
+      }
+    });
     return out;
   }
 

@@ -63,6 +63,8 @@ export class MessagePipeline {
   private readonly subs: CompiledSubscription[];
   private readonly throttle: LogThrottle;
   private readonly labels: { source: string };
+  /** The last arrival stamp of each variable by its quality slot (see `stamp`). */
+  private stamps = new Float64Array(64).fill(-Infinity);
   private readonly lastStamp = new Map<string, number>();
   private readonly topicRefusals = new Map<string, Record<string, number>>();
   private pendingCount = 0;
@@ -180,7 +182,8 @@ export class MessagePipeline {
       }
     }
     for (const r of decoded.refusals) this.refuse(sub, msg.topic, r);
-    this.markQuality(decoded, sub.index + 1, msg.receivedAt);
+    const origin = decoded.origin ?? sub.index + 1;
+    if (decoded.refusals.length > 0) this.markRefused(decoded.refusals, origin, msg.receivedAt);
 
     const samples = decoded.samples;
     if (samples.length === 0) {
@@ -189,8 +192,15 @@ export class MessagePipeline {
       return;
     }
     this.count(decoded.refusals.length > 0 ? 'partial' : 'ok');
-    // Decoders hand over fresh objects; stamping them in place saves a copy per sample.
-    for (const s of samples) if (s.ts === undefined) s.ts = this.stamp(s.variable, msg.receivedAt);
+    // Each value taken is a good reading of its variable (core/quality.ts). Its slot also keys the
+    // arrival stamps: one lookup by name per sample. Decoders hand over fresh objects; stamping
+    // them in place saves a copy per sample.
+    const q = this.quality;
+    for (const s of samples) {
+      const slot = q.slotFor(s.variable);
+      if (slot >= 0) q.setFrom(slot, Q_GOOD, msg.receivedAt, origin);
+      if (s.ts === undefined) s.ts = this.stamp(s.variable, slot, msg.receivedAt);
+    }
     sub.samples += samples.length;
     this.pendingCount += 1;
     this.scheduleFlush();
@@ -209,18 +219,13 @@ export class MessagePipeline {
   }
 
   /**
-   * The quality of what the message carried: good for every value taken, bad or uncertain for a
-   * value refused with its variable known (a Quality property, null, not a number); a value
-   * missing from the payload is no reading at all.
+   * A value refused with its variable known is a bad reading of it (a Quality property below 64,
+   * null, not a number), or uncertain (Quality 64-191); a value missing from the payload is no
+   * reading at all.
    */
-  private markQuality(decoded: Decoded, subscriptionOrigin: number, at: number): void {
+  private markRefused(refusals: readonly Refusal[], origin: number, at: number): void {
     const q = this.quality;
-    const origin = decoded.origin ?? subscriptionOrigin;
-    for (const s of decoded.samples) {
-      const slot = q.slotFor(s.variable);
-      if (slot >= 0) q.setFrom(slot, Q_GOOD, at, origin);
-    }
-    for (const r of decoded.refusals) {
+    for (const r of refusals) {
       if (r.variable === undefined || r.reason === 'missing_value') continue;
       const slot = q.slotFor(r.variable);
       if (slot >= 0) q.setFrom(slot, r.reason === 'uncertain_status' ? Q_UNCERTAIN : Q_BAD, at, origin);
@@ -307,12 +312,24 @@ export class MessagePipeline {
   /**
    * Arrival time as timestamp, strictly increasing per variable: two messages for one variable in
    * the same millisecond must not share (variable, timestamp), which the service treats as the same
-   * value (CONTRACT.md, replace on same pair).
+   * value (CONTRACT.md, replace on same pair). Kept by the variable's quality slot; by name only for
+   * a variable beyond the table's capacity.
    */
-  private stamp(variable: string, receivedAt: number): number {
-    const last = this.lastStamp.get(variable);
+  private stamp(variable: string, slot: number, receivedAt: number): number {
+    let last: number | undefined;
+    if (slot >= 0) {
+      if (slot >= this.stamps.length) {
+        const grown = new Float64Array(Math.max(slot + 1, this.stamps.length * 2)).fill(-Infinity);
+        grown.set(this.stamps);
+        this.stamps = grown;
+      }
+      last = this.stamps[slot];
+    } else {
+      last = this.lastStamp.get(variable);
+    }
     const ts = last !== undefined && receivedAt <= last ? last + 1 : receivedAt;
-    this.lastStamp.set(variable, ts);
+    if (slot >= 0) this.stamps[slot] = ts;
+    else this.lastStamp.set(variable, ts);
     return ts;
   }
 
