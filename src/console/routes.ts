@@ -92,7 +92,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   registerBuildRoutes(http, { clock, dataDir: deps.dataDir, config: deps.config });
   registerMappingRoutes(http, { config: deps.config, configText });
   registerCatalogRoutes(http, catalog);
-  registerConfigRoutes(http, deps);
+  registerConfigRoutes(http, { ...deps, catalog });
   registerDemoRoutes(http, deps.demo ?? null);
 
   return {

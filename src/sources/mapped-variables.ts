@@ -115,3 +115,28 @@ export function mappedVariables(config: GatewayConfig): MappedVariables {
   });
   return { variables, openEnded, units };
 }
+
+/** A mapping whose `unit` is not the unit the organisation's catalog gives its machine variable. */
+export interface UnitMismatch {
+  variable: string;
+  /** The unit the mapping gives, and where (`opcua.servers[0].nodes[3].unit`). */
+  unit: string;
+  setting: string;
+  /** The catalog's unit. */
+  catalog: string;
+}
+
+/**
+ * Mappings whose `unit` differs from the catalog's unit of the variable (`catalogUnit`: the unit,
+ * null or empty when the catalog gives none, undefined when it does not know the variable; only a
+ * unit on both sides is compared). Units are compared as written (°C is not degC, mA is not MA).
+ */
+export function unitMismatches(units: ReadonlyMap<string, readonly MappedUnit[]>, catalogUnit: (variable: string) => string | null | undefined): UnitMismatch[] {
+  const out: UnitMismatch[] = [];
+  for (const [variable, list] of units) {
+    const catalog = catalogUnit(variable)?.trim();
+    if (!catalog) continue;
+    for (const u of list) if (u.unit !== catalog) out.push({ variable, unit: u.unit, setting: u.setting, catalog });
+  }
+  return out;
+}

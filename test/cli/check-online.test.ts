@@ -37,6 +37,8 @@ interface Options {
   organisation?: string;
   auth?: string;
   extraJsonValue?: string;
+  /** `unit` of the mapping of mvr_packer1_rate (the catalog gives parts/min). */
+  rateUnit?: string;
 }
 
 let files = 0;
@@ -55,7 +57,7 @@ mqtt:
     - name: packer
       url: mqtt://127.0.0.1:1883
       subscriptions:
-        - { topic: plant/packer1, format: json, values: [ { path: rate, variable: mvr_packer1_rate }${extra} ] }
+        - { topic: plant/packer1, format: json, values: [ { path: rate, variable: mvr_packer1_rate${o.rateUnit ? `, unit: "${o.rateUnit}"` : ''} }${extra} ] }
 annotations:
   site: { external_id: plant-demo }
   machines: [ { key: press1, machine_variables: [mvr_press1_state] } ]
@@ -112,6 +114,20 @@ describe('edge-gateway check --online', () => {
     expect(lines[firstRow]).toMatch(/^missing\s+mvr_packer1_typo\s+-\s+mqtt\.connections\[0\]\.subscriptions\[0\]\.values\[1\]\.variable$/);
     expect(r.out).toContain('mapped 5 machine variables: 4 found, 1 MISSING in the organisation');
   });
+
+  it('a mapping\'s unit is checked against the catalog\'s: the same unit is ok; another one is named with its setting; exit 5', async () => {
+    const same = await runCli(['check', '--config', configFile({ rateUnit: 'parts/min' }), '--online'], { env: goodSecret });
+    expect(same.code).toBe(0);
+    expect(same.out).toMatch(/^ok\s+mvr_packer1_rate\s+Packer 1 \(MQTT JSON\)\s+parts\/min\s+mqtt\.connections\[0\]\.subscriptions\[0\]\.values\[0\]\.variable$/m);
+    const other = await runCli(['check', '--config', configFile({ rateUnit: 'parts/h' }), '--online'], { env: goodSecret });
+    expect(other.code).toBe(5);
+    expect(other.out).toMatch(/^unit_mismatch\s+mvr_packer1_rate\s+Packer 1 \(MQTT JSON\)\s+parts\/h \(catalog: parts\/min\)\s+mqtt\.connections/m);
+    expect(other.out).toContain('4 found, none missing, 1 with a UNIT other than the catalog\'s');
+    expect(other.out).toContain('mqtt.connections[0].subscriptions[0].values[0].unit: "parts/h", but the organisation\'s catalog gives mvr_packer1_rate the unit "parts/min"');
+    // A missing variable still decides the exit code first.
+    const both = await runCli(['check', '--config', configFile({ rateUnit: 'parts/h', extraJsonValue: 'mvr_packer1_typo' }), '--online'], { env: goodSecret });
+    expect(both.code).toBe(3);
+  }, 180_000);
 
   it('reports refused client credentials by setting and secret origin, never the secret; exit 4', async () => {
     const before = emu.stats().requests['GET /machine-variables'];
