@@ -1,13 +1,14 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StatusCodes } from 'node-opcua';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { freePort, startModbusSimulator, type ModbusSimulator } from '../../src/sim/modbus-device.js';
 import { startOpcuaSimulator, type OpcuaSimulator } from '../../src/sim/opcua-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { chromiumAvailable, launchChromium } from '../helpers/chromium.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -18,8 +19,7 @@ import { waitFor } from '../helpers/wait.js';
  * went away (not the protocol) and its row says disconnected, not connecting.
  * Screenshots go to $QUALITY_SCREENSHOTS (default: a temp folder).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const available = existsSync(CHROMIUM) || (process.env.CI ? (() => { throw new Error(`${CHROMIUM} is missing but CI is set`); })() : false);
+const available = chromiumAvailable('the quality of values on the console');
 const SHOTS = process.env.QUALITY_SCREENSHOTS ?? join(tmpdir(), 'quality-screenshots');
 
 let emu: EmulatorHandle;
@@ -61,7 +61,7 @@ beforeAll(async () => {
     modbus: { name: 'modbus', reconnect: { initial_delay: 200, max_delay: 500 }, devices: [{ name: 'mixer1', host: '127.0.0.1', port: modbus.port, poll_interval: 200, timeout: 300, registers: [{ variable: 'mvr_mixer1_speed', table: 'holding', address: 0 }] }] },
   });
   await waitFor(() => gw.handle.status().sources.every((s) => s.state === 'connected'), { timeoutMs: 60_000, what: 'both sources connected' });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
 }, 120_000);
 
