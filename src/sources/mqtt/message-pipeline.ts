@@ -98,6 +98,7 @@ export class MessagePipeline {
     this.nextOrigin = opts.subscriptions.length + 1;
     // Configured variables have a quality (no value yet) before their first message.
     for (const config of opts.subscriptions) for (const v of subscriptionVariables(config)) this.quality.slotFor(v);
+    if (opts.subscriptions.some((c) => c.format === 'sparkplug')) this.staleAfterReconnect();
     opts.subscriptions.forEach((config, i) => {
       const will = config.format === 'sparkplug' ? undefined : config.last_will;
       if (!will) return;
@@ -230,6 +231,25 @@ export class MessagePipeline {
       const slot = q.slotFor(r.variable);
       if (slot >= 0) q.setFrom(slot, r.reason === 'uncertain_status' ? Q_UNCERTAIN : Q_BAD, at, origin);
     }
+  }
+
+  /**
+   * Sparkplug B 3.0 chapter 5: a host application that lost its connection to the broker marks
+   * every metric stale, and they stay stale after it is back until the edge nodes send them again
+   * (a BIRTH, DATA): the link overlay covers the time it is down; this keeps them stale after.
+   */
+  private staleAfterReconnect(): void {
+    const up = (s: string) => s === 'connected' || s === 'degraded';
+    let downAt: number | null = null;
+    this.opts.ctx.stats.onStateChange((state, previous, at) => {
+      if (up(previous) && !up(state)) downAt = at;
+      else if (up(state) && downAt !== null) {
+        const origins = new Set<number>();
+        for (let o = this.opts.subscriptions.length + 1; o < this.nextOrigin; o++) origins.add(o);
+        this.quality.staleFrom(origins, downAt);
+        downAt = null;
+      }
+    });
   }
 
   /** A message on a last-will topic (config `last_will`): true when it was one, handled here. */

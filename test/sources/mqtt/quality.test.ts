@@ -5,7 +5,7 @@ import type { QualityTable } from '../../../src/core/quality.js';
 import { sparkplugCodec } from '../../../src/sources/mqtt/decoders/sparkplug.js';
 import { createMqttSources } from '../../../src/sources/mqtt/index.js';
 import type { EmbeddedBrokerSource } from '../../../src/sources/mqtt/broker-source.js';
-import { connectClient, contexts, endClient, GatedSink, section, waitFor } from './helpers.js';
+import { connectClient, contexts, endClient, GatedSink, section, startAedes, waitFor } from './helpers.js';
 
 /**
  * Quality per variable over MQTT, through the embedded broker (aedes) with real MQTT clients:
@@ -129,5 +129,29 @@ describe('MQTT quality per variable (embedded broker)', () => {
     cleanup.push(() => endClient(again));
     await again.publishAsync('plant/press1/data', JSON.stringify({ speed: 13 }), { qos: 1 });
     await waitFor(() => q(e.quality, 'mvr_speed') === 'good', { what: 'good with the next value' });
+  }, 60_000);
+
+  it('Sparkplug: a host that lost its broker keeps the metrics stale after it is back, until the edge node sends them again', async () => {
+    let broker = await startAedes();
+    const port = broker.port;
+    cleanup.push(() => broker.close());
+    const ctxs = contexts(new GatedSink());
+    const [source] = createMqttSources(section({ connections: [{ name: 'line', url: broker.url, client_id: 'gw-quality-host', reconnect: { initial: 100, max: 300 }, ...SPARKPLUG }] }), ctxs.makeContext);
+    await source.start();
+    cleanup.push(() => source.close());
+    const quality = ctxs.contexts.get('line')!.stats.quality;
+    await waitFor(() => source.status().state === 'connected', { what: 'connected' });
+    const node = await edgeNode(broker.url);
+    await waitFor(() => q(quality, 'mvr_press_temperature') === 'good', { what: 'good' });
+    await endClient(node);
+    await broker.close();
+    await waitFor(() => source.status().state !== 'connected' && q(quality, 'mvr_press_temperature') === 'stale', { what: 'stale while the broker is away' });
+    broker = await startAedes(port);
+    await waitFor(() => source.status().state === 'connected', { what: 'reconnected', timeoutMs: 15_000 });
+    expect(q(quality, 'mvr_press_temperature')).toBe('stale');
+    expect(q(quality, 'mvr_press_uptime')).toBe('stale');
+    const again = await edgeNode(broker.url);
+    await waitFor(() => q(quality, 'mvr_press_temperature') === 'good' && q(quality, 'mvr_press_uptime') === 'good', { what: 'good after the rebirth' });
+    await endClient(again);
   }, 60_000);
 });
