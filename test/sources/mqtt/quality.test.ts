@@ -143,7 +143,8 @@ describe('MQTT quality per variable (embedded broker)', () => {
     await waitFor(() => source.status().state === 'connected', { what: 'connected' });
     const node = await edgeNode(broker.url);
     await waitFor(() => q(quality, 'mvr_press_temperature') === 'good', { what: 'good' });
-    await endClient(node);
+    // A clean DISCONNECT: the broker discards the edge node's will, no NDEATH comes.
+    await node.endAsync();
     await broker.close();
     await waitFor(() => source.status().state !== 'connected' && q(quality, 'mvr_press_temperature') === 'stale', { what: 'stale while the broker is away' });
     broker = await startAedes(port);
