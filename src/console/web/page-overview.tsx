@@ -255,42 +255,46 @@ export function Overview() {
             ))}
           </tbody>
         </table>
-        {devices.length > 0 ? (
-          <>
-            <h3 class="sub">Devices</h3>
-            <table class="tbl">
-              <thead>
-                <tr>
-                  <th>Device</th>
-                  <th>Source</th>
-                  <th>State</th>
-                  <th>Variables</th>
-                  <th>Detail</th>
-                </tr>
-              </thead>
-              <tbody>
-                {devices.map((d) => (
-                  <tr data-testid={`device-${d.name}`}>
-                    <td>{d.name}</td>
-                    <td>{d.source}</td>
-                    <td>
-                      <span class={`pill ${d.ok ? 'ok' : 'bad'}`} data-testid={`device-state-${d.name}`}>{d.state}</span>
-                      {d.downSince !== null && !d.ok ? <div class="muted small">down since {fmtTime(d.downSince)}</div> : ''}
-                    </td>
-                    <td>
-                      <QualityCounts v={d.variables} source={d.source} testid={`device-quality-${d.name}`} />
-                    </td>
-                    <td class="err-cell">{d.error ?? ''}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </>
-        ) : (
-          ''
-        )}
+        <DevicesTable devices={devices} />
       </section>
     </div>
+  );
+}
+
+/** The devices inside sources (Modbus), each with its state, since when it is down, its variables by quality. */
+function DevicesTable({ devices }: { devices: DeviceRow[] }) {
+  if (devices.length === 0) return null;
+  return (
+    <>
+      <h3 class="sub">Devices</h3>
+      <table class="tbl">
+        <thead>
+          <tr>
+            <th>Device</th>
+            <th>Source</th>
+            <th>State</th>
+            <th>Variables</th>
+            <th>Detail</th>
+          </tr>
+        </thead>
+        <tbody>
+          {devices.map((d) => (
+            <tr data-testid={`device-${d.name}`}>
+              <td>{d.name}</td>
+              <td>{d.source}</td>
+              <td>
+                <span class={`pill ${d.ok ? 'ok' : 'bad'}`} data-testid={`device-state-${d.name}`}>{d.state}</span>
+                {d.downSince !== null && !d.ok ? <div class="muted small">down since {fmtTime(d.downSince)}</div> : ''}
+              </td>
+              <td>
+                <QualityCounts v={d.variables} source={d.source} testid={`device-quality-${d.name}`} />
+              </td>
+              <td class="err-cell">{d.error ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
 

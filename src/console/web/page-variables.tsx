@@ -2,11 +2,11 @@ import { h, Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { VariableDetailResponse } from '../api/variables.js';
 import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
-import { QUALITIES, type Quality } from '../../core/quality.js';
+import { QUALITIES, type Quality, type QualityReading } from '../../core/quality.js';
 import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
-import { linksOf, qualityOf, shownQuality, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM } from './quality.js';
+import { linksOf, qualityOf, shownQuality, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM, type LinkDown } from './quality.js';
 
 const ROW = 34;
 
@@ -29,6 +29,24 @@ function refusedTotal(r: LiveVariable): number {
 }
 
 const present = (x: string | null): x is string => Boolean(x);
+
+/** The rows a search and filter leave, and the counts the filter buttons show (each row's quality through its link, without allocating per row). */
+function selectRows(vars: LiveVariable[], f: { needle: string; source: string; machine: string; filter: Filter }, links: LinkDown): { rows: LiveVariable[]; counts: Record<Quality, number>; refused: number } {
+  const counts = Object.fromEntries(QUALITIES.map((x) => [x, 0])) as Record<Quality, number>;
+  for (const v of vars) counts[shownQuality(v, links)] += 1;
+  const byQuality = (QUALITIES as readonly string[]).includes(f.filter);
+  const { needle } = f;
+  const rows = vars.filter((v) => {
+    if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
+    if (f.source && v.source !== f.source) return false;
+    if (f.machine && v.machine !== f.machine) return false;
+    if (f.filter === 'refused' && refusedTotal(v) === 0) return false;
+    if (f.filter === 'set_aside' && !v.set_aside) return false;
+    if (byQuality && shownQuality(v, links) !== f.filter) return false;
+    return true;
+  });
+  return { rows, counts, refused: vars.filter((v) => refusedTotal(v) > 0).length };
+}
 
 /**
  * Every variable in one virtual table: only the rows in view are in the DOM, so 5,000 (or 50,000)
@@ -60,24 +78,10 @@ export function Variables() {
   const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(present))].sort(naturalCompare), [vars]);
   const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(naturalCompare), [vars]);
   const now = Date.now();
-  const needle = q.trim().toLowerCase();
   const links = linksOf(s.status);
-  // Each row's quality as shown (stored quality through its link), counted without allocating per row.
-  const counts = Object.fromEntries(QUALITIES.map((x) => [x, 0])) as Record<Quality, number>;
-  for (const v of vars) counts[shownQuality(v, links)] += 1;
-  const byQuality = (QUALITIES as readonly string[]).includes(filter);
-  const rows = vars.filter((v) => {
-    if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
-    if (source && v.source !== source) return false;
-    if (machine && v.machine !== machine) return false;
-    if (filter === 'refused' && refusedTotal(v) === 0) return false;
-    if (filter === 'set_aside' && !v.set_aside) return false;
-    if (byQuality && shownQuality(v, links) !== filter) return false;
-    return true;
-  });
+  const { rows, counts, refused } = selectRows(vars, { needle: q.trim().toLowerCase(), source, machine, filter }, links);
   const first = Math.max(0, Math.floor(top / ROW) - 5);
   const last = Math.min(rows.length, first + Math.ceil(height / ROW) + 10);
-  const refused = vars.filter((v) => refusedTotal(v) > 0).length;
   if (s.varsError && !s.vars) return <div class="empty">{s.varsError}</div>;
   if (!s.vars) return <div class="empty">Loading variables…</div>;
   const filters: Array<[Filter, string]> = [
@@ -129,17 +133,7 @@ export function Variables() {
           {fmtNum(rows.length)} shown
         </span>
       </div>
-      {notes.length > 0 ? (
-        <div class="qnotes" data-testid="quality-notes">
-          {notes.map((x) => (
-            <span>
-              <span class={`pill ${QUALITY_CLASS[x]}`}>{QUALITY_LABEL[x]}</span> {QUALITY_UPSTREAM[x]}
-            </span>
-          ))}
-        </div>
-      ) : (
-        ''
-      )}
+      <QualityNotes shown={notes} />
       <div class="vhead">
         <span>Variable</span>
         <span>Source</span>
@@ -154,47 +148,70 @@ export function Variables() {
       </div>
       <div class="vbody" ref={box} onScroll={(e) => setTop(e.currentTarget.scrollTop)} data-testid="var-table">
         <div style={`height:${rows.length * ROW}px;position:relative`}>
-          {rows.slice(first, last).map((v, i) => {
-            const qv = qualityOf(v, links);
-            return (
-            <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${(first + i) * ROW}px`} data-testid={`var-${v.id}`}>
-              <span class="mono ellipsis" title={v.id}>
-                {v.id}
-              </span>
-              <span class="ellipsis" title={v.device ? `${v.source} · ${v.device}` : undefined}>{v.source ?? '–'}{v.device ? <span class="muted small"> · {v.device}</span> : ''}</span>
-              <span class="ellipsis">{v.machine ?? ''}</span>
-              <span class={`num mono q-${qv.quality}`} data-testid={`value-${v.id}`} title={QUALITY_UPSTREAM[qv.quality]}>
-                {fmtNum(v.value)}
-                {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
-              </span>
-              <span>
-                <span class={`pill small ${QUALITY_CLASS[qv.quality]}`} data-testid={`quality-${v.id}`} title={qv.since === null ? undefined : `since ${fmtTime(qv.since)}`}>
-                  {qv.quality === 'none' ? 'no value' : qv.quality}
-                </span>
-              </span>
-              <span class={`num ${qv.quality === 'stale' ? 'stale' : ''}`} data-testid={`age-${v.id}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
-              <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
-              <span class="ellipsis" data-testid={`refused-${v.id}`}>
-                {v.refused
-                  ? Object.entries(v.refused).map(([r, n]) => (
-                      <span class="tag bad">
-                        {r.replace(/_/g, ' ')} {fmtNum(n)}
-                      </span>
-                    ))
-                  : ''}
-              </span>
-              <span>
-                <span class={`dotlabel ${v.delivery}`}>{v.delivery.replace('_', ' ')}</span>
-              </span>
-              <span>
-                <Spark values={v.spark} />
-              </span>
-            </a>
-            );
-          })}
+          {rows.slice(first, last).map((v, i) => (
+            <VariableLine v={v} top={(first + i) * ROW} q={qualityOf(v, links)} now={now} />
+          ))}
         </div>
       </div>
     </div>
+  );
+}
+
+/** What happens upstream to the values of these qualities, said above the values. */
+function QualityNotes({ shown }: { shown: readonly Quality[] }) {
+  if (shown.length === 0) return null;
+  return (
+    <div class="qnotes" data-testid="quality-notes">
+      {shown.map((x) => (
+        <span>
+          <span class={`pill ${QUALITY_CLASS[x]}`}>{QUALITY_LABEL[x]}</span> {QUALITY_UPSTREAM[x]}
+        </span>
+      ))}
+    </div>
+  );
+}
+
+/** One row of the virtual table, at `top` px. */
+function VariableLine({ v, top, q, now }: { v: LiveVariable; top: number; q: QualityReading; now: number }) {
+  return (
+    <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${top}px`} data-testid={`var-${v.id}`}>
+      <span class="mono ellipsis" title={v.id}>
+        {v.id}
+      </span>
+      <span class="ellipsis" title={v.device ? `${v.source} · ${v.device}` : undefined}>
+        {v.source ?? '–'}
+        {v.device ? <span class="muted small"> · {v.device}</span> : ''}
+      </span>
+      <span class="ellipsis">{v.machine ?? ''}</span>
+      <span class={`num mono q-${q.quality}`} data-testid={`value-${v.id}`} title={QUALITY_UPSTREAM[q.quality]}>
+        {fmtNum(v.value)}
+        {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
+      </span>
+      <span>
+        <span class={`pill small ${QUALITY_CLASS[q.quality]}`} data-testid={`quality-${v.id}`} title={q.since === null ? undefined : `since ${fmtTime(q.since)}`}>
+          {q.quality === 'none' ? 'no value' : q.quality}
+        </span>
+      </span>
+      <span class={`num ${q.quality === 'stale' ? 'stale' : ''}`} data-testid={`age-${v.id}`}>
+        {v.ts === null ? 'never' : fmtAge(now - v.ts)}
+      </span>
+      <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
+      <span class="ellipsis" data-testid={`refused-${v.id}`}>
+        {v.refused
+          ? Object.entries(v.refused).map(([r, n]) => (
+              <span class="tag bad">
+                {r.replace(/_/g, ' ')} {fmtNum(n)}
+              </span>
+            ))
+          : ''}
+      </span>
+      <span>
+        <span class={`dotlabel ${v.delivery}`}>{v.delivery.replace('_', ' ')}</span>
+      </span>
+      <span>
+        <Spark values={v.spark} />
+      </span>
+    </a>
   );
 }
 
