@@ -69,7 +69,8 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
       const r: VariableRow = {
         id,
         idx: e?.idx ?? -1,
-        source: i?.source ?? q?.source ?? null,
+        // The running source that holds its quality (a Modbus device's variables belong to the `modbus` source, the device beside it).
+        source: q?.source ?? i?.source ?? null,
         machine: catalogMachines?.get(id) ?? info.machineOf(id),
         mapped: i !== undefined,
         on_change: i ? i.onChange : true,
@@ -117,7 +118,7 @@ export function registerVariableRoutes(http: LocalHttpServer, deps: VariableRout
     const fromCatalog = catalog.unitOf(id);
     const json: VariableDetailResponse = {
       id,
-      source: i?.source ?? q?.source ?? null,
+      source: q?.source ?? i?.source ?? null,
       kind: i?.kind ?? null,
       machine: catalog.machineOf(id) ?? i?.machine ?? null,
       settings: i?.settings ?? [],

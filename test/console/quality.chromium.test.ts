@@ -121,5 +121,9 @@ describe.skipIf(!available)('quality on the console', () => {
     expect(await page.getByTestId('problems').textContent()).not.toMatch(/modbus \(modbus\)/);
     await expect.poll(() => page.getByTestId('device-quality-mixer1').textContent(), { timeout: 10_000 }).toBe('1 stale');
     await page.screenshot({ path: join(SHOTS, 'overview-device-down.png'), fullPage: true });
+    // Its variable on the Variables page: stale through its device's link, under its source and device.
+    await page.goto(`http://127.0.0.1:${port}/console#/variables`);
+    await expect.poll(() => pill('mvr_mixer1_speed').textContent(), { timeout: 10_000 }).toBe('stale');
+    expect(await page.getByTestId('var-mvr_mixer1_speed').locator('span').nth(1).textContent()).toBe('modbus · mixer1');
   }, 60_000);
 });
