@@ -32,6 +32,44 @@ function readGauge(config: Omit<GaugeConfiguration<string>, 'collect' | 'labelNa
   });
 }
 
+/** One sample of a labelled gauge read at scrape time. */
+export interface LabelledValue {
+  labels: Record<string, string>;
+  value: number;
+}
+
+/**
+ * A labelled gauge read when scraped, from one reader per key (a source's name): a source built
+ * again by a reload replaces its reader, and its values are read afresh at every scrape, so a
+ * source that is gone leaves no series behind.
+ */
+export type KeyedReadGauge = Gauge & { readFrom(key: string, read: () => readonly LabelledValue[]): () => void };
+
+function keyedReadGauge(config: Omit<GaugeConfiguration<string>, 'collect'>): KeyedReadGauge {
+  const readers = new Map<string, () => readonly LabelledValue[]>();
+  const gauge = new Gauge({
+    ...config,
+    collect() {
+      this.reset();
+      for (const read of readers.values()) {
+        try {
+          for (const v of read()) this.set(v.labels, v.value);
+        } catch {
+          /* a reader that fails (a source closing) leaves its series out of this scrape */
+        }
+      }
+    },
+  });
+  return Object.assign(gauge, {
+    readFrom(key: string, read: () => readonly LabelledValue[]): () => void {
+      readers.set(key, read);
+      return () => {
+        if (readers.get(key) === read) readers.delete(key);
+      };
+    },
+  });
+}
+
 /**
  * The one place that defines metric names. Every component receives the `Metrics` object built
  * here; nothing else constructs a prom-client metric. The README's metric table is generated
@@ -54,6 +92,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
     sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
     sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceVariables: keyedReadGauge({ name: 'gateway_source_variables', help: 'Variables of a source by quality (good; uncertain, bad: the device says so, from an OPC UA StatusCode, a Modbus exception, a Sparkplug Quality property; stale: no reading for 3 periods of a polled variable, a Sparkplug NDEATH/DDEATH or a last will, or the source or its device is down; none: no value yet)', labelNames: ['source', 'kind', 'quality'], registers: r }),
     sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
 
     // --- OPC UA specific ---

@@ -148,6 +148,7 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     configPath: o.configPath,
     ring,
     refusals,
+    quality: () => sources.qualityTables(),
     buffer: store.buffer,
     client: uplink.client,
     clock,
