@@ -69,6 +69,7 @@ const COST_S: Readonly<Record<string, number>> = {
   'opcua-subscription.ts': 98,
   'outage-recovery.ts': 22,
   'plant-scale.ts': 160,
+  'quality.ts': 6,
   'set-aside-requeue.ts': 9,
   'trend-flush.ts': 10,
   'uplink-budget.ts': 27,
