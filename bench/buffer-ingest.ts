@@ -21,11 +21,13 @@ import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 
-const N = Number(process.env.BENCH_SAMPLES ?? 3_000_000);
+const N = envNumber('BENCH_SAMPLES', 3_000_000, 20_000);
 /** Distinct variables (BENCH_VARIABLES=100000: a whole plant, one sample each per second). */
-const VARIABLES = Number(process.env.BENCH_VARIABLES ?? 5_000);
+const VARIABLES = envNumber('BENCH_VARIABLES', 5_000, 1_000);
+/** Samples of the warm-up runs, at most the measured ones. */
+const WARM_UP = Math.min(100_000, N);
 const BATCH = 100;
 const T0 = Date.parse('2026-11-22T00:00:00Z');
 
@@ -77,9 +79,10 @@ function rawInserts(dir: string, n: number): number {
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-ingest-'));
 try {
+  smokeBanner(`BENCH_SAMPLES ${N.toLocaleString('en-US')}, BENCH_VARIABLES ${VARIABLES.toLocaleString('en-US')}`);
   // Warm-up: small runs so the JIT and the page cache are in the same state for both.
-  await gatewayBuffer(dir, 100_000);
-  rawInserts(dir, 100_000);
+  await gatewayBuffer(dir, WARM_UP);
+  rawInserts(dir, WARM_UP);
   rmSync(join(dir, 'gw.db'), { force: true });
   rmSync(join(dir, 'raw.db'), { force: true });
   for (const f of ['gw.db-wal', 'gw.db-shm', 'raw.db-wal', 'raw.db-shm']) rmSync(join(dir, f), { force: true });

@@ -28,9 +28,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
 
-const VALUES = Number(process.env.HIST1M_VALUES ?? 1_000_000);
+const VALUES = envNumber('HIST1M_VALUES', 1_000_000, 20_000);
+/**
+ * The limited gateway's max_message_size: its default (4 MiB), which the full answer exceeds; in a
+ * smoke run the smallest allowed, 128 KiB, which the smoke answer (20,000 values, ~360 kB) exceeds.
+ */
+const LIMITED = SMOKE ? '128KiB' : undefined;
 const GAP_MS = 60_000;
 /** Targets for the gateway: a block the watchdog and the live values do not notice, and bounded memory. */
 const BLOCK_LIMIT_MS = 500;
@@ -171,12 +176,13 @@ async function main(): Promise<void> {
   if (role === 'server') return runServer();
   if (role === 'bare' || role === 'gateway' || role === 'gateway-unbounded') {
     const payload = JSON.parse(process.env.HIST1M_PAYLOAD ?? '{}') as Payload;
-    const r = role === 'bare' ? await runBare(payload) : await runGateway(payload, role === 'gateway-unbounded' ? '128MiB' : undefined);
+    const r = role === 'bare' ? await runBare(payload) : await runGateway(payload, role === 'gateway-unbounded' ? '128MiB' : LIMITED);
     process.send?.(r);
     setTimeout(() => process.exit(0), 200);
     return;
   }
 
+  smokeBanner(`HIST1M_VALUES ${VALUES.toLocaleString('en-US')}, the limited gateway's max_message_size ${LIMITED}`);
   console.log(`One HistoryRead answer of ${VALUES.toLocaleString('en-US')} values (a server that ignores numValuesPerNode), read by a bare node-opcua client and by the gateway's history backfill.`);
   console.log(`${NOISY_MACHINE_NOTE}\n`);
   const server = child('server');

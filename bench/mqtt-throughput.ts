@@ -54,14 +54,14 @@ import { SourceStats } from '../src/core/source.js';
 import type { SourceContext } from '../src/sources/context.js';
 import { mqttSectionSchema } from '../src/sources/mqtt/config.js';
 import { createMqttSources } from '../src/sources/mqtt/index.js';
-import { table } from './lib.js';
+import { envNumber, smokeBanner, table } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const MESSAGES = Number(process.env.MQTT_BENCH_MESSAGES ?? 200_000);
-const ROUNDS = Number(process.env.MQTT_BENCH_ROUNDS ?? 5);
-const INFLIGHT = Number(process.env.MQTT_BENCH_INFLIGHT ?? 20_000);
-const COMMIT_MS = Number(process.env.MQTT_BENCH_COMMIT_MS ?? 100);
-const PENDING = Number(process.env.MQTT_BENCH_PENDING ?? 20_000);
+const MESSAGES = envNumber('MQTT_BENCH_MESSAGES', 200_000, 2_000);
+const ROUNDS = envNumber('MQTT_BENCH_ROUNDS', 5, 1);
+const INFLIGHT = envNumber('MQTT_BENCH_INFLIGHT', 20_000);
+const COMMIT_MS = envNumber('MQTT_BENCH_COMMIT_MS', 100);
+const PENDING = envNumber('MQTT_BENCH_PENDING', 20_000);
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const CPU_PROFILE = process.env.MQTT_BENCH_CPU_PROFILE;
 
@@ -291,6 +291,7 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  smokeBanner(`MQTT_BENCH_MESSAGES ${MESSAGES.toLocaleString('en-US')}, MQTT_BENCH_ROUNDS ${ROUNDS}`);
   const broker = await startBroker();
   console.log(`MQTT throughput: broker → committed buffer (QoS 1, PUBACK after commit), ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'})`);
   console.log(`broker: ${broker.name}; gateway max_pending_messages ${PENDING}; buffer: SQLite synchronous=full, commit_interval ${COMMIT_MS} ms; ${ROUNDS} rounds, median shown`);

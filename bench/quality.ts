@@ -20,10 +20,11 @@
 import { DataType, DataValue, StatusCodes, Variant } from 'node-opcua';
 import { Q_GOOD, QualityTable, qualityOfStatusCode } from '../src/core/quality.js';
 import { decodeDataValue, type NodeBinding } from '../src/sources/opcua/decode.js';
-import { median, NOISY_MACHINE_NOTE, table } from './lib.js';
+import { envNumber, median, NOISY_MACHINE_NOTE, smokeBanner, table } from './lib.js';
 
-const N = Number(process.env.BENCH_VARIABLES ?? 100_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
+const N = envNumber('BENCH_VARIABLES', 100_000, 2_000);
+const ROUNDS = envNumber('BENCH_ROUNDS', 20, 3);
+smokeBanner(`BENCH_VARIABLES ${N.toLocaleString('en-US')}, BENCH_ROUNDS ${ROUNDS}`);
 
 const ids = Array.from({ length: N }, (_, i) => `mvr_bench_${i}`);
 const bindings: NodeBinding[] = ids.map((variable, index) => ({ index, configuredId: `ns=1;i=${index}`, nodeId: `ns=1;i=${index}`, variable, scale: 1, offset: 0, timestamp: 'source', uncertain: 'forward', samplingInterval: 1000, queueSize: 10 }));

@@ -34,11 +34,13 @@ import { BUCKET_MS, ValueRing } from '../src/console/value-ring.js';
 import type { Clock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { mb, median, NOISY_MACHINE_NOTE, table } from './lib.js';
+import { envList, envNumber, mb, median, NOISY_MACHINE_NOTE, smokeBanner, table } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
 
-const VARIABLES = (process.env.BENCH_VARIABLES ?? '5000,100000').split(',').map(Number);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 660);
+const VARIABLES = envList('BENCH_VARIABLES', '5000,100000', '200').map(Number);
+// Smoke: three 10 s buckets taken.
+const SECONDS = envNumber('BENCH_SECONDS', 660, 30);
+smokeBanner(`BENCH_VARIABLES ${VARIABLES.join(',')}, BENCH_SECONDS ${SECONDS}`);
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 
 
@@ -113,7 +115,7 @@ async function run(n: number): Promise<Record<string, string | number>> {
       'take ms p50': Number(take.toFixed(1)),
       'take ms max': Number(Math.max(...takes).toFixed(1)),
       'commit ms': Number(commit.toFixed(1)),
-      'take / commit': Number((take / commit).toFixed(2)),
+      'ratio take / commit': Number((take / commit).toFixed(2)),
       'slices / take': Number((slices.count / Math.max(1, takes.length)).toFixed(1)),
       'slices ≤ 50 ms': `${Math.round((100 * slices.upTo50ms) / Math.max(1, slices.count))} %`,
       'take kB': Math.round(perTake / 1024),
