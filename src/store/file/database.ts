@@ -3,10 +3,19 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSy
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { describeError, errorCode, GatewayError } from '../../core/errors.js';
-import { migrate } from './migrations.js';
+import { migrate, type OwnerSchema } from '../migrations.js';
 
 export interface OpenOptions {
   synchronous: 'full' | 'normal';
+  /** The owners' schemas (migrations.ts): the file is brought to their version at open. */
+  schemas: readonly OwnerSchema[];
+  /**
+   * Keep SQLite's locks for this connection alone (`locking_mode = EXCLUSIVE` before WAL): the
+   * WAL index then lives in the process's memory instead of the `-shm` file, which a full disk
+   * cannot create (src/store/README.md S6). Other connections to the file (the checkpoint worker,
+   * the import-file reader) then cannot open it and their work stays on the main thread or waits.
+   */
+  exclusive?: boolean;
   logger: Logger;
   /** Run `PRAGMA integrity_check` at open (default true). */
   integrityCheck?: boolean;
@@ -100,6 +109,7 @@ function openAndCheck(path: string, options: OpenOptions): Database {
     // written, which `journal_mode = WAL` does. On an existing file it changes nothing by itself.
     // Fails with SQLITE_NOTADB on a file that is not a database.
     db.pragma('auto_vacuum = INCREMENTAL');
+    if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
     // After a checkpoint the WAL is cut back to this size, so what it takes on disk stays near
@@ -114,7 +124,7 @@ function openAndCheck(path: string, options: OpenOptions): Database {
       const problems = rows.map((r) => r.integrity_check).filter((s) => s !== 'ok');
       if (problems.length > 0) throw new IntegrityError(`integrity_check failed: ${problems.slice(0, 3).join('; ')}`);
     }
-    migrate(db);
+    migrate(db, options.schemas);
     return db;
   } catch (err) {
     try {
