@@ -262,7 +262,7 @@ export class AnnotationService {
       if (err instanceof AnnotationError) throw err;
       // Refused, not failed: the sender is told (507); the MQTT trigger logs it at most once a minute.
       if (err instanceof StoreFullError) {
-        throw new AnnotationError(507, 'outbox_full', `the annotation was NOT saved: ${err.message}. Queued annotations are delivered once the service is reachable, which makes room`, undefined, undefined, { bytes: err.bytes, max_bytes: err.maxBytes });
+        throw new AnnotationError(507, 'outbox_full', `the annotation was NOT saved: ${err.message}. Queued annotations are delivered once the tracking service is reachable, which makes room`, undefined, undefined, { bytes: err.bytes, max_bytes: err.maxBytes });
       }
       const code = errorCode(err, 'STORAGE_ERROR');
       this.o.logger.error({ err: describeError(err), code }, 'annotation outbox write failed; nothing was saved');

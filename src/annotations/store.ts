@@ -168,7 +168,7 @@ export class AnnotationStore {
   insert(a: NewAnnotation, now: number, options: { completes?: boolean } = {}): { entry: OutboxEntry; created: boolean } {
     const existing = this.byExternalId(a.externalId);
     if (existing) return { entry: existing, created: false };
-    if (!options.completes) this.db.admit('the annotation');
+    if (!options.completes) this.db.admit('a new annotation');
     return this.db.write(
       'queue an annotation',
       () => {
@@ -261,7 +261,7 @@ export class AnnotationStore {
   /** Records an open downtime; false when one is already open under `key`. */
   openDowntime(d: DowntimeRow): boolean {
     if (this.st.downtimeGet.get(d.key)) return false;
-    this.db.admit('the downtime');
+    this.db.admit('a new downtime');
     return this.db.write('open a downtime', () => {
       if (this.st.downtimeGet.get(d.key)) return false;
       this.st.downtimeInsert.run({

@@ -40,7 +40,7 @@ export class StoreFullError extends GatewayError {
     what: string,
     policy: string,
   ) {
-    super('STORE_FULL', `${what} refused: the ${owner} space is full (${mb(bytes)} in use, store.${owner}_max_bytes is ${mb(maxBytes)}; ${policy})`, { details: { owner, bytes, max_bytes: maxBytes } });
+    super('STORE_FULL', `no room for ${what}: the ${owner} space is full (${mb(bytes)} in use, store.${owner}_max_bytes is ${mb(maxBytes)}; ${policy})`, { details: { owner, bytes, max_bytes: maxBytes } });
     this.name = 'StoreFullError';
   }
 }
@@ -193,6 +193,7 @@ export class SpaceAccounts {
   }
 }
 
+/** Sizes as the settings take them (MB = 10^6 bytes). */
 function mb(bytes: number): string {
-  return bytes >= 1_048_576 ? `${(bytes / 1_048_576).toFixed(1)} MB` : `${Math.round(bytes / 1024)} kB`;
+  return bytes >= 1_000_000 ? `${(bytes / 1_000_000).toFixed(1)} MB` : `${Math.round(bytes / 1_000)} kB`;
 }
