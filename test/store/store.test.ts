@@ -1,5 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { AlarmAnnotator } from '../../src/annotations/alarm-annotator.js';
+import { alarmsSchema } from '../../src/annotations/alarm-config.js';
+import { AlarmStore } from '../../src/annotations/alarm-store.js';
+import type { Reconciler } from '../../src/annotations/reconcile.js';
 import { AnnotationStore } from '../../src/annotations/store.js';
+import type { ConditionNotice } from '../../src/core/condition-event.js';
 import type { NewAnnotation } from '../../src/annotations/model.js';
 import { GapLedger } from '../../src/buffer/gaps.js';
 import { Maintenance, type MaintenanceTask } from '../../src/buffer/maintenance.js';
@@ -228,5 +233,50 @@ describe('failed maintenance backs off (issue 35 §2)', () => {
     const warns = cap.lines.filter((l) => l.level === 'warn' || l.level === 40);
     expect(warns.length).toBe(1);
     expect(String(warns[0].msg)).toMatch(/\(broken\) failed; it is tried again in 1 s/);
+  });
+});
+
+describe('machine conditions at their bound (store.alarms_max_bytes)', () => {
+  it('an alarm flood: new activations refused and counted once the space is full; conditions already active still end and are annotated', async () => {
+    const metrics = createMetrics();
+    const cap = captureLines();
+    const b = track(openTestBuffer({ metrics, limits: { alarms: 1_048_576 } }));
+    const notes = new AnnotationStore(b.store.owner('annotations'));
+    const alarms = new AlarmStore(b.store.owner('alarms'));
+    const config = alarmsSchema.parse({ servers: [{ server: 'press1', machine: 'press1' }], rules: [{ match: { server: 'press1' }, reason_code: 'ALARM' }] });
+    const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+    const annotator = new AlarmAnnotator({
+      config,
+      site: { external_id: 'plant' },
+      machines: new Map([['press1', { key: 'press1', name: 'Press 1', machineVariables: ['mvr_press1_state'], reasons: [] }]]),
+      maxAgeMs: 86_400_000,
+      maxAheadMs: 60_000,
+      gatewayName: 'gw',
+      store: notes,
+      alarms,
+      reconciler: { alarmClosing: () => [], machineEvidence: () => null, operatorQueued: () => undefined } as unknown as Reconciler,
+      servers: ['press1'],
+      onQueued: () => undefined,
+      logger: cap.logger,
+      metrics,
+      clock,
+    });
+    // A condition's message of ~4.5 kB (the issue: up to 5 kB per alarm).
+    const event = (i: number, active: boolean, at: number): ConditionNotice => ({
+      kind: 'event',
+      event: { eventId: `e${i}-${active}`, eventType: 'i=10637', eventTypeName: 'OffNormalAlarmType', sourceNode: null, sourceName: 'Press1', time: at, message: `Alarm ${i} `.padEnd(4_500, '!'), severity: 800, conditionId: `ns=1;s=cond${i}`, conditionName: `Cond${i}`, branch: false, retain: active, active, activeTransitionTime: at, acked: false, confirmed: false },
+    });
+    const t = Date.now() - 60_000;
+    annotator.conditionNotices('press1', [event(0, true, t)]);
+    for (let i = 1; i <= 600; i += 20) annotator.conditionNotices('press1', Array.from({ length: 20 }, (_, k) => event(i + k, true, t + i + k)));
+    const refused = (await metrics.alarmEventsRefused.get()).values.find((v) => v.labels.reason === 'store_full')?.value ?? 0;
+    expect(refused).toBeGreaterThan(0);
+    expect((await metrics.storeRefusedWrites.get()).values.find((v) => v.labels.owner === 'alarms')?.value).toBe(refused);
+    expect(alarms.countOpen()).toBe(601 - refused);
+    expect(b.store.owner('alarms').bytes).toBeLessThan(1_048_576 + 20 * 8_192);
+    expect(cap.lines.filter((l) => /a new machine condition from press1 was refused: the alarms space is full/.test(String(l.msg)))).toHaveLength(1);
+    // The first condition (admitted) still ends, and its range annotation is queued.
+    annotator.conditionNotices('press1', [event(0, false, t + 5_000)]);
+    expect(notes.byExternalId(alarms.byKey(`press1|ns=1;s=cond0|${t}`)!.externalId)?.type).toBe('range');
   });
 });
