@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { afterEach } from 'vitest';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openBufferDatabase } from '../../src/store/file/database.js';
@@ -79,5 +80,21 @@ export function openTestBuffer(overrides: Partial<BufferOptions> & { path?: stri
       }
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * For a test file: returns `openTestBuffer`, with every buffer it opened destroyed after each test.
+ * Call once at the top of the file.
+ */
+export function buffersDestroyedAfterEach(): typeof openTestBuffer {
+  const open: TestBuffer[] = [];
+  afterEach(async () => {
+    for (const b of open.splice(0)) await b.destroy();
+  });
+  return (overrides) => {
+    const b = openTestBuffer(overrides);
+    open.push(b);
+    return b;
   };
 }
