@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { ROOT } from './lib.js';
-import { GATEWAY_SCHEMAS } from '../src/runtime/store-schemas.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 /** The merge of issue 21 into main: sealing and compaction inside commit(), no incremental vacuum. */
 export const DEFAULT_BASELINE_REF = 'ed3440f';
@@ -50,7 +50,7 @@ export async function loadBaseline(ref = process.env.BASELINE_REF ?? DEFAULT_BAS
     const short = execSync(`git -C ${JSON.stringify(ROOT)} rev-parse --short ${ref}`).toString().trim();
     return {
       label: `baseline ${short}`,
-      openDatabase: (path, logger) => db.openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false }).db,
+      openDatabase: (path, logger) => db.openBufferDatabase(path, { synchronous: 'full', logger, integrityCheck: false }).db,
       SampleBuffer: sb.SampleBuffer,
       createMetrics: metrics.createMetrics,
       dispose: () => rmSync(dir, { recursive: true, force: true }),
@@ -66,7 +66,12 @@ export async function loadCurrent(): Promise<BufferModule> {
   return {
     label: 'buffer v3 (this checkout)',
     openDatabase: (path, logger) => db.openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false }).db,
-    SampleBuffer: sb.SampleBuffer as unknown as BufferModule['SampleBuffer'],
+    // This checkout's buffer runs on the store's owners of the file (src/store), the baseline's on the connection.
+    SampleBuffer: class extends sb.SampleBuffer {
+      constructor(db: Database, options: Record<string, unknown>) {
+        super(gatewayStore(db), options as unknown as ConstructorParameters<typeof sb.SampleBuffer>[1]);
+      }
+    } as unknown as BufferModule['SampleBuffer'],
     createMetrics: metrics.createMetrics,
     dispose: () => undefined,
   };

@@ -1,4 +1,5 @@
 import type { Statement } from 'better-sqlite3';
+import type { EventTimeSource } from '../core/condition-event.js';
 import type { StoreOwner, WriteTx } from '../store/store.js';
 import type { AlarmCategory } from './alarm-config.js';
 
@@ -34,6 +35,12 @@ import type { AlarmCategory } from './alarm-config.js';
 
 export type AlarmRowState = 'open' | 'closed' | 'instant';
 
+/** Which stand-in gave the start or end when the server sent no event Time (null: the server's own times). */
+export interface AlarmTimeSources {
+  start?: EventTimeSource;
+  end?: EventTimeSource;
+}
+
 export interface AlarmRow {
   key: string;
   server: string;
@@ -57,6 +64,8 @@ export interface AlarmRow {
   endedAt: number | null;
   /** Why the end is not the server's inactive transition, or null when it is. */
   endInferred: string | null;
+  /** The stand-ins for the server's times the start or end came from, or null when there were none. */
+  timeSources: AlarmTimeSources | null;
   active: boolean | null;
   acked: boolean | null;
   confirmed: boolean | null;
@@ -84,6 +93,7 @@ export interface AnnotationFlag {
 }
 
 
+
 interface DbRow {
   key: string;
   server: string;
@@ -105,6 +115,7 @@ interface DbRow {
   started_at: number;
   ended_at: number | null;
   end_inferred: string | null;
+  time_sources: string | null;
   active: number | null;
   acked: number | null;
   confirmed: number | null;
@@ -142,6 +153,7 @@ function toRow(r: DbRow): AlarmRow {
     startedAt: r.started_at,
     endedAt: r.ended_at,
     endInferred: r.end_inferred,
+    timeSources: r.time_sources ? (JSON.parse(r.time_sources) as AlarmTimeSources) : null,
     active: bool(r.active),
     acked: bool(r.acked),
     confirmed: bool(r.confirmed),
@@ -177,6 +189,7 @@ function params(a: AlarmRow) {
     started_at: a.startedAt,
     ended_at: a.endedAt,
     end_inferred: a.endInferred,
+    time_sources: a.timeSources ? JSON.stringify(a.timeSources) : null,
     active: int(a.active),
     acked: int(a.acked),
     confirmed: int(a.confirmed),

@@ -71,6 +71,8 @@ export const ANNOTATIONS_SCHEMA: OwnerSchema = {
 export const ALARMS_SCHEMA: OwnerSchema = {
   owner: 'alarms',
   tables: ['alarm_conditions', 'annotation_links', 'annotation_flags'],
+  // Which stand-ins gave a row's times (JSON {start, end}, or null): added after the first release.
+  addColumns: [{ table: 'alarm_conditions', column: 'time_sources', type: 'TEXT' }],
   ensure: `
   CREATE TABLE IF NOT EXISTS alarm_conditions (
     key               TEXT    PRIMARY KEY,        -- <server>|<condition id>|<active since ms>

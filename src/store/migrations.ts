@@ -12,8 +12,9 @@ import { GatewayError } from '../core/errors.js';
  * tables. A table belongs to the owner that lists it in `tables`, whichever step made it.)
  *
  * An owner may also keep idempotent statements (`ensure`: CREATE ... IF NOT EXISTS) run after the
- * steps at every open: tables an older gateway ignores need no version of their own, so adding
- * them does not keep a downgrade from opening the file.
+ * steps at every open, and columns added to a table after its release (`addColumns`, added when
+ * missing): what an older gateway ignores needs no version of its own, so adding it does not keep
+ * a downgrade from opening the file.
  */
 export interface SchemaStep {
   version: number;
@@ -29,6 +30,8 @@ export interface OwnerSchema {
   steps?: readonly SchemaStep[];
   /** Idempotent statements run after the steps at every open. */
   ensure?: string;
+  /** Columns added after a table was released, each added at open when the table lacks it (after `ensure`). */
+  addColumns?: ReadonlyArray<{ table: string; column: string; type: string }>;
 }
 
 /** The steps of all schemas in order; throws when they are not exactly 1..N, each once. */
@@ -78,5 +81,11 @@ export function migrate(db: Database, schemas: readonly OwnerSchema[], options: 
       db.pragma(`user_version = ${step.version}`);
     })();
   }
-  for (const s of schemas) if (s.ensure) db.exec(s.ensure);
+  for (const s of schemas) {
+    if (s.ensure) db.exec(s.ensure);
+    for (const c of s.addColumns ?? []) {
+      const have = db.prepare('SELECT name FROM pragma_table_info(?)').pluck(true).all(c.table) as string[];
+      if (!have.includes(c.column)) db.exec(`ALTER TABLE ${c.table} ADD COLUMN ${c.column} ${c.type}`);
+    }
+  }
 }

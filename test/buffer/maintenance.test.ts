@@ -225,10 +225,12 @@ describe('giving disk back (B9)', () => {
 
 /** A TestBuffer over a connection the test opened itself. */
 function openTestBufferOn(db: BetterSqlite3.Database, path: string, dir: string): TestBuffer {
-  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
+  const store = gatewayStore(db);
+  const buffer = new SampleBuffer(store, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock });
   let closed = false;
   return {
     buffer,
+    store,
     db,
     metrics: createMetrics(),
     path,

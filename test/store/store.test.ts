@@ -258,7 +258,7 @@ describe('machine conditions at their bound (store.alarms_max_bytes)', () => {
     // A condition's message of ~4.5 kB (the issue: up to 5 kB per alarm).
     const event = (i: number, active: boolean, at: number): ConditionNotice => ({
       kind: 'event',
-      event: { eventId: `e${i}-${active}`, eventType: 'i=10637', eventTypeName: 'OffNormalAlarmType', sourceNode: null, sourceName: 'Press1', time: at, message: `Alarm ${i} `.padEnd(4_500, '!'), severity: 800, conditionId: `ns=1;s=cond${i}`, conditionName: `Cond${i}`, branch: false, retain: active, active, activeTransitionTime: at, acked: false, confirmed: false },
+      event: { eventId: `e${i}-${active}`, timeSource: 'Time', eventType: 'i=10637', eventTypeName: 'OffNormalAlarmType', sourceNode: null, sourceName: 'Press1', time: at, message: `Alarm ${i} `.padEnd(4_500, '!'), severity: 800, conditionId: `ns=1;s=cond${i}`, conditionName: `Cond${i}`, branch: false, retain: active, active, activeTransitionTime: at, acked: false, confirmed: false },
     });
     const t = Date.now() - 60_000;
     annotator.conditionNotices('press1', [event(0, true, t)]);
