@@ -45,7 +45,12 @@ export function openStore(o: OpenStoreOptions): OpenedStore {
   try {
     reserve.atOpen();
     const opened = openFile(o, reserve);
-    store = new Store(opened.db, { schemas: o.schemas, limits: o.limits, logger: o.logger, metrics: o.metrics, reserve });
+    try {
+      store = new Store(opened.db, { schemas: o.schemas, limits: o.limits, logger: o.logger, metrics: o.metrics, reserve });
+    } catch (err) {
+      opened.db.close();
+      throw err;
+    }
     store.noteHolder();
     const s = store;
     return {

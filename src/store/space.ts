@@ -123,7 +123,10 @@ export class SpaceAccounts {
 
   /** After a commit: each owner's part. Then the owners that went over their bound make room (afterWrite). */
   settle(pages: ReadonlyMap<string, number>): void {
-    for (const [owner, n] of pages) if (owner !== this.remainder) this.account(owner).pages += n;
+    // Never below nothing: rows another connection wrote beside the store (a test, a tool on a
+    // stopped gateway's file) were counted with the remainder, and their deletes must not make an
+    // owner's count negative. The next open measures again.
+    for (const [owner, n] of pages) if (owner !== this.remainder) this.account(owner).pages = Math.max(0, this.account(owner).pages + n);
     for (const owner of pages.keys()) {
       const a = this.account(owner);
       if (a.policy?.afterWrite && this.over(owner)) this.makeRoom(owner, a);

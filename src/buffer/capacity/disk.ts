@@ -10,10 +10,11 @@ import type { WalBound } from './wal.js';
 import type { FileAccess } from '../../store/store.js';
 
 /**
- * What the buffer file uses, and giving disk back (src/buffer/README.md B9).
+ * Giving disk back (src/buffer/README.md B9). What the file uses is counted by the store
+ * (src/store/usage.ts: pages in use and free; space.ts: per owner, the samples' bytes being what
+ * buffer.max_bytes limits).
  *
  * Keeps B9:
- *  - Bytes in use are the database's pages less its free pages: what buffer.max_bytes limits.
  *  - Free pages that no write has reused for buffer.return_free_after (1 min) are returned to the file system by
  *    `PRAGMA incremental_vacuum` (the file is in auto_vacuum=INCREMENTAL mode: src/store/file/database.ts),
  *    a maintenance slice at a time (B7), down to buffer.keep_free. Pages that the next samples will
