@@ -32,29 +32,39 @@ function readGauge(config: Omit<GaugeConfiguration<string>, 'collect' | 'labelNa
   });
 }
 
-/** A labelled gauge read when scraped: every label set and its value at once. */
-export type ReadLabelledGauge = Gauge & { readFrom(read: () => ReadonlyArray<{ labels: Record<string, string>; value: number }>): () => void };
+/** One sample of a labelled gauge read at scrape time. */
+export interface LabelledValue {
+  labels: Record<string, string>;
+  value: number;
+}
 
-function readLabelledGauge(config: Omit<GaugeConfiguration<string>, 'collect'>): ReadLabelledGauge {
-  const reader: { read: (() => ReadonlyArray<{ labels: Record<string, string>; value: number }>) | null } = { read: null };
+/**
+ * A labelled gauge read when scraped, from one reader per key (a source's name): a source built
+ * again by a reload replaces its reader, and its values are read afresh at every scrape, so a
+ * source that is gone leaves no series behind.
+ */
+export type KeyedReadGauge = Gauge & { readFrom(key: string, read: () => readonly LabelledValue[]): () => void };
+
+function keyedReadGauge(config: Omit<GaugeConfiguration<string>, 'collect'>): KeyedReadGauge {
+  const readers = new Map<string, () => readonly LabelledValue[]>();
   const gauge = new Gauge({
     ...config,
     collect() {
-      if (!reader.read) return;
-      try {
-        const values = reader.read();
-        this.reset();
-        for (const v of values) this.set(v.labels, v.value);
-      } catch {
-        /* keep the last values */
+      this.reset();
+      for (const read of readers.values()) {
+        try {
+          for (const v of read()) this.set(v.labels, v.value);
+        } catch {
+          /* a reader that fails (a source closing) leaves its series out of this scrape */
+        }
       }
     },
   });
   return Object.assign(gauge, {
-    readFrom(read: () => ReadonlyArray<{ labels: Record<string, string>; value: number }>): () => void {
-      reader.read = read;
+    readFrom(key: string, read: () => readonly LabelledValue[]): () => void {
+      readers.set(key, read);
       return () => {
-        if (reader.read === read) reader.read = null;
+        if (readers.get(key) === read) readers.delete(key);
       };
     },
   });
@@ -82,6 +92,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
     sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
     sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceVariables: keyedReadGauge({ name: 'gateway_source_variables', help: 'Variables of a source by quality (good; uncertain, bad: the device says so, from an OPC UA StatusCode, a Modbus exception, a Sparkplug Quality property; stale: no reading for 3 periods of a polled variable, a Sparkplug NDEATH/DDEATH or a last will, or the source or its device is down; none: no value yet)', labelNames: ['source', 'kind', 'quality'], registers: r }),
     sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
 
     // --- OPC UA specific ---
@@ -109,8 +120,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
 
     // --- the gateway's SQLite file: space per owner (src/store/README.md) ---
-    storeBytes: readLabelledGauge({ name: 'gateway_store_bytes', help: 'Bytes in use in the gateway\'s SQLite file, by owner (samples: the sample buffer, with what the file shares; annotations, alarms, gaps, set_aside, trend: the side tables, each with its own bound). They add up to the pages in use of the whole file', labelNames: ['owner'], registers: r }),
-    storeMaxBytes: readLabelledGauge({ name: 'gateway_store_max_bytes', help: 'Bound of each owner\'s space (samples: buffer.max_bytes; the others: store.<owner>_max_bytes; -1: none)', labelNames: ['owner'], registers: r }),
+    storeBytes: keyedReadGauge({ name: 'gateway_store_bytes', help: 'Bytes in use in the gateway\'s SQLite file, by owner (samples: the sample buffer, with what the file shares; annotations, alarms, gaps, set_aside, trend: the side tables, each with its own bound). They add up to the pages in use of the whole file', labelNames: ['owner'], registers: r }),
+    storeMaxBytes: keyedReadGauge({ name: 'gateway_store_max_bytes', help: 'Bound of each owner\'s space (samples: buffer.max_bytes; the others: store.<owner>_max_bytes; -1: none)', labelNames: ['owner'], registers: r }),
     storeRefusedWrites: new Counter({ name: 'gateway_store_refused_total', help: 'New entries an owner refused because its space was full after its full policy made what room it may (annotations: HTTP 507 or an MQTT trigger message counted as store_full; alarms: a new activation; gaps: a new gap)', labelNames: ['owner'], registers: r }),
     storeRemovedRows: new Counter({ name: 'gateway_store_removed_rows_total', help: 'Rows an owner\'s full policy deleted to stay within its bound (annotations: delivered or refused entries; alarms: ended conditions, links, flags; gaps: closed gaps; set_aside: the oldest set-aside samples; trend: the oldest trend rows)', labelNames: ['owner'], registers: r }),
     storeDiskFull: new Gauge({ name: 'gateway_store_disk_full', help: '1 while the disk holding the buffer is full (the reserve store.disk_reserve is given back, new samples are refused, the backlog is delivered), else 0', registers: r }),

@@ -140,9 +140,9 @@ export class GapWatcher {
         if (isUp(d.state)) {
           this.deviceWasUp.set(key, true);
           if (this.o.ledger.closeOpen(src.name, scope, now, now)) this.o.onClosed?.();
-        } else if (d.state === 'offline' || (d.state === 'connecting' && this.deviceWasUp.get(key))) {
+        } else if (d.state === 'offline' || d.state === 'disconnected' || (d.state === 'connecting' && this.deviceWasUp.get(key))) {
           // offline: the device stopped answering (it was reached, or it would be 'connecting');
-          // connecting: its connection is down, a gap only once it had delivered.
+          // disconnected (connecting): its connection is down, a gap only once it had delivered.
           if (this.o.ledger.openGap(src.name, scope)) continue;
           // The device's last problem is when it stopped answering (to the poll cycle, not the second).
           const from = d.last_problem && d.last_problem.at <= now ? d.last_problem.at : now;

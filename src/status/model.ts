@@ -1,5 +1,6 @@
 import type { GapView } from '../buffer/gaps.js';
 import type { BufferStats } from '../buffer/sample-buffer.js';
+import { QUALITIES, emptyCounts, type QualitySummary } from '../core/quality.js';
 import type { StoreStatus } from '../store/store.js';
 import type { SourceStatus } from '../core/source.js';
 import type { BackfillStats } from '../uplink/backfill.js';
@@ -20,6 +21,8 @@ import type { UplinkCondition, UplinkHealth } from '../uplink/uplink-health.js';
 export interface GatewayStatus {
   gateway: { name: string; version: string; started_at: string; uptime_s: number; pid: number; memory: { rss_bytes: number; heap_used_bytes: number; external_bytes: number } };
   sources: SourceStatus[];
+  /** Every source's variables by quality together (core/quality.ts; each source's own are in `sources[].variables`). */
+  variables: QualitySummary;
   buffer: {
     samples: number;
     available: number;
@@ -233,6 +236,17 @@ export function outlookOf(r: { backlog: number; ingestRate: number; sync: { rate
   });
 }
 
+/** The sources' variable counts added up. */
+export function variableTotals(sources: readonly Pick<SourceStatus, 'variables'>[]): QualitySummary {
+  const out: QualitySummary = { ...emptyCounts(), total: 0 };
+  for (const s of sources) {
+    if (!s.variables) continue;
+    out.total += s.variables.total;
+    for (const q of QUALITIES) out[q] += s.variables[q];
+  }
+  return out;
+}
+
 /** The gateway's status from its readings. Pure: same readings, same status. */
 export function gatewayStatus(r: StatusReadings): GatewayStatus {
   const { buffer: b, sync: s, health: h, now } = r;
@@ -248,6 +262,7 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       memory: r.gateway.memory,
     },
     sources: [...r.sources],
+    variables: variableTotals(r.sources),
     source_rates: r.sourceRates,
     buffer: {
       samples: b.rows,

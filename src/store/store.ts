@@ -66,8 +66,8 @@ export class Store {
     for (const s of o.schemas) this.owners.set(s.owner, new StoreOwner(s.owner, db, this.writes, this.space));
     for (const [owner, bytes] of Object.entries(o.limits ?? {})) if (this.owners.has(owner)) this.space.setMaxBytes(owner, bytes);
     if (metrics) {
-      this.unbind.push(metrics.storeBytes.readFrom(() => this.space.status().map((s) => ({ labels: { owner: s.owner }, value: s.bytes }))));
-      this.unbind.push(metrics.storeMaxBytes.readFrom(() => this.space.status().map((s) => ({ labels: { owner: s.owner }, value: s.max_bytes ?? -1 }))));
+      this.unbind.push(metrics.storeBytes.readFrom('store', () => this.space.status().map((s) => ({ labels: { owner: s.owner }, value: s.bytes }))));
+      this.unbind.push(metrics.storeMaxBytes.readFrom('store', () => this.space.status().map((s) => ({ labels: { owner: s.owner }, value: s.max_bytes ?? -1 }))));
       metrics.storeDiskFull.set(this.diskFull ? 1 : 0);
     }
   }

@@ -149,6 +149,7 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     configPath: o.configPath,
     ring,
     refusals,
+    quality: () => sources.qualityTables(),
     buffer: consoleBufferReads(store.buffer),
     client: uplink.client,
     clock,
