@@ -16,12 +16,13 @@ import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const N = envNumber('BENCH_SAMPLES', 3_000_000, 20_000);
 /** Distinct variables (BENCH_VARIABLES=100000: a whole plant, one sample each per second). */
@@ -40,8 +41,8 @@ function samples(from: number, n: number) {
 
 async function gatewayBuffer(dir: string, n: number): Promise<number> {
   const logger = silentLogger();
-  const { db } = openBufferDatabase(join(dir, 'gw.db'), { synchronous: 'full', logger, integrityCheck: false });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'gw.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
   const batches = Array.from({ length: Math.ceil(n / BATCH) }, (_, b) => samples(b * BATCH, Math.min(BATCH, n - b * BATCH)));
   const t0 = performance.now();
   // Sources append without waiting for each other; a commit covers everything that arrived.

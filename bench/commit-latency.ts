@@ -24,12 +24,13 @@ import BetterSqlite3 from 'better-sqlite3';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { loadBaseline, loadCurrent, stallMeter, type BufferModule } from './baseline-buffer.js';
 import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
+import { GATEWAY_SCHEMAS } from '../src/runtime/store-schemas.js';
 
 const BACKLOG = envNumber('BENCH_BACKLOG', 20_000_000, 50_000);
 const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
@@ -40,7 +41,7 @@ const T0 = Date.parse('2026-11-01T00:00:00Z');
 
 /** A file holding `n` unsealed rows of the plant corpus, written with plain SQL. */
 function backlogFile(path: string, n: number): void {
-  openBufferDatabase(path, { synchronous: 'normal', logger: silentLogger(), integrityCheck: false, pageSize: PAGE_SIZE }).db.close();
+  openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'normal', logger: silentLogger(), integrityCheck: false, pageSize: PAGE_SIZE }).db.close();
   const db = new BetterSqlite3(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = OFF');

@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const NODES = envNumber('HIST_BENCH_NODES', 500, 20);
 const GAP_S = envNumber('HIST_BENCH_GAP_S', 3_600, 600);
@@ -110,7 +111,7 @@ async function runBare(p: Payload): Promise<Result> {
 
 async function runGateway(p: Payload): Promise<Result> {
   const [{ openBufferDatabase }, { SampleBuffer }, { GapLedger }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/file/database.js'),
+    import('../src/store/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/buffer/gaps.js'),
     import('../src/core/clock.js'),
@@ -123,8 +124,8 @@ async function runGateway(p: Payload): Promise<Result> {
   const dir = mkdtempSync(join(tmpdir(), 'opcua-bench-hist-gw-'));
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
   const variables = p.nodeIds.map((_, i) => `mvr_hist_${i + 1}`);
   // The gateway's last run committed every variable up to the start of the gap.
   await buffer.append(variables.map((variable) => ({ variable, ts: p.fromMs, value: 0 })));
@@ -161,7 +162,7 @@ async function runGateway(p: Payload): Promise<Result> {
     nodes: p.nodeIds.map((node_id, i) => ({ node_id, variable: variables[i] })),
   });
   const stats = new SourceStats('bench', 'opcua', metrics, systemClock);
-  const source = new OpcuaSource(cfg, { sink, logger, stats, metrics, clock: systemClock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps: new GapLedger(db, metrics) } }, { path: 'opcua.servers[0]' });
+  const source = new OpcuaSource(cfg, { sink, logger, stats, metrics, clock: systemClock, dataDir: dir, history: { lastCommitted: buffer.lastCommitted, gaps: new GapLedger(gatewayStore(db).owner('gaps'), metrics) } }, { path: 'opcua.servers[0]' });
   let peakRss = process.memoryUsage().rss;
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 250);
   const historyStatus = () => source.status().detail?.history as { values_total: number; last_run: { outcome: string } | null } | undefined;

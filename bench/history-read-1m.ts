@@ -29,6 +29,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { envNumber, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const VALUES = envNumber('HIST1M_VALUES', 1_000_000, 20_000);
 /**
@@ -114,7 +115,7 @@ async function runBare(p: Payload): Promise<Result> {
 
 async function runGateway(p: Payload, maxMessageSize: string | undefined): Promise<Result> {
   const [{ openBufferDatabase }, { SampleBuffer }, { GapLedger }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/file/database.js'),
+    import('../src/store/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/buffer/gaps.js'),
     import('../src/core/clock.js'),
@@ -127,9 +128,9 @@ async function runGateway(p: Payload, maxMessageSize: string | undefined): Promi
   const dir = mkdtempSync(join(tmpdir(), 'opcua-bench-hist1m-gw-'));
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
-  const gaps = new GapLedger(db, metrics);
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const gaps = new GapLedger(gatewayStore(db).owner('gaps'), metrics);
   const variable = 'mvr_huge';
   // The gateway's last run committed the variable a minute ago, and recorded the gap since.
   const from = Date.now() - GAP_MS;

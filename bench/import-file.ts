@@ -17,7 +17,7 @@ import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
@@ -25,6 +25,7 @@ import { createMetrics } from '../src/core/metrics.js';
 import { buildImportFile } from '../src/uplink/import-file.js';
 import type { BufferedRow } from '../src/buffer/sample-buffer.js';
 import { envNumber, mb, NOISY_MACHINE_NOTE, rssOf, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const FILE_BYTES = envNumber('BENCH_FILE_BYTES', 128_000_000, 2_000_000);
 /** The warm-up builds a file of this size, at most the measured one. */
@@ -54,8 +55,8 @@ smokeBanner(`BENCH_FILE_BYTES ${FILE_BYTES.toLocaleString('en-US')}`);
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-file-'));
 try {
   const logger = silentLogger();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'normal', logger, integrityCheck: false });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'normal', logger, integrityCheck: false });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
   // About 1.45 M items fit in 128 MB; fill a little more so the byte limit is what stops the build.
   const rowsNeeded = Math.ceil(FILE_BYTES / 85);
   for (let i = 0; i < rowsNeeded; i += 50_000) {

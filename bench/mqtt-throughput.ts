@@ -45,7 +45,7 @@ import { cpus, loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
@@ -55,6 +55,7 @@ import type { SourceContext } from '../src/sources/context.js';
 import { mqttSectionSchema } from '../src/sources/mqtt/config.js';
 import { createMqttSources } from '../src/sources/mqtt/index.js';
 import { envNumber, smokeBanner, table } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const MESSAGES = envNumber('MQTT_BENCH_MESSAGES', 200_000, 2_000);
@@ -247,8 +248,8 @@ async function gateway(url: string, clientId: string, topic: string, c: Case, n:
   const dir = mkdtempSync(join(tmpdir(), 'mqtt-bench-buffer-'));
   const metrics = createMetrics();
   const logger = silentLogger();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: COMMIT_MS, maxBytes: 10_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: COMMIT_MS, maxBytes: 10_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
   const section = mqttSectionSchema.parse({ connections: [{ name: 'bench', url, client_id: clientId, clean: false, max_pending_messages: PENDING, subscriptions: [{ topic, ...c.subscription }] }] });
   const ctx: SourceContext = { sink: buffer, logger, stats: new SourceStats('bench', 'mqtt', metrics, systemClock), metrics, clock: systemClock, dataDir: dir };
   const [source] = createMqttSources(section, () => ctx);

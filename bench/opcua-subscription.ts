@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { envNumber, smokeBanner, table } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const ITEMS = envNumber('OPCUA_BENCH_ITEMS', 5_000, 100);
 const SECONDS = envNumber('OPCUA_BENCH_SECONDS', 60, 2);
@@ -91,7 +92,7 @@ async function runBare(endpointUrl: string, nodeIds: string[]): Promise<PhaseRes
 
 async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<PhaseResult> {
   const [{ openBufferDatabase }, { SampleBuffer }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/file/database.js'),
+    import('../src/store/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/core/clock.js'),
     import('../src/core/logger.js'),
@@ -103,8 +104,8 @@ async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<Phase
   const dir = mkdtempSync(join(tmpdir(), 'opcua-bench-gw-'));
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
   const cfg = opcuaServerSchema.parse({
     name: 'bench',
     endpoint: endpointUrl,

@@ -26,7 +26,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { TREND_GRACE_MS } from '../src/buffer/trend.js';
 import { TrendKeeper } from '../src/console/trend-keeper.js';
@@ -36,6 +36,7 @@ import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { envList, envNumber, mb, median, NOISY_MACHINE_NOTE, smokeBanner, table } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const VARIABLES = envList('BENCH_VARIABLES', '5000,100000', '200').map(Number);
 // Smoke: three 10 s buckets taken.
@@ -56,8 +57,8 @@ async function run(n: number): Promise<Record<string, string | number>> {
   let now = T0;
   const clock: Clock = { now: () => now, monotonic: () => performance.now() };
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger: silentLogger() });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 2_000_000_000, whenFull: 'drop_oldest', logger: silentLogger(), metrics, clock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 2_000_000_000, whenFull: 'drop_oldest', logger: silentLogger(), metrics, clock });
   try {
     const corpus = new PlantCorpus(T0, n / 1_000);
     const names = corpus.variables.map((v) => v.name);

@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
@@ -9,7 +8,7 @@ import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
 import { BacklogHistory } from './backlog-history.js';
 import { registerBuildRoutes } from './build-routes.js';
-import { consoleBufferReads } from './buffer-reads.js';
+import type { ConsoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { registerConfigRoutes } from './config-routes.js';
 import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
@@ -32,7 +31,8 @@ export interface ConsoleDeps {
   refusals: RefusalLog;
   /** The running sources' quality tables (core/quality.ts); absent: no quality shown (a console without sources). */
   quality?: QualityTables;
-  buffer: SampleBuffer;
+  /** What the console reads of the buffer (buffer-reads.ts), nothing more. */
+  buffer: ConsoleBufferReads;
   client: TrackingClient;
   /** The gateway's clock: wall time for what the pages show, monotonic time for ages. */
   clock: Clock;
@@ -73,7 +73,7 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   const boot = `${process.pid}-${clock.now()}`;
   const quality: QualityTables = deps.quality ?? (() => new Map());
   const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot, clock, quality);
-  const buffer = consoleBufferReads(deps.buffer);
+  const buffer = deps.buffer;
   const backlog = new BacklogHistory(() => buffer.queue().rows, clock);
   // The organisation's catalog: machine names of the variables, the build page's mapping (catalog.ts).
   const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service, clock });
