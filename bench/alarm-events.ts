@@ -25,7 +25,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, ratioText, smokeBanner, table, verdict } from './lib.js';
 
 const RATE = envNumber('ALARM_BENCH_RATE', 1_000, 100);
 const SECONDS = envNumber('ALARM_BENCH_SECONDS', 60, 2);
@@ -221,7 +221,7 @@ async function main(): Promise<void> {
     ),
   );
   console.log(`\nstored annotations: ${gw.annotations?.toLocaleString('en-US')}; activations in the outbox exactly (id, started_at, ended_at): ${gw.exact?.toLocaleString('en-US')} of ${raised.activations.toLocaleString('en-US')}`);
-  console.log(`ratio gateway/bare: throughput ${(gw.events / gw.seconds / (bare.events / bare.seconds)).toFixed(3)}, CPU per event ${(gw.cpuUsPerEvent / bare.cpuUsPerEvent).toFixed(2)}x, RSS ${(gw.peakRssMb / bare.peakRssMb).toFixed(2)}x`);
+  console.log(`ratio gateway/bare: throughput ${ratioText(gw.events / gw.seconds, bare.events / bare.seconds, 3)}, CPU per event ${ratioText(gw.cpuUsPerEvent, bare.cpuUsPerEvent)}x, RSS ${ratioText(gw.peakRssMb, bare.peakRssMb)}x`);
   console.log(verdict(gw.exact === raised.activations, "nothing lost: every activation is one range annotation with the server's times"));
 }
 

@@ -52,6 +52,12 @@ export function requirePeer(available: boolean, what: string): void {
   process.exit(PEER_MISSING_EXIT);
 }
 
+/** a / b as text; a baseline too small to divide by (an idle side at a smoke size) says so instead of "Infinity". */
+export function ratioText(a: number, b: number, digits = 2): string {
+  if (!Number.isFinite(a) || !Number.isFinite(b) || b <= 0) return 'n/a (baseline ~0)';
+  return (a / b).toFixed(digits);
+}
+
 export function table(rows: Array<Record<string, string | number>>): string {
   const cols = Object.keys(rows[0] ?? {});
   const cell = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 })) : v);

@@ -20,7 +20,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { envNumber, smokeBanner, table } from './lib.js';
+import { envNumber, ratioText, smokeBanner, table } from './lib.js';
 import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const ITEMS = envNumber('OPCUA_BENCH_ITEMS', 5_000, 100);
@@ -169,7 +169,7 @@ async function main(): Promise<void> {
     const [bare, gw] = results;
     console.log(`\n${table([bare, gw].map((r) => ({ side: r.side, monitored: r.monitored, 'values/s': Math.round(r.perSecond), 'CPU %': Number(r.cpuPercent.toFixed(1)), 'peak RSS MB': Math.round(r.peakRssMb) })))}`);
     console.log(`\nexpected values/s: ${ITEMS.toLocaleString('en-US')} (every item changes once per second)`);
-    console.log(`ratio gateway/bare: throughput ${(gw.perSecond / bare.perSecond).toFixed(3)}, CPU ${(gw.cpuPercent / bare.cpuPercent).toFixed(2)}x, RSS ${(gw.peakRssMb / bare.peakRssMb).toFixed(2)}x`);
+    console.log(`ratio gateway/bare: throughput ${ratioText(gw.perSecond, bare.perSecond, 3)}, CPU ${ratioText(gw.cpuPercent, bare.cpuPercent)}x, RSS ${ratioText(gw.peakRssMb, bare.peakRssMb)}x`);
     console.log('(gateway = decode + bounded queue + durable SQLite group commit; bare = node-opcua only, values dropped)');
   } finally {
     server.send('stop');

@@ -82,7 +82,7 @@ import { loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BulkStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, requirePeer, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, ratioText, requirePeer, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const PROTOCOLS = envList('BENCH_PROTOCOLS', 'opcua,mqtt,sparkplug,modbus');
@@ -1117,7 +1117,7 @@ async function main(): Promise<void> {
         const pub = (m: Measured) => (m.published === null ? '' : `, sent ${Math.round(m.published)}`);
         rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'bare client', 'CPU cores': bare.cores.toFixed(3), 'source CPU': bare.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(bare.peakRss)} / ${mb(bare.steadyRss)}`, 'rate /s (of expected)': `${Math.round(bare.rate)} (${pct(bare.rate)}${pub(bare)})`, 'set-up s': bare.setupS === null ? '-' : bare.setupS.toFixed(1), 'fresh p50/p99 s': '-', 'backlog max': '-', 'pending max': '-', 'oldest unsent s': '-', 'loop p99/max ms': '-', load: loadBare });
         rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': g.loopScrapes > 0 ? `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}` : 'not measured (window < 5 s)', load: loadGw });
-        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': (g.cores / bare.cores).toFixed(2), 'source CPU': '', 'RSS peak/steady MB': `${(g.peakRss / bare.peakRss).toFixed(2)} / ${(g.steadyRss / bare.steadyRss).toFixed(2)}`, 'rate /s (of expected)': (g.rate / bare.rate).toFixed(3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
+        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': ratioText(g.cores, bare.cores), 'source CPU': '', 'RSS peak/steady MB': `${ratioText(g.peakRss, bare.peakRss)} / ${ratioText(g.steadyRss, bare.steadyRss)}`, 'rate /s (of expected)': ratioText(g.rate, bare.rate, 3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
         process.stdout.write(`${table(rows.slice(-3))}\n\n`);
         if (g.kill) {
           kills.push(killRow(`${p} ${n.toLocaleString('en-US')}`, g.kill));
