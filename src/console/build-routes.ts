@@ -1,18 +1,17 @@
 import { join } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import { z } from 'zod';
-import { lineDiff } from '../config/text-diff.js';
 import { machineVariableId, sourceName } from '../sources/common-schema.js';
 import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
 import { planSection } from '../sources/modbus/plan.js';
 import { deviceUrl, parseDeviceUrl } from '../sources/modbus/probe-cli.js';
 import type { ConfiguredModbusDevice, MergeResponse, ModbusDevicesResponse, SnippetResponse } from './api/build.js';
 import { browseOpcua, browseSchema, parseBody, probeModbus, probeSchema, renderOpcuaSnippet, snippetSchema } from './build-tools.js';
-import { ConfigMerge, MergeError, type ModbusDeviceAddition, type MergeResult } from './config-merge.js';
+import { MergeError, type ModbusDeviceAddition } from './config-merge.js';
+import type { ConsoleTextWorker } from './text-worker.js';
 
 export interface BuildRouteDeps {
   clock: Clock;
@@ -20,6 +19,7 @@ export interface BuildRouteDeps {
   dataDir: string;
   /** The running configuration: the probe offers its Modbus devices. */
   config: () => GatewayConfig;
+  texts: ConsoleTextWorker;
 }
 
 /** One task at a time: a second one while the first runs is refused (409), never queued. */
@@ -59,18 +59,15 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
 
   http.route('POST', '/console/api/config/merge', async (ctx) => {
     const input = parseBody(mergeSchema, await ctx.json());
-    let r: MergeResult;
     try {
-      // Parsed and read back in slices (the text may be large): the gateway's other work runs between them.
-      const merge = await ConfigMerge.open(input.yaml, pause);
-      const step = input.opcua ? merge.opcua(input.opcua.server, input.opcua.nodes) : merge.modbus(deviceAddition(input.modbus!.device), input.modbus!.registers);
-      r = { ...step, yaml: await merge.resultSliced(pause) };
+      // On the console's text worker (the text may be MB): the gateway's event loop is not held.
+      const request = { yaml: input.yaml, opcua: input.opcua, modbus: input.modbus ? { device: deviceAddition(input.modbus.device), registers: input.modbus.registers } : undefined };
+      const json: MergeResponse = await deps.texts.run({ job: 'merge', request });
+      return { json };
     } catch (err) {
       if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, 'yaml');
       throw err;
     }
-    const json: MergeResponse = { ...r, diff: r.yaml === input.yaml ? '' : lineDiff(input.yaml, r.yaml) };
-    return { json };
   }, { name: 'console config merge' });
 
   // The probe's list of configured devices: the running configuration's, as the source plans them.
@@ -94,9 +91,6 @@ export function registerBuildRoutes(http: LocalHttpServer, deps: BuildRouteDeps)
 }
 
 const comment = z.string().max(200).optional();
-
-/** Yields to the event loop between the slices of a merge. */
-const pause = (): Promise<void> => nextTurn().then(() => undefined);
 
 /** The merge's device: as given, or from the probe's device URL (rtu: with its serial settings). */
 function deviceAddition(d: z.output<typeof mergeDevice>): ModbusDeviceAddition {

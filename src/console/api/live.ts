@@ -9,6 +9,9 @@ import type { RefusalRecord } from '../refusal-log.js';
 
 export type { GatewayStatus, RefusalRecord };
 
+/** Refusals the gateway keeps for the console, the newest (console/refusal-log.ts). */
+export const REFUSALS_KEPT = 200;
+
 /** One point of the backlog chart: [epoch ms, samples waiting]. */
 export type BacklogPoint = [at: number, rows: number];
 

@@ -1,16 +1,11 @@
 import { h, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { GatewayStatus, OverviewResponse, RefusalRecord } from '../api/live.js';
+import { refusalProblems, type Problem } from './refusals.js';
 import { fmtAge, fmtAgo, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
 import { api, messageOf, STATE_CLASS } from './lib.js';
 import { useStore } from './store.js';
 import { Chart } from './charts.js';
-
-interface Problem {
-  level: 'bad' | 'warn';
-  text: string;
-  href?: string;
-}
 
 /** Problems first, in plain words: what an engineer has to act on, worst first. */
 export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] | undefined): Problem[] {
@@ -33,9 +28,7 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   const d = st.delivery;
   if (d && d.above_sync_capacity) out.push({ level: d.import_jobs === 'keeping_up' ? 'warn' : 'bad', text: capacityText(d) });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
-  const reasons: Record<string, number> = {};
-  for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
-  for (const [reason, n] of Object.entries(reasons)) out.push({ level: 'warn', text: `Recent values refused: ${reason.replace(/_/g, ' ')} (${n} of the last refusals).`, href: '#/variables' });
+  out.push(...refusalProblems(refusals ?? [], Date.now()));
   if (st.config.last_reload?.outcome === 'refused') out.push({ level: 'warn', text: `The last configuration change was refused: ${(st.config.last_reload.problems ?? []).join('; ')}` });
   return out;
 }

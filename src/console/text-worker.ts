@@ -1,0 +1,129 @@
+import { randomBytes } from 'node:crypto';
+import type { Worker } from 'node:worker_threads';
+import { SHARE_ENV } from 'node:worker_threads';
+import { ConfigError } from '../core/errors.js';
+import { siblingModule, startModuleWorker } from '../core/module-worker.js';
+import { HttpError } from '../http/server.js';
+import { MergeError } from './config-merge.js';
+import type { JobFailure, JobResults, TextJob } from './text-jobs.js';
+
+export interface TextWorkerData {
+  /** The key of the secrets' placeholders (config-edit.ts), the same for every worker of this gateway. */
+  placeholderKey: Uint8Array;
+}
+
+export type TextWorkerReply = { id: number; ok: true; result: JobResults[keyof JobResults] } | { id: number; ok: false; failure: JobFailure };
+
+/** Jobs waiting or running at once; more are refused with 429 (each may take a few seconds). */
+export const MAX_QUEUED_JOBS = 4;
+/** Longest a job may run; the worker is then ended and the request refused (503). */
+export const JOB_TIMEOUT_MS = 60_000;
+/** Heap the worker may use (a 5 MB text read into a document takes a few hundred MB). */
+export const WORKER_HEAP_MB = 1_024;
+/** An idle worker is ended after this long (its modules and heap are the gateway's memory too). */
+const IDLE_MS = 30_000;
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The console's work on configuration texts and CSV files (text-jobs.ts) on a worker thread: a
+ * text of several MB read into a document, checked, merged or compared takes seconds that must not
+ * be the gateway's event loop's (PLCs, the broker, /healthz and the operator page share it). The
+ * worker starts with the first job, runs one job at a time, and ends after IDLE_MS without work;
+ * a job that runs past JOB_TIMEOUT_MS or a worker that dies (out of memory) refuses its request
+ * with a message that names the limit, and the next job starts a new worker.
+ */
+export class ConsoleTextWorker {
+  private worker: Worker | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private idle: NodeJS.Timeout | null = null;
+  private closed = false;
+  private readonly placeholderKey = randomBytes(32);
+
+  constructor(private readonly start: (data: TextWorkerData) => Worker = defaultStart) {}
+
+  /** Runs a job on the worker; its refusal comes back as MergeError, ConfigError or HttpError. */
+  run<K extends TextJob['job']>(job: Extract<TextJob, { job: K }>): Promise<JobResults[K]> {
+    if (this.closed) return Promise.reject(new HttpError(503, 'stopping', 'the gateway is stopping'));
+    if (this.pending.size >= MAX_QUEUED_JOBS) return Promise.reject(new HttpError(429, 'busy', `the gateway is working on ${this.pending.size} other configuration texts; try again in a moment`));
+    const worker = this.worker ?? this.startWorker();
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
+    const id = this.nextId++;
+    return new Promise<JobResults[K]>((resolve, reject) => {
+      const timer = setTimeout(() => this.fail(new HttpError(503, 'too_long', `the gateway stopped working on this text after ${JOB_TIMEOUT_MS / 1000} s; a configuration or CSV file this large is checked on the gateway (edge-gateway check --config FILE)`)), JOB_TIMEOUT_MS);
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      worker.postMessage({ id, job });
+    });
+  }
+
+  /** Ends the worker; jobs under way are refused. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.fail(new HttpError(503, 'stopping', 'the gateway is stopping'));
+  }
+
+  private startWorker(): Worker {
+    const w = this.start({ placeholderKey: this.placeholderKey });
+    w.on('message', (m: TextWorkerReply) => this.answer(m));
+    w.on('error', (err) => {
+      if (this.worker !== w) return;
+      const oom = (err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
+      this.fail(oom ? new HttpError(413, 'too_large', `reading this text needs more than the ${WORKER_HEAP_MB} MB the console's text worker may use; check a file this large on the gateway with edge-gateway check --config FILE`) : new HttpError(500, 'worker_failed', `the console's text worker failed: ${err.message}`));
+    });
+    w.on('exit', () => {
+      if (this.worker === w) this.fail(new HttpError(500, 'worker_failed', "the console's text worker ended"));
+    });
+    w.unref();
+    this.worker = w;
+    return w;
+  }
+
+  private answer(m: TextWorkerReply): void {
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    clearTimeout(p.timer);
+    if (m.ok) p.resolve(m.result);
+    else p.reject(errorOf(m.failure));
+    if (this.pending.size === 0 && this.worker) {
+      const w = this.worker;
+      this.idle = setTimeout(() => {
+        if (this.worker === w && this.pending.size === 0) {
+          this.worker = null;
+          void w.terminate();
+        }
+      }, IDLE_MS);
+      this.idle.unref();
+    }
+  }
+
+  /** Refuses every job under way with `err` and ends the worker (the next job starts a new one). */
+  private fail(err: Error): void {
+    const w = this.worker;
+    this.worker = null;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(err);
+      this.pending.delete(id);
+    }
+    if (w) void w.terminate();
+  }
+}
+
+function errorOf(f: JobFailure): Error {
+  if (f.kind === 'merge') return new MergeError(f.message);
+  if (f.kind === 'config') return new ConfigError(f.problems);
+  return new HttpError(500, 'worker_failed', f.message);
+}
+
+function defaultStart(data: TextWorkerData): Worker {
+  return startModuleWorker(siblingModule(import.meta.url, 'text-worker-thread'), { workerData: data, env: SHARE_ENV, resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MB } });
+}

@@ -1,0 +1,120 @@
+import { h, Fragment } from 'preact';
+import type { ImportCsvResponse } from '../api/build.js';
+import { Diff } from './build-diff.js';
+
+/** What the last CSV import did, shown above the editor until the text is edited again. */
+export type Imported = ImportCsvResponse & { file: string };
+
+/**
+ * The result of a CSV import: counts, where the rows went, the changes to mappings the text already
+ * has (listed until confirmed: `onMakeChanges` imports again with them made), the rows whose
+ * variable the organisation's catalog does not list, every row left out with its field and value,
+ * and the diff.
+ */
+export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges: () => void }) {
+  const bad = r.problems.length + r.more_problems;
+  const pending = r.changes.filter((c) => !c.applied);
+  return (
+    <div class="preview" data-testid="import-report">
+      <h3 data-testid="import-summary">
+        {r.file}: {r.rows} row{r.rows === 1 ? '' : 's'}, {r.added} added, {r.updated} changed, {r.unchanged} already in the configuration, {bad} left out: not written yet; Apply shows the changes to the file
+      </h3>
+      {r.targets.length ? (
+        <p class="small">
+          {r.targets.map((t, i) => (
+            <span>
+              {i ? '; ' : ''}
+              {t.added} to <span class="mono">{t.target}</span> ({t.source}
+              {t.created ? ', new' : ''})
+            </span>
+          ))}
+        </p>
+      ) : (
+        ''
+      )}
+      {r.changes.length ? (
+        <>
+          <p class={pending.length ? 'hint warn small' : 'small'} data-testid="import-changes-note">
+            {pending.length
+              ? `${pending.length + r.more_changes} row${pending.length + r.more_changes === 1 ? '' : 's'} would change a mapping the text already has; they are not in the text until you make them:`
+              : `${r.updated} mapping${r.updated === 1 ? '' : 's'} changed in the text:`}
+          </p>
+          <ul class="problems" data-testid="import-changes">
+            {r.changes.map((c) => (
+              <li class={c.applied ? '' : 'warn'}>
+                <span class="dot"></span>
+                <span>
+                  <b>row {c.row}</b> · <span class="mono">{c.variable}</span> ({c.setting}): <span class="mono">{c.before}</span> → <span class="mono">{c.after}</span>
+                </span>
+              </li>
+            ))}
+          </ul>
+          {pending.length ? (
+            <button class="primary" onClick={onMakeChanges} data-testid="import-make-changes">
+              Make {pending.length === 1 ? 'this change' : `these ${pending.length} changes`}
+            </button>
+          ) : (
+            ''
+          )}
+        </>
+      ) : (
+        ''
+      )}
+      {r.not_in_catalog === null ? (
+        <p class="muted small" data-testid="import-catalog">The variables were not checked against the organisation's catalog (it has not been read).</p>
+      ) : r.not_in_catalog.length ? (
+        <ul class="problems" data-testid="import-catalog">
+          {r.not_in_catalog.map((n) => (
+            <li class="warn">
+              <span class="dot"></span>
+              <span>
+                <b>row {n.row}</b> · <span class="mono">{n.variable}</span>: not in the organisation's catalog; the service will refuse its samples (create it there, or fix the id)
+              </span>
+            </li>
+          ))}
+          {r.more_not_in_catalog ? (
+            <li class="warn">
+              <span class="dot"></span>… and {r.more_not_in_catalog} more
+            </li>
+          ) : (
+            ''
+          )}
+        </ul>
+      ) : (
+        ''
+      )}
+      {r.problems.length ? (
+        <ul class="problems" data-testid="import-problems">
+          {r.problems.map((p) => (
+            <li class="warn">
+              <span class="dot"></span>
+              <span>
+                <b>row {p.row}</b>
+                {p.field ? (
+                  <>
+                    {' '}
+                    · <span class="mono">{p.field}</span>
+                    {p.value ? <span class="mono"> "{p.value}"</span> : ''}
+                  </>
+                ) : (
+                  ''
+                )}
+                : {p.message}
+              </span>
+            </li>
+          ))}
+          {r.more_problems ? (
+            <li class="warn">
+              <span class="dot"></span>… and {r.more_problems} more
+            </li>
+          ) : (
+            ''
+          )}
+        </ul>
+      ) : (
+        ''
+      )}
+      {r.diff ? <Diff text={r.diff} /> : ''}
+    </div>
+  );
+}
