@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from '../core/metrics.js';
+import { JsonValueCounter, MAX_JSON_VALUES } from './json-budget.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Secret } from '../config/secrets.js';
@@ -297,11 +298,18 @@ export class LocalHttpServer {
     if (Number.isFinite(declared) && declared > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body of ${declared} bytes is over the limit of ${this.o.maxBodyBytes}`);
     const chunks: Buffer[] = [];
     let size = 0;
+    // Counted as it arrives: a body whose parse alone would hold the event loop is refused, after
+    // the rest of it (within the size limit) is read, so that the client reads the answer.
+    const values = new JsonValueCounter();
+    let tooMany = false;
     for await (const chunk of req) {
       size += (chunk as Buffer).length;
       if (size > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body is over the limit of ${this.o.maxBodyBytes} bytes`);
+      if (tooMany) continue;
+      tooMany = values.feed(chunk as Buffer) > MAX_JSON_VALUES;
       chunks.push(chunk as Buffer);
     }
+    if (tooMany) throw new HttpError(413, 'too_many_values', `the body holds more than ${MAX_JSON_VALUES.toLocaleString('en-US')} JSON values (members and list items), more than any request of the local API needs`);
     const text = Buffer.concat(chunks).toString('utf8');
     if (text.trim() === '') throw new HttpError(400, 'bad_request', 'the body is empty; send a JSON object');
     try {
