@@ -1,9 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import { Document } from 'yaml';
-import { z } from 'zod';
 import type { GatewayConfig } from '../config/schema.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
-import type { ImportCsvResponse, MappingsResponse } from './api/build.js';
-import { parseBody } from './build-tools.js';
 import { MergeError } from './config-merge.js';
 import { mappingsCsvOf } from './mapping-csv.js';
 import type { ConsoleTextWorker } from './text-worker.js';
@@ -46,29 +44,27 @@ export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteD
     return { text: `\uFEFF${csv}`, contentType: 'text/csv; charset=utf-8', headers: { 'content-disposition': 'attachment; filename="mappings.csv"' } };
   }, { name: 'console mappings csv', access: 'confidential' });
 
-  http.route('POST', '/console/api/config/mappings', async (ctx) => {
-    const { yaml } = parseBody(z.strictObject({ yaml: z.string().max(5_000_000) }), await ctx.json());
-    try {
-      const json: MappingsResponse = await deps.texts.run({ job: 'mappings', yaml });
-      return { json };
-    } catch (err) {
-      if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, 'yaml');
-      throw err;
-    }
-  }, { name: 'console config mappings' });
+  // The bodies (the editor's text and a CSV file, up to 5 MB each) are read, checked and worked on
+  // by the console's text worker (text-bodies.ts): the gateway's event loop only passes their bytes on.
+  http.route('POST', '/console/api/config/mappings', async (ctx) => sendJson(ctx.res, await deps.texts.runRequest('mappings', await ctx.jsonBytes())), { name: 'console config mappings' });
 
-  const importSchema = z.strictObject({ yaml: z.string().max(5_000_000), csv: z.string().max(5_000_000), update: z.boolean().optional() });
   http.route('POST', '/console/api/config/import-csv', async (ctx) => {
-    const input = parseBody(importSchema, await ctx.json());
+    const bytes = await ctx.jsonBytes();
     const ids = deps.catalogIds();
-    try {
-      const json: ImportCsvResponse = await deps.texts.run({ job: 'import', yaml: input.yaml, csv: input.csv, update: input.update === true, catalog: ids ? [...ids] : null });
-      return { json };
-    } catch (err) {
-      if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
-      throw err;
-    }
+    sendJson(ctx.res, await deps.texts.runRequest('import', bytes, ids ? [...ids] : null));
   }, { name: 'console config import csv' });
+}
+
+/**
+ * An answer the text worker serialized (api/build.ts MappingsResponse, ImportCsvResponse,
+ * MergeResponse), written as it is, with the headers every answer of the local API carries.
+ */
+export function sendJson(res: ServerResponse, body: Uint8Array): void {
+  res.statusCode = 200;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('x-content-type-options', 'nosniff');
+  res.end(body);
 }
 
 /** The mapping sections of the running configuration as a document (no comments: there is no file). */

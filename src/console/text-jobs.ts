@@ -11,6 +11,8 @@ import { ConfigMerge, fedVariables, MergeError, type ModbusDeviceAddition, type 
 import { digestOf } from './config-history.js';
 import { mappingsCsvOf } from './mapping-csv.js';
 import { importMappingsCsv } from './mapping-import.js';
+import { bodyOf, importSchema, mappingsSchema, mergeJobOf, mergeSchema } from './text-bodies.js';
+import { HttpError } from '../http/server.js';
 
 /**
  * The console's work on configuration texts and CSV files (check, the editor's read and Apply's
@@ -27,7 +29,9 @@ export type TextJob =
   | { job: 'mappings-file'; file: string }
   | { job: 'import'; yaml: string; csv: string; update: boolean; catalog: string[] | null }
   | { job: 'merge'; request: MergeJob }
-  | { job: 'diff'; before: string | null; after: string };
+  | { job: 'diff'; before: string | null; after: string }
+  /** A route's JSON body, read, checked and worked on here (text-bodies.ts); `catalog` for the import. */
+  | { job: 'request'; route: 'mappings' | 'import' | 'merge'; body: Uint8Array; catalog?: string[] | null };
 
 /** "Add to configuration": the editor's text and one selection, its Modbus device resolved (build-routes.ts). */
 export interface MergeJob {
@@ -42,7 +46,7 @@ export type Prepared =
   | { ok: true; text: string; value: unknown; diff: string; confirm: string; changes: SecretChange[]; warnings: string[]; currentDigest: string | null };
 
 /** A job's refusal, carried across the thread as data. */
-export type JobFailure = { kind: 'merge'; message: string } | { kind: 'config'; problems: string[] } | { kind: 'error'; message: string };
+export type JobFailure = { kind: 'merge'; message: string } | { kind: 'config'; problems: string[] } | { kind: 'http'; status: number; code: string; message: string; field?: string } | { kind: 'error'; message: string };
 
 /** The answer of each job. */
 export interface JobResults {
@@ -55,6 +59,7 @@ export interface JobResults {
   import: ImportCsvResponse;
   merge: MergeResponse;
   diff: { diff: string };
+  request: MappingsResponse | ImportCsvResponse | MergeResponse;
 }
 
 /** In the worker, the work needs no turns of its own event loop: nothing else runs there. */
@@ -86,6 +91,21 @@ export async function runTextJob(j: TextJob): Promise<JobResults[keyof JobResult
       return merge(j.request);
     case 'diff':
       return { diff: configDiff(j.before, j.after) };
+    case 'request':
+      return request(j);
+  }
+}
+
+/** A route's body worked on as the route would: a text or CSV that cannot be read is the route's 400, naming the field. */
+async function request(j: Extract<TextJob, { job: 'request' }>): Promise<JobResults['request']> {
+  try {
+    if (j.route === 'mappings') return await mappingsOf(bodyOf(j.body, mappingsSchema).yaml);
+    if (j.route === 'merge') return await merge(mergeJobOf(bodyOf(j.body, mergeSchema)));
+    const input = bodyOf(j.body, importSchema);
+    return (await runTextJob({ job: 'import', yaml: input.yaml, csv: input.csv, update: input.update === true, catalog: j.catalog ?? null })) as ImportCsvResponse;
+  } catch (err) {
+    if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, j.route === 'import' && /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
+    throw err;
   }
 }
 
@@ -150,6 +170,7 @@ async function merge(input: MergeJob): Promise<MergeResponse> {
 
 /** A thrown error as data for the other thread. */
 export function failureOf(err: unknown): JobFailure {
+  if (err instanceof HttpError) return { kind: 'http', status: err.status, code: err.code, message: err.message, field: err.field };
   if (err instanceof MergeError) return { kind: 'merge', message: err.message };
   if (err instanceof ConfigError) return { kind: 'config', problems: err.problems };
   return { kind: 'error', message: err instanceof Error ? err.message : String(err) };

@@ -12,11 +12,20 @@ if (!port) throw new Error('text-worker-thread runs as a worker thread');
 usePlaceholderKey((workerData as TextWorkerData).placeholderKey);
 
 let queue: Promise<void> = Promise.resolve();
-port.on('message', (m: { id: number; job: TextJob }) => {
+port.on('message', (m: { id: number; job: TextJob; serialized?: boolean }) => {
   queue = queue.then(async () => {
     let reply: TextWorkerReply;
     try {
-      reply = { id: m.id, ok: true, result: await runTextJob(m.job) };
+      const result = await runTextJob(m.job);
+      if (m.serialized) {
+        // Serialized and encoded here when the answer goes to the client as it is, and handed over
+        // without a copy: JSON.stringify and UTF-8 encoding of a 4 MB text and its diff are then
+        // not the gateway's event loop's work either.
+        const json = new TextEncoder().encode(JSON.stringify(result));
+        port.postMessage({ id: m.id, ok: true, json } satisfies TextWorkerReply, [json.buffer]);
+        return;
+      }
+      reply = { id: m.id, ok: true, result };
     } catch (err) {
       reply = { id: m.id, ok: false, failure: failureOf(err) };
     }

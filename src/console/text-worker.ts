@@ -12,7 +12,7 @@ export interface TextWorkerData {
   placeholderKey: Uint8Array;
 }
 
-export type TextWorkerReply = { id: number; ok: true; result: JobResults[keyof JobResults] } | { id: number; ok: false; failure: JobFailure };
+export type TextWorkerReply = { id: number; ok: true; result: JobResults[keyof JobResults] } | { id: number; ok: true; json: Uint8Array } | { id: number; ok: false; failure: JobFailure };
 
 /** Jobs waiting or running at once; more are refused with 429 (each may take a few seconds). */
 export const MAX_QUEUED_JOBS = 4;
@@ -49,16 +49,34 @@ export class ConsoleTextWorker {
 
   /** Runs a job on the worker; its refusal comes back as MergeError, ConfigError or HttpError. */
   run<K extends TextJob['job']>(job: Extract<TextJob, { job: K }>): Promise<JobResults[K]> {
+    return this.send(job, false) as Promise<JobResults[K]>;
+  }
+
+  /** `run`, its answer serialized as JSON (UTF-8) on the worker: for a route that sends it to the client as it is. */
+  runJson(job: TextJob): Promise<Uint8Array> {
+    return this.send(job, true) as Promise<Uint8Array>;
+  }
+
+  /**
+   * A route's JSON body handed to the worker as bytes, without a copy (the request is read by the
+   * server, parsed and checked there): answered as JSON bytes to send as they are.
+   */
+  runRequest(route: Extract<TextJob, { job: 'request' }>['route'], bytes: Buffer, catalog?: string[] | null): Promise<Uint8Array> {
+    const body = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? new Uint8Array(bytes.buffer) : new Uint8Array(bytes);
+    return this.send({ job: 'request', route, body, catalog }, true, [body.buffer as ArrayBuffer]) as Promise<Uint8Array>;
+  }
+
+  private send(job: TextJob, serialized: boolean, transfer: ArrayBuffer[] = []): Promise<unknown> {
     if (this.closed) return Promise.reject(new HttpError(503, 'stopping', 'the gateway is stopping'));
     if (this.pending.size >= MAX_QUEUED_JOBS) return Promise.reject(new HttpError(429, 'busy', `the gateway is working on ${this.pending.size} other configuration texts; try again in a moment`));
     const worker = this.worker ?? this.startWorker();
     if (this.idle) clearTimeout(this.idle);
     this.idle = null;
     const id = this.nextId++;
-    return new Promise<JobResults[K]>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => this.fail(new HttpError(503, 'too_long', `the gateway stopped working on this text after ${JOB_TIMEOUT_MS / 1000} s; a configuration or CSV file this large is checked on the gateway (edge-gateway check --config FILE)`)), JOB_TIMEOUT_MS);
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      worker.postMessage({ id, job });
+      this.pending.set(id, { resolve, reject, timer });
+      worker.postMessage({ id, job, serialized }, transfer);
     });
   }
 
@@ -89,8 +107,8 @@ export class ConsoleTextWorker {
     if (!p) return;
     this.pending.delete(m.id);
     clearTimeout(p.timer);
-    if (m.ok) p.resolve(m.result);
-    else p.reject(errorOf(m.failure));
+    if (!m.ok) p.reject(errorOf(m.failure));
+    else p.resolve('json' in m ? m.json : m.result);
     if (this.pending.size === 0 && this.worker) {
       const w = this.worker;
       this.idle = setTimeout(() => {
@@ -119,6 +137,7 @@ export class ConsoleTextWorker {
 }
 
 function errorOf(f: JobFailure): Error {
+  if (f.kind === 'http') return new HttpError(f.status, f.code, f.message, f.field);
   if (f.kind === 'merge') return new MergeError(f.message);
   if (f.kind === 'config') return new ConfigError(f.problems);
   return new HttpError(500, 'worker_failed', f.message);

@@ -40,6 +40,8 @@ export interface RouteContext {
   ip: string;
   /** Reads and parses a JSON body (limited to http.max_body_bytes); throws HttpError 400/413/415. */
   json(): Promise<unknown>;
+  /** The JSON body's bytes, checked as json() checks them (type, size, values) but not parsed: for a worker thread to parse. */
+  jsonBytes(): Promise<Buffer>;
 }
 
 export type Handler = (ctx: RouteContext) => Promise<Reply | void> | Reply | void;
@@ -235,7 +237,7 @@ export class LocalHttpServer {
         if ('refused' in slot) this.busy(res, slot.refused, ip);
         else res.once('close', slot.release);
       }
-      const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req) };
+      const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req), jsonBytes: () => this.readJsonBytes(req) };
       const reply = await found.route.handler(ctx);
       if (reply && !res.headersSent) send(res, reply);
       this.o.metrics.httpRequests.inc({ route: routeName, status: String(res.statusCode) });
@@ -292,6 +294,16 @@ export class LocalHttpServer {
   }
 
   private async readJson(req: IncomingMessage): Promise<unknown> {
+    const text = (await this.readJsonBytes(req)).toString('utf8');
+    if (text.trim() === '') throw new HttpError(400, 'bad_request', 'the body is empty; send a JSON object');
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new HttpError(400, 'bad_request', `the body is not valid JSON: ${describeError(err)}`);
+    }
+  }
+
+  private async readJsonBytes(req: IncomingMessage): Promise<Buffer> {
     const type = req.headers['content-type'] ?? '';
     if (!/^application\/json\b/i.test(type)) throw new HttpError(415, 'unsupported_media_type', `send JSON with "Content-Type: application/json" (got ${type || 'none'})`);
     const declared = Number(req.headers['content-length'] ?? NaN);
@@ -310,13 +322,7 @@ export class LocalHttpServer {
       chunks.push(chunk as Buffer);
     }
     if (tooMany) throw new HttpError(413, 'too_many_values', `the body holds more than ${MAX_JSON_VALUES.toLocaleString('en-US')} JSON values (members and list items), more than any request of the local API needs`);
-    const text = Buffer.concat(chunks).toString('utf8');
-    if (text.trim() === '') throw new HttpError(400, 'bad_request', 'the body is empty; send a JSON object');
-    try {
-      return JSON.parse(text);
-    } catch (err) {
-      throw new HttpError(400, 'bad_request', `the body is not valid JSON: ${describeError(err)}`);
-    }
+    return Buffer.concat(chunks);
   }
 }
 
