@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ConfigVersion } from './api/config.js';
 
 /**
  * Previous versions of the configuration file (README "Configuration history"): each text the file
@@ -18,23 +19,8 @@ import { join } from 'node:path';
 export const MAX_VERSIONS = 50;
 export const MAX_HISTORY_BYTES = 64 * 1024 * 1024;
 
-export interface HistoryEntry {
-  /** 1, 2, 3 …: never reused. */
-  version: number;
-  /** When it was written (ISO 8601 UTC). */
-  at: string;
-  /** What wrote it: `console apply`, `console rollback`, `cli rollback`, `file changed` (an edit elsewhere, seen by the gateway), `before console apply` (the file as it was when the console first wrote it). */
-  by: string;
-  /** The User-Agent of the console request (or the CLI's name), when one wrote it. */
-  user_agent: string | null;
-  /** SHA-256 of the text. */
-  digest: string;
-  bytes: number;
-  /** Settings the reload changed, when the gateway applied it. */
-  changed: string[] | null;
-  /** `rollback to version 3`. */
-  note: string | null;
-}
+/** A version kept: the shared model of the console's API (api/config.ts ConfigVersion). */
+export type HistoryEntry = ConfigVersion;
 
 interface Index {
   next: number;

@@ -75,15 +75,22 @@ export interface ConfigApplyRefusal {
   secret_changes?: SecretChange[];
 }
 
-/** A version of the configuration file (console/config-history.ts HistoryEntry). */
+/** A version of the configuration file the history keeps (console/config-history.ts). */
 export interface ConfigVersion {
+  /** 1, 2, 3 …: never reused. */
   version: number;
+  /** When it was written (ISO 8601 UTC). */
   at: string;
+  /** What wrote it: `console apply`, `console rollback`, `cli rollback`, `file changed` or `SIGHUP` (an edit elsewhere, reloaded), `gateway started`, `before console apply` (the file as it was when the console first wrote it). */
   by: string;
+  /** The User-Agent of the console request (or the CLI's name), when one wrote it. */
   user_agent: string | null;
+  /** SHA-256 of the text. */
   digest: string;
   bytes: number;
+  /** Settings the reload changed, when the gateway applied it. */
   changed: string[] | null;
+  /** `rollback to version 3`. */
   note: string | null;
 }
 
