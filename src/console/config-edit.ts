@@ -34,6 +34,11 @@ export function usePlaceholderKey(key: Uint8Array): void {
   tagKey = Buffer.from(key);
 }
 
+/** This thread's key of the placeholders' tags (given to the text worker). */
+export function placeholderKey(): Uint8Array {
+  return new Uint8Array(tagKey);
+}
+
 function placeholder(value: string): string {
   return `(hidden secret ${createHmac('sha256', tagKey).update(value).digest('hex').slice(0, 12)}, kept on Apply)`;
 }

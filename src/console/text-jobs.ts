@@ -65,7 +65,11 @@ export interface JobResults {
 /** In the worker, the work needs no turns of its own event loop: nothing else runs there. */
 const noPause = (): Promise<void> => Promise.resolve();
 
-export async function runTextJob(j: TextJob): Promise<JobResults[keyof JobResults]> {
+/**
+ * Runs a job. `pause` is awaited between its slices: nothing in the worker; a turn of the event
+ * loop when a small text is worked on in the gateway's own thread (text-worker.ts).
+ */
+export async function runTextJob(j: TextJob, pause: () => Promise<void> = noPause): Promise<JobResults[keyof JobResults]> {
   switch (j.job) {
     case 'check': {
       const r = await checkConfigText(j.yaml);
@@ -74,35 +78,35 @@ export async function runTextJob(j: TextJob): Promise<JobResults[keyof JobResult
     case 'prepare':
       return prepare(j.posted, j.current);
     case 'locate': {
-      const parsed = await parseYamlDocumentSliced(j.yaml, 'config', noPause).catch(() => null);
+      const parsed = await parseYamlDocumentSliced(j.yaml, 'config', pause).catch(() => null);
       return problemsFor(j.messages, parsed);
     }
     case 'read':
       return readForEditor(j.file);
     case 'mappings':
-      return mappingsOf(j.yaml);
+      return mappingsOf(j.yaml, pause);
     case 'mappings-file':
       return mappingsOfFile(j.file);
     case 'import': {
-      const r = await importMappingsCsv(j.yaml, j.csv, { update: j.update, catalog: j.catalog ? new Set(j.catalog) : null, pause: noPause });
+      const r = await importMappingsCsv(j.yaml, j.csv, { update: j.update, catalog: j.catalog ? new Set(j.catalog) : null, pause });
       return { ...r, diff: r.yaml === j.yaml ? '' : lineDiff(j.yaml, r.yaml) } satisfies ImportCsvResponse;
     }
     case 'merge':
-      return merge(j.request);
+      return merge(j.request, pause);
     case 'diff':
       return { diff: configDiff(j.before, j.after) };
     case 'request':
-      return request(j);
+      return request(j, pause);
   }
 }
 
 /** A route's body worked on as the route would: a text or CSV that cannot be read is the route's 400, naming the field. */
-async function request(j: Extract<TextJob, { job: 'request' }>): Promise<JobResults['request']> {
+async function request(j: Extract<TextJob, { job: 'request' }>, pause: () => Promise<void>): Promise<JobResults['request']> {
   try {
-    if (j.route === 'mappings') return await mappingsOf(bodyOf(j.body, mappingsSchema).yaml);
-    if (j.route === 'merge') return await merge(mergeJobOf(bodyOf(j.body, mergeSchema)));
+    if (j.route === 'mappings') return await mappingsOf(bodyOf(j.body, mappingsSchema).yaml, pause);
+    if (j.route === 'merge') return await merge(mergeJobOf(bodyOf(j.body, mergeSchema)), pause);
     const input = bodyOf(j.body, importSchema);
-    return (await runTextJob({ job: 'import', yaml: input.yaml, csv: input.csv, update: input.update === true, catalog: j.catalog ?? null })) as ImportCsvResponse;
+    return (await runTextJob({ job: 'import', yaml: input.yaml, csv: input.csv, update: input.update === true, catalog: j.catalog ?? null }, pause)) as ImportCsvResponse;
   } catch (err) {
     if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, j.route === 'import' && /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
     throw err;
@@ -129,10 +133,10 @@ async function prepare(posted: string, current: string | null): Promise<Prepared
   return { ok: true, text: unmasked.text, value: next.parsed?.value ?? {}, diff, confirm: confirmationOf(diff), changes: secretChanges(before, next.config), warnings: next.warnings, currentDigest: current === null ? null : digestOf(current) };
 }
 
-async function mappingsOf(yaml: string): Promise<MappingsResponse> {
+async function mappingsOf(yaml: string, pause: () => Promise<void>): Promise<MappingsResponse> {
   let parsed;
   try {
-    parsed = await parseYamlDocumentSliced(yaml, 'the configuration', noPause);
+    parsed = await parseYamlDocumentSliced(yaml, 'the configuration', pause);
   } catch (err) {
     if (err instanceof ConfigError) throw new MergeError(`the configuration is not valid YAML (${err.problems[0]?.replace(/^the configuration: /, '')}); fix it in the editor first`);
     throw err;
@@ -161,11 +165,34 @@ function mappingsOfFile(file: string): { csv: string; rows: number } {
   }
 }
 
-async function merge(input: MergeJob): Promise<MergeResponse> {
-  const m = await ConfigMerge.open(input.yaml, noPause);
+async function merge(input: MergeJob, pause: () => Promise<void>): Promise<MergeResponse> {
+  const m = await ConfigMerge.open(input.yaml, pause);
   const step = input.opcua ? m.opcua(input.opcua.server, input.opcua.nodes) : m.modbus(input.modbus!.device, input.modbus!.registers);
-  const r: MergeResult = { ...step, yaml: await m.resultSliced(noPause) };
+  const r: MergeResult = { ...step, yaml: await m.resultSliced(pause) };
   return { ...r, diff: r.yaml === input.yaml ? '' : lineDiff(input.yaml, r.yaml) };
+}
+
+/** Characters (or bytes) of text a job works on: what decides whether it runs on the worker. */
+export function jobSize(j: TextJob): number {
+  switch (j.job) {
+    case 'check':
+    case 'locate':
+    case 'mappings':
+      return j.yaml.length;
+    case 'prepare':
+      return j.posted.length + (j.current?.length ?? 0);
+    case 'read':
+    case 'mappings-file':
+      return j.file.length;
+    case 'import':
+      return j.yaml.length + j.csv.length;
+    case 'merge':
+      return j.request.yaml.length;
+    case 'diff':
+      return (j.before?.length ?? 0) + j.after.length;
+    case 'request':
+      return j.body.byteLength;
+  }
 }
 
 /** A thrown error as data for the other thread. */

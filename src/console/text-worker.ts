@@ -1,11 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Worker } from 'node:worker_threads';
 import { SHARE_ENV } from 'node:worker_threads';
 import { ConfigError } from '../core/errors.js';
 import { siblingModule, startModuleWorker } from '../core/module-worker.js';
 import { HttpError } from '../http/server.js';
+import { placeholderKey } from './config-edit.js';
 import { MergeError } from './config-merge.js';
-import type { JobFailure, JobResults, TextJob } from './text-jobs.js';
+import { failureOf, jobSize, runTextJob, type JobFailure, type JobResults, type TextJob } from './text-jobs.js';
+
+const nextTurnPause = (): Promise<void> => nextTurn().then(() => undefined);
 
 export interface TextWorkerData {
   /** The key of the secrets' placeholders (config-edit.ts), the same for every worker of this gateway. */
@@ -22,6 +25,13 @@ export const JOB_TIMEOUT_MS = 60_000;
 export const WORKER_HEAP_MB = 1_024;
 /** An idle worker is ended after this long (its modules and heap are the gateway's memory too). */
 const IDLE_MS = 30_000;
+/**
+ * Texts up to this size are worked on in the gateway's own thread, in slices with a turn of the
+ * event loop between them (a hand-written configuration of 60 kB: longest block under 20 ms,
+ * bench/console-config-check.ts), without waiting for a worker to start; larger ones go to the
+ * worker.
+ */
+export const INLINE_MAX_CHARS = 64 * 1024;
 
 interface Pending {
   resolve: (v: unknown) => void;
@@ -43,7 +53,6 @@ export class ConsoleTextWorker {
   private nextId = 1;
   private idle: NodeJS.Timeout | null = null;
   private closed = false;
-  private readonly placeholderKey = randomBytes(32);
 
   constructor(private readonly start: (data: TextWorkerData) => Worker = defaultStart) {}
 
@@ -67,6 +76,7 @@ export class ConsoleTextWorker {
   }
 
   private send(job: TextJob, serialized: boolean, transfer: ArrayBuffer[] = []): Promise<unknown> {
+    if (jobSize(job) <= INLINE_MAX_CHARS && !this.closed) return this.inline(job, serialized);
     if (this.closed) return Promise.reject(new HttpError(503, 'stopping', 'the gateway is stopping'));
     if (this.pending.size >= MAX_QUEUED_JOBS) return Promise.reject(new HttpError(429, 'busy', `the gateway is working on ${this.pending.size} other configuration texts; try again in a moment`));
     const worker = this.worker ?? this.startWorker();
@@ -80,6 +90,16 @@ export class ConsoleTextWorker {
     });
   }
 
+  /** A small job in this thread, sliced; its refusals as the worker's would be. */
+  private async inline(job: TextJob, serialized: boolean): Promise<unknown> {
+    try {
+      const result = await runTextJob(job, nextTurnPause);
+      return serialized ? new TextEncoder().encode(JSON.stringify(result)) : result;
+    } catch (err) {
+      throw errorOf(failureOf(err));
+    }
+  }
+
   /** Ends the worker; jobs under way are refused. */
   async close(): Promise<void> {
     this.closed = true;
@@ -87,7 +107,8 @@ export class ConsoleTextWorker {
   }
 
   private startWorker(): Worker {
-    const w = this.start({ placeholderKey: this.placeholderKey });
+    // The key of this thread's placeholders: a small text masked here and a large one masked there name their secrets alike.
+    const w = this.start({ placeholderKey: placeholderKey() });
     w.on('message', (m: TextWorkerReply) => this.answer(m));
     w.on('error', (err) => {
       if (this.worker !== w) return;

@@ -56,7 +56,7 @@ describe('keys by the hundred thousand', () => {
     expect([value.y, value.k0, value[`k${(99_999).toString(36)}`]]).toEqual([1, 0, 99_999]);
     const twice = refusal(() => parseYamlConfig(`${text}k${(5).toString(36)}: again\n`));
     expect(twice.problems).toEqual([expect.stringMatching(/^config: YAML syntax error at line 100003, column 1: Map keys must be unique \("k5" is written twice\)/)]);
-  });
+  }, 180_000);
 
   it('300,000 unknown settings get one clear error listing the first 100, not a crash', () => {
     const err = refusal(() => parseConfigText(keys(300_000)));

@@ -151,10 +151,10 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     // The editor opens on the merged text: mixer1 extended, in the style of its lines, units as comments.
     await expect.poll(() => page.getByTestId('added-to-config').textContent(), { timeout: 10_000 }).toMatch(/Added 3 mappings to modbus\.devices\[0\]/);
     const diff = (await page.getByTestId('added-to-config').getByTestId('config-diff').textContent())!;
-    expect(diff).toContain('+        - { variable: mvr_mixer1_power, table: holding, address: 10, type: float32, byte_order: CDAB } # kW');
-    // Comments at the column of the comments above; a longer line gets one space.
-    expect(diff).toContain('+        - { variable: mvr_mixer1_energy, table: holding, address: 12, type: uint32, scale: 0.1 } # kWh');
-    expect(diff).toContain('+        - { variable: mvr_mixer1_running, table: coil, address: 1 }                         # bool');
+    // Keys at the columns of the aligned keys above; comments at their column, a longer line gets one space.
+    expect(diff).toContain('+        - { variable: mvr_mixer1_power,       table: holding, address: 10, type: float32, byte_order: CDAB } # kW');
+    expect(diff).toContain('+        - { variable: mvr_mixer1_energy,      table: holding, address: 12, type: uint32, scale: 0.1 } # kWh');
+    expect(diff).toContain('+        - { variable: mvr_mixer1_running,     table: coil,    address: 1 }                  # bool');
     expect(diff).not.toMatch(/^-/m);
 
     // Apply: the diff first, then the file, which keeps its mode and comments; the gateway reads the new registers.
@@ -251,19 +251,20 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
       'modbus,mixer1,mvr_mixer1_level,,input,0,int16,,,0.1,,"level, %",,,,,,,,,,', // row 7: added
       'modbus,mixer1,mvr_mixer1_temp2,,holding,x,float32,,,,,,,,,,,,,,,', // row 8: bad address
       'modbus,mixer1,mvr_press1_speed,,holdng,20,uint16,,,,,,,,,,,,,,,', // row 9: unknown table
-      'modbus,mixer1,mvr_mixer1_speed,,holding,30,uint16,,,,,,,,,,,,,,,', // row 10: already mapped
+      'modbus,mixer1,mvr_mixer1_speed,,holding,30,uint16,,,,,,,,,,,,,,,', // row 10: the variable of row 3 again
       'opcua,press1,mvr_press1_temperature,"nsu=urn:edge-gateway:sim:press1;s=Press1.Temperature",,,,,,,,"Press1/Temperature, °C",opc.tcp://127.0.0.1:4841/UA/Press1,None,,,,,,,,', // row 11: a new server
     ].join('\r\n')}\r\n`;
     await page.getByTestId('import-csv-file').setInputFiles({ name: 'mappings.csv', mimeType: 'text/csv', buffer: Buffer.from(edited, 'utf8') });
-    await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 10_000 }).toMatch(/^mappings\.csv: 10 rows, 2 added, 5 already in the configuration, 3 left out/);
+    await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 10_000 }).toMatch(/^mappings\.csv: 10 rows, 2 added, 0 changed, 5 already in the configuration, 3 left out/);
     const problems = (await page.getByTestId('import-problems').locator('li').allTextContents()).map((t) => t.trim());
     expect(problems).toEqual([
       'row 8 · address "x": "x" is not an address (use a number, hex like "0x0064", or a Modicon reference like "40001")',
       'row 9 · table "holdng": is not one of coil, discrete_input, holding, input',
-      'row 10 · variable "mvr_mixer1_speed": duplicate: mvr_mixer1_speed is already mapped at modbus.devices[0].registers[1].variable (mixer1 holding 2, uint16 ABCD)',
+      'row 10 · variable "mvr_mixer1_speed": duplicate: mvr_mixer1_speed is also on row 3',
     ]);
     const after = await page.getByTestId('config-text').inputValue();
-    expect(after).toContain('        - { variable: mvr_mixer1_level, table: input, address: 0, type: int16, scale: 0.1 } # level, %\n');
+    expect(after).toContain('        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.1 } # level, %\n');
+    expect(after).toContain('mvr_mixer1_speed,       table: holding, address: 2,');
     expect(after).toMatch(/\nopcua:\n {2}servers:\n {4}- name: press1\n {6}endpoint: opc\.tcp:\/\/127\.0\.0\.1:4841\/UA\/Press1\n/);
     // Nothing is written until Apply; the merged text passes the check.
     expect(readFileSync(file, 'utf8')).not.toContain('mvr_mixer1_level');

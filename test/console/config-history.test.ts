@@ -103,5 +103,5 @@ describe('the configuration history', () => {
     expect(history.versions[0]).toMatchObject({ version: 4, by: 'cli rollback', note: 'rollback to version 2', user_agent: expect.stringMatching(/^edge-gateway \S+ \(.+\)$/) });
 
     expect((await runCli(['config', 'rollback', '99', '--config', file])).code).toBe(2);
-  }, 120_000);
+  }, 300_000);
 });

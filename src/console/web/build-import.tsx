@@ -36,7 +36,9 @@ export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges:
         <>
           <p class={pending.length ? 'hint warn small' : 'small'} data-testid="import-changes-note">
             {pending.length
-              ? `${pending.length + r.more_changes} row${pending.length + r.more_changes === 1 ? '' : 's'} would change a mapping the text already has; they are not in the text until you make them:`
+              ? pending.length + r.more_changes === 1
+                ? '1 row would change a mapping the text already has; the change is not in the text until you make it:'
+                : `${pending.length + r.more_changes} rows would change mappings the text already has; the changes are not in the text until you make them:`
               : `${r.updated} mapping${r.updated === 1 ? '' : 's'} changed in the text:`}
           </p>
           <ul class="problems" data-testid="import-changes">
