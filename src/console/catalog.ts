@@ -60,9 +60,10 @@ export class ConsoleCatalog {
     this.get().catch(() => undefined);
   }
 
-  /** Ids of the catalog's variables, from the copy (null before the first read). */
-  ids(): ReadonlySet<string> | null {
-    return this.copy ? new Set(this.copy.body.variables.map((v) => v.id)) : null;
+  /** The copy as it is, without reading (null before the first read); starts a read when there is none. */
+  current(): Catalog | null {
+    if (!this.copy) this.warm();
+    return this.copy?.body ?? null;
   }
 
   /** Variable id -> machine name, from the copy (null before the first read). */

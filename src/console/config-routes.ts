@@ -8,6 +8,7 @@ import { ConfigError, describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer, type RouteContext } from '../http/server.js';
 import { parseBody } from './build-tools.js';
 import type { ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse, SecretChange } from './api/config.js';
+import type { ConsoleCatalog } from './catalog.js';
 import { ConfigHistory, digestOf } from './config-history.js';
 import { writeConfigFile } from './config-edit.js';
 import type { Prepared } from './text-jobs.js';
@@ -31,8 +32,8 @@ export interface ConfigRouteDeps {
   /** Previous versions of the file (console/config-history.ts), in the gateway's data directory. */
   history: ConfigHistory;
   logger: Logger;
-  /** Ids of the organisation's catalog, when the console has read it (Apply's preview flags mapped ids it does not list). */
-  catalogIds: () => ReadonlySet<string> | null;
+  /** The organisation's catalog (the preview flags unknown variables and other units); absent: not checked. */
+  catalog?: ConsoleCatalog;
 }
 
 /**
@@ -77,7 +78,7 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
     const p = await writer.prepare(yaml);
     if (!p.ok) return { json: { ok: false, problems: p.problems, more_problems: p.more } satisfies ConfigPreviewResponse };
     const refused = p.changes.length > 0 && writer.refusedWithoutToken();
-    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings, not_in_catalog: notInCatalog(p.value, deps.catalogIds()) } satisfies ConfigPreviewResponse };
+    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings, catalog: { read_at: p.catalogReadAt, flags: p.catalogFlags } } satisfies ConfigPreviewResponse };
   }, { name: 'console config preview' });
 
   /** Apply: checked, validated as `run` validates, written over the file (atomically), kept in the history and reloaded. */
@@ -93,23 +94,6 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
 export function userAgentOf(ctx: RouteContext): string | null {
   const ua = ctx.req.headers['user-agent'];
   return typeof ua === 'string' && ua ? ua.slice(0, 256) : null;
-}
-
-/** Mapped machine variables of a configuration value that the catalog does not list (null: the catalog is not known). */
-function notInCatalog(value: unknown, ids: ReadonlySet<string> | null): string[] | null {
-  if (!ids) return null;
-  const out = new Set<string>();
-  const walk = (v: unknown, depth: number): void => {
-    if (depth > 64 || v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
-    else
-      for (const [k, x] of Object.entries(v)) {
-        if (k === 'variable' && typeof x === 'string' && x.startsWith('mvr_') && !ids.has(x)) out.add(x);
-        else walk(x, depth + 1);
-      }
-  };
-  walk((value as { opcua?: unknown; modbus?: unknown; mqtt?: unknown; generator?: unknown }) ?? {}, 0);
-  return [...out].slice(0, 500);
 }
 
 interface ApplyOptions {
@@ -143,7 +127,7 @@ export class ConfigWriter {
 
   /** The posted text with its hidden secrets put back, checked, compared with the file (on the text worker). */
   prepare(posted: string): Promise<Prepared> {
-    return this.deps.texts.run({ job: 'prepare', posted, current: this.currentText() });
+    return this.deps.texts.run({ job: 'prepare', posted, current: this.currentText(), catalog: this.deps.catalog?.current() ?? null });
   }
 
   refusedWithoutToken(): boolean {

@@ -80,8 +80,8 @@ export interface ImportResult {
 export interface ImportOptions {
   /** Make the changes to existing mappings in the text (else they are only listed). */
   update?: boolean;
-  /** Ids of the organisation's catalog; null or absent: not known, nothing flagged. */
-  catalog?: ReadonlySet<string> | null;
+  /** The organisation's catalog, id -> unit; null or absent: not known, nothing flagged. */
+  catalog?: ReadonlyMap<string, string | null> | null;
   /** Awaited between slices of work (a turn of the event loop on the main thread). */
   pause?: () => Promise<void>;
 }

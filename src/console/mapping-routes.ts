@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { Document } from 'yaml';
 import type { GatewayConfig } from '../config/schema.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
+import type { Catalog } from './api/build.js';
 import { MergeError } from './config-merge.js';
 import { mappingsCsvOf } from './mapping-csv.js';
 import type { ConsoleTextWorker } from './text-worker.js';
@@ -11,8 +12,8 @@ export interface MappingRouteDeps {
   /** The configuration file's text, or null when the gateway runs without one. */
   configText: () => string | null;
   texts: ConsoleTextWorker;
-  /** Ids of the organisation's catalog, when the console has read it. */
-  catalogIds: () => ReadonlySet<string> | null;
+  /** The console's copy of the organisation's catalog, when it has read it (the import flags ids it lacks and other units). */
+  catalog: () => Catalog | null;
 }
 
 /**
@@ -50,8 +51,7 @@ export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteD
 
   http.route('POST', '/console/api/config/import-csv', async (ctx) => {
     const bytes = await ctx.jsonBytes();
-    const ids = deps.catalogIds();
-    sendJson(ctx.res, await deps.texts.runRequest('import', bytes, ids ? [...ids] : null));
+    sendJson(ctx.res, await deps.texts.runRequest('import', bytes, deps.catalog()));
   }, { name: 'console config import csv' });
 }
 

@@ -3,8 +3,9 @@ import { parseYamlDocument, parseYamlDocumentSliced } from '../config/load.js';
 import { lineDiff } from '../config/text-diff.js';
 import { LEAN_READER_MIN_CHARS, readYamlLean } from '../config/yaml-lean.js';
 import { ConfigError } from '../core/errors.js';
-import type { ImportCsvResponse, MappingsResponse, MergeRequest, MergeResponse } from './api/build.js';
+import type { Catalog, ImportCsvResponse, MappingsResponse, MergeRequest, MergeResponse } from './api/build.js';
 import type { CheckProblem, ConfigCheckResponse, SecretChange } from './api/config.js';
+import { catalogFlags } from './catalog-flags.js';
 import { checkConfigText, MAX_CHECK_BYTES, problemsFor } from './config-check.js';
 import { configDiff, confirmationOf, maskSecrets, maskSecretsByLines, secretChanges, unmaskSecrets } from './config-edit.js';
 import { ConfigMerge, fedVariables, MergeError, type ModbusDeviceAddition, type ModbusRegisterAddition, type MergeResult } from './config-merge.js';
@@ -22,16 +23,17 @@ import { HttpError } from '../http/server.js';
  */
 export type TextJob =
   | { job: 'check'; yaml: string }
-  | { job: 'prepare'; posted: string; current: string | null }
+  /** `catalog`: the console's copy of the organisation's catalog, null when not read yet (catalog-flags.ts). */
+  | { job: 'prepare'; posted: string; current: string | null; catalog: Catalog | null }
   | { job: 'locate'; yaml: string; messages: string[] }
   | { job: 'read'; file: string }
   | { job: 'mappings'; yaml: string }
   | { job: 'mappings-file'; file: string }
-  | { job: 'import'; yaml: string; csv: string; update: boolean; catalog: string[] | null }
+  | { job: 'import'; yaml: string; csv: string; update: boolean; catalog: Catalog | null }
   | { job: 'merge'; request: MergeJob }
   | { job: 'diff'; before: string | null; after: string }
   /** A route's JSON body, read, checked and worked on here (text-bodies.ts); `catalog` for the import. */
-  | { job: 'request'; route: 'mappings' | 'import' | 'merge'; body: Uint8Array; catalog?: string[] | null };
+  | { job: 'request'; route: 'mappings' | 'import' | 'merge'; body: Uint8Array; catalog?: Catalog | null };
 
 /** "Add to configuration": the editor's text and one selection, its Modbus device resolved (build-routes.ts). */
 export interface MergeJob {
@@ -43,7 +45,19 @@ export interface MergeJob {
 /** What Apply's preview found: the posted text with its secrets put back, checked and compared with the file. */
 export type Prepared =
   | { ok: false; problems: CheckProblem[]; more: number }
-  | { ok: true; text: string; value: unknown; diff: string; confirm: string; changes: SecretChange[]; warnings: string[]; currentDigest: string | null };
+  | {
+      ok: true;
+      text: string;
+      value: unknown;
+      diff: string;
+      confirm: string;
+      changes: SecretChange[];
+      warnings: string[];
+      currentDigest: string | null;
+      /** Against the catalog the job was given: mapped variables it lacks, units other than its own; and when that copy was read. */
+      catalogFlags: string[];
+      catalogReadAt: number | null;
+    };
 
 /** A job's refusal, carried across the thread as data. */
 export type JobFailure = { kind: 'merge'; message: string } | { kind: 'config'; problems: string[] } | { kind: 'http'; status: number; code: string; message: string; field?: string } | { kind: 'error'; message: string };
@@ -76,7 +90,7 @@ export async function runTextJob(j: TextJob, pause: () => Promise<void> = noPaus
       return { ok: r.ok, problems: r.problems, more_problems: r.more_problems, warnings: r.warnings, sources: r.sources } satisfies ConfigCheckResponse;
     }
     case 'prepare':
-      return prepare(j.posted, j.current);
+      return prepare(j.posted, j.current, j.catalog);
     case 'locate': {
       const parsed = await parseYamlDocumentSliced(j.yaml, 'config', pause).catch(() => null);
       return problemsFor(j.messages, parsed);
@@ -88,7 +102,7 @@ export async function runTextJob(j: TextJob, pause: () => Promise<void> = noPaus
     case 'mappings-file':
       return mappingsOfFile(j.file);
     case 'import': {
-      const r = await importMappingsCsv(j.yaml, j.csv, { update: j.update, catalog: j.catalog ? new Set(j.catalog) : null, pause });
+      const r = await importMappingsCsv(j.yaml, j.csv, { update: j.update, catalog: j.catalog ? new Map(j.catalog.variables.map((v) => [v.id, v.unit])) : null, pause });
       return { ...r, diff: r.yaml === j.yaml ? '' : lineDiff(j.yaml, r.yaml) } satisfies ImportCsvResponse;
     }
     case 'merge':
@@ -119,7 +133,7 @@ function readForEditor(file: string): JobResults['read'] {
   return { yaml: maskSecrets(file), too_large: false };
 }
 
-async function prepare(posted: string, current: string | null): Promise<Prepared> {
+async function prepare(posted: string, current: string | null, catalog: Catalog | null): Promise<Prepared> {
   if (current !== null && Buffer.byteLength(current) > MAX_CHECK_BYTES) {
     const problem = `the configuration file is ${Buffer.byteLength(current).toLocaleString('en-US')} bytes, more than the ${MAX_CHECK_BYTES / 1024} KiB the console edits; edit it on the gateway and check it with edge-gateway check --config FILE`;
     return { ok: false, problems: [{ path: null, line: null, message: problem }], more: 0 };
@@ -130,7 +144,7 @@ async function prepare(posted: string, current: string | null): Promise<Prepared
   if (!next.ok || !next.config) return { ok: false, problems: next.problems, more: next.more_problems };
   const before = current === null ? null : ((await checkConfigText(current)).config ?? null);
   const diff = configDiff(current, unmasked.text);
-  return { ok: true, text: unmasked.text, value: next.parsed?.value ?? {}, diff, confirm: confirmationOf(diff), changes: secretChanges(before, next.config), warnings: next.warnings, currentDigest: current === null ? null : digestOf(current) };
+  return { ok: true, text: unmasked.text, value: next.parsed?.value ?? {}, diff, confirm: confirmationOf(diff), changes: secretChanges(before, next.config), warnings: next.warnings, currentDigest: current === null ? null : digestOf(current), catalogFlags: catalogFlags(next.config, catalog), catalogReadAt: catalog?.read_at ?? null };
 }
 
 async function mappingsOf(yaml: string, pause: () => Promise<void>): Promise<MappingsResponse> {

@@ -4,6 +4,7 @@ import { SHARE_ENV } from 'node:worker_threads';
 import { ConfigError } from '../core/errors.js';
 import { siblingModule, startModuleWorker } from '../core/module-worker.js';
 import { HttpError } from '../http/server.js';
+import type { Catalog } from './api/build.js';
 import { placeholderKey } from './config-edit.js';
 import { MergeError } from './config-merge.js';
 import { failureOf, jobSize, runTextJob, type JobFailure, type JobResults, type TextJob } from './text-jobs.js';
@@ -70,7 +71,7 @@ export class ConsoleTextWorker {
    * A route's JSON body handed to the worker as bytes, without a copy (the request is read by the
    * server, parsed and checked there): answered as JSON bytes to send as they are.
    */
-  runRequest(route: Extract<TextJob, { job: 'request' }>['route'], bytes: Buffer, catalog?: string[] | null): Promise<Uint8Array> {
+  runRequest(route: Extract<TextJob, { job: 'request' }>['route'], bytes: Buffer, catalog?: Catalog | null): Promise<Uint8Array> {
     const body = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? new Uint8Array(bytes.buffer) : new Uint8Array(bytes);
     return this.send({ job: 'request', route, body, catalog }, true, [body.buffer as ArrayBuffer]) as Promise<Uint8Array>;
   }

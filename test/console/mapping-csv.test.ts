@@ -282,8 +282,8 @@ describe('changes to existing mappings', () => {
 
   it("flags the rows whose variable the organisation's catalog does not list, and still takes them", async () => {
     const rows = 'kind,source,variable,table,address\nmodbus,mixer1,mvr_mixer1_temperature,holding,0\nmodbus,mixer1,mvr_mixer1_new,holding,30\nmodbus,mixer1,mvr_typo_speed,holding,31\n';
-    const catalog = new Set(['mvr_mixer1_temperature', 'mvr_mixer1_new']);
-    const r = await importMappingsCsv(demo, rows.replace(',0\n', ',0\n').replace('holding,0', 'holding,0'), { catalog });
+    const catalog = new Map<string, string | null>([['mvr_mixer1_temperature', '°C'], ['mvr_mixer1_new', null]]);
+    const r = await importMappingsCsv(demo, rows, { catalog });
     expect(r.not_in_catalog).toEqual([{ row: 4, variable: 'mvr_typo_speed' }]);
     expect(r.added).toBe(2);
     expect((await importMappingsCsv(demo, rows)).not_in_catalog).toBeNull();
