@@ -49,6 +49,8 @@ export interface OpcuaNodeAddition {
   /** Written when not 1 and 0. */
   scale?: number;
   offset?: number;
+  /** The stored value's unit, written as the node's `unit` setting (checked against the catalog's). */
+  unit?: string;
   /** Written as a comment after the node id (`# Press1/Temperature (Double)`). */
   comment?: string;
 }
@@ -78,6 +80,8 @@ export interface ModbusRegisterAddition {
   byte_order?: string;
   scale?: number;
   offset?: number;
+  /** The stored value's unit, written as the register's `unit` setting. */
+  unit?: string;
   comment?: string;
 }
 
@@ -200,6 +204,7 @@ export class ConfigMerge {
       const entry: Record<string, unknown> = { node_id: n.node_id, variable: n.variable };
       if (n.scale !== undefined && n.scale !== 1) entry.scale = n.scale;
       if (n.offset !== undefined && n.offset !== 0) entry.offset = n.offset;
+      if (n.unit) entry.unit = n.unit;
       addEntry(nodeList, entryNode(doc, nodeList, entry, 'node_id', n.comment), splices);
       added += 1;
     });
@@ -263,6 +268,7 @@ export class ConfigMerge {
       if (!bits && r.byte_order && r.byte_order !== deviceOrder) entry.byte_order = r.byte_order;
       if (r.scale !== undefined && r.scale !== 1) entry.scale = r.scale;
       if (r.offset !== undefined && r.offset !== 0) entry.offset = r.offset;
+      if (r.unit) entry.unit = r.unit;
       addEntry(regList, entryNode(doc, regList, entry, 'variable', r.comment), splices);
       added += 1;
     });
@@ -274,16 +280,17 @@ export class ConfigMerge {
   // --- Changes to existing mappings --------------------------------------------------------------
 
   /**
-   * Changes an OPC UA node entry (`opcua.servers[i].nodes[j]`): its node id, scale or offset.
+   * Changes an OPC UA node entry (`opcua.servers[i].nodes[j]`): its node id, scale, offset or unit
+   * (a unit not given is left as written).
    * Returns why it cannot (another node of the server reads that node id), or null once done.
    */
-  updateOpcuaNode(server: number, node: number, to: { node_id: string; scale?: number; offset?: number }): string | null {
+  updateOpcuaNode(server: number, node: number, to: { node_id: string; scale?: number; offset?: number; unit?: string }): string | null {
     const list = this.doc.getIn(['opcua', 'servers', server, 'nodes'], true);
     const entry = isSeq(list) ? list.items[node] : undefined;
     if (!isSeq(list) || !isMap(entry)) return `opcua.servers[${server}].nodes[${node}] is not an entry the text holds`;
     const other = list.items.findIndex((n, k) => k !== node && isMap(n) && n.get('node_id') === to.node_id);
     if (other >= 0) return `node ${to.node_id} is already read at opcua.servers[${server}].nodes[${other}] (${String((list.items[other] as YAMLMap).get('variable'))})`;
-    this.setValues(entry, { node_id: to.node_id, scale: to.scale ?? 1, offset: to.offset ?? 0 }, { scale: 1, offset: 0 });
+    this.setValues(entry, { node_id: to.node_id, scale: to.scale ?? 1, offset: to.offset ?? 0, ...(to.unit ? { unit: to.unit } : {}) }, { scale: 1, offset: 0 });
     return null;
   }
 
@@ -310,6 +317,7 @@ export class ConfigMerge {
     if (!bits && to.byte_order) values.byte_order = to.byte_order;
     values.scale = to.scale ?? 1;
     values.offset = to.offset ?? 0;
+    if (to.unit) values.unit = to.unit;
     this.setValues(entry, values, { scale: 1, offset: 0 });
     return null;
   }

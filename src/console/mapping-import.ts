@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { machineVariableId, sourceName } from '../sources/common-schema.js';
+import { machineVariableId, sourceName, unitSetting } from '../sources/common-schema.js';
 import { resolveAddress, TABLE_INFO, TABLES, type AddressBase, type Table } from '../sources/modbus/address.js';
 import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
 import { parseNodeId } from '../sources/opcua/node-id.js';
@@ -73,6 +73,9 @@ export interface ImportResult {
   /** Rows whose variable the catalog does not list (null: the catalog could not be read). */
   not_in_catalog: Array<{ row: number; variable: string }> | null;
   more_not_in_catalog: number;
+  /** Rows whose unit is not the one the catalog gives their variable (null: the catalog could not be read). */
+  other_units: Array<{ row: number; variable: string; unit: string; catalog: string }> | null;
+  more_other_units: number;
   /** Each source that received rows: its setting path, whether the import created it, how many rows it got. */
   targets: Array<{ source: string; target: string; created: boolean; added: number }>;
 }
@@ -130,8 +133,8 @@ interface Outcome {
   ready: Ready[];
   changes: Change[];
   unchanged: number;
-  /** Rows that name a valid mapping, with their variable (for the catalog's flags). */
-  named: Array<{ row: number; variable: string }>;
+  /** Rows that name a valid mapping, with their variable and the unit they give (for the catalog's flags). */
+  named: Array<{ row: number; variable: string; unit?: string }>;
 }
 
 export async function importMappingsCsv(yaml: string, csv: string, options: ImportOptions | (() => Promise<void>) = {}): Promise<ImportResult> {
@@ -168,7 +171,7 @@ export async function importMappingsCsv(yaml: string, csv: string, options: Impo
   problems.sort((a, b) => a.row - b.row);
   const changed = new Set(updated.applied);
   const changes = outcome.changes.filter((c) => !updated.refused.has(c.row)).map((c) => changeOf(c, changed.has(c.row)));
-  const unknown = o.catalog ? outcome.named.filter((n) => !o.catalog!.has(n.variable)) : null;
+  const flags = catalogFlagsOf(outcome.named, o.catalog ?? null);
   return {
     yaml: text,
     rows: data.length,
@@ -179,10 +182,30 @@ export async function importMappingsCsv(yaml: string, csv: string, options: Impo
     more_problems: Math.max(0, problems.length - MAX_LISTED),
     changes: changes.slice(0, MAX_LISTED),
     more_changes: Math.max(0, changes.length - MAX_LISTED),
-    not_in_catalog: unknown ? unknown.slice(0, MAX_LISTED) : null,
-    more_not_in_catalog: unknown ? Math.max(0, unknown.length - MAX_LISTED) : 0,
+    not_in_catalog: flags ? flags.unknown.slice(0, MAX_LISTED) : null,
+    more_not_in_catalog: flags ? Math.max(0, flags.unknown.length - MAX_LISTED) : 0,
+    other_units: flags ? flags.units.slice(0, MAX_LISTED) : null,
+    more_other_units: flags ? Math.max(0, flags.units.length - MAX_LISTED) : 0,
     targets,
   };
+}
+
+/**
+ * Against the organisation's catalog (id -> unit), as Apply's preview checks a text
+ * (catalog-flags.ts): the rows whose variable it does not have, and those whose unit is not its.
+ */
+function catalogFlagsOf(named: Outcome['named'], catalog: ReadonlyMap<string, string | null> | null) {
+  if (!catalog) return null;
+  const unknown: Array<{ row: number; variable: string }> = [];
+  const units: Array<{ row: number; variable: string; unit: string; catalog: string }> = [];
+  for (const n of named) {
+    if (!catalog.has(n.variable)) unknown.push({ row: n.row, variable: n.variable });
+    else {
+      const theirs = catalog.get(n.variable)?.trim();
+      if (n.unit !== undefined && theirs && n.unit !== theirs) units.push({ row: n.row, variable: n.variable, unit: n.unit, catalog: theirs });
+    }
+  }
+  return { unknown, units };
 }
 
 /** The CSV's header and its rows of data (blank rows left out); a file that cannot be read is a MergeError. */
@@ -219,7 +242,7 @@ async function readRows(data: readonly CsvRecord[], ctx: ImportContext, pause: (
       continue;
     }
     firstRow.set(r.variable, rec.row);
-    outcome.named.push({ row: rec.row, variable: r.variable });
+    outcome.named.push({ row: rec.row, variable: r.variable, unit: r.unit });
     if (r.outcome === 'unchanged') outcome.unchanged += 1;
     else if (r.outcome === 'change') outcome.changes.push(r.change);
     else outcome.ready.push(r.ready);
@@ -227,7 +250,7 @@ async function readRows(data: readonly CsvRecord[], ctx: ImportContext, pause: (
   return outcome;
 }
 
-type RowResult = { variable: string } & ({ outcome: 'unchanged' } | { outcome: 'change'; change: Change } | { outcome: 'add'; ready: Ready });
+type RowResult = { variable: string; unit?: string } & ({ outcome: 'unchanged' } | { outcome: 'change'; change: Change } | { outcome: 'add'; ready: Ready });
 
 /** One row: what it maps, checked field by field (each bad field reported), and how it compares with the text. */
 function readRow(rec: CsvRecord, ctx: ImportContext): RowResult | null {
@@ -250,18 +273,34 @@ function readRow(rec: CsvRecord, ctx: ImportContext): RowResult | null {
   if (bad) return null;
   const has = ctx.byVariable.get(variable);
   if (kind === 'mqtt') {
-    if (has?.kind === 'mqtt' && has.source === source) return { variable, outcome: 'unchanged' };
+    if (has?.kind === 'mqtt' && has.source === source) return { variable, unit: has.unit, outcome: 'unchanged' };
     ctx.problem(row, 'kind', 'mqtt', 'import adds OPC UA nodes and Modbus registers; add MQTT subscriptions in the editor (MQTT rows are exported for reference)');
     return null;
   }
   const ready = kind === 'opcua' ? readOpcua(row, source, get, ctx) : readModbus(row, source, get, ctx);
   if (!ready) return null;
-  if (!has) return { variable, outcome: 'add', ready };
+  const unit = unitOfReady(ready);
+  if (!has) return { variable, unit, outcome: 'add', ready };
   if (has.kind !== kind || has.source !== source) {
     ctx.problem(row, 'variable', variable, `duplicate: ${variable} is already mapped at ${has.setting} (${describe(has)}); an import changes a mapping within its source only: move it in the editor`);
     return null;
   }
-  return sameMapping(has, ready) ? { variable, outcome: 'unchanged' } : { variable, outcome: 'change', change: { row, has, to: ready } };
+  return sameMapping(has, ready) ? { variable, unit, outcome: 'unchanged' } : { variable, unit, outcome: 'change', change: { row, has, to: ready } };
+}
+
+const unitOfReady = (r: Ready): string | undefined => (r.kind === 'opcua' ? r.node.unit : r.register.unit);
+
+/**
+ * The unit column: empty leaves the mapping's unit as it is (a file without the column, or a cell
+ * left blank, never removes one: that is an edit for the editor); else checked as the setting is.
+ */
+function unitOf(row: number, get: (c: Column) => string, ctx: ImportContext): string | undefined | null {
+  const t = get('unit');
+  if (t === '') return undefined;
+  const parsed = unitSetting.safeParse(t);
+  if (parsed.success) return parsed.data;
+  ctx.problem(row, 'unit', t, parsed.error.issues[0]?.message ?? 'is not a unit');
+  return null;
 }
 
 /** A number column: empty is undefined; a bad one is reported (and undefined). */
@@ -281,6 +320,7 @@ function readOpcua(row: number, source: string, get: (c: Column) => string, ctx:
   const report = (field: Column, message: string) => ((bad = true), ctx.problem(row, field, get(field), message));
   const scale = numberOf(row, 'scale', get, ctx);
   const offset = numberOf(row, 'offset', get, ctx);
+  const unit = unitOf(row, get, ctx);
   const nodeId = get('node_id');
   const parsedId = parseNodeId(nodeId);
   if (nodeId === '') report('node_id', 'is empty: an OPC UA row names its node (ns=2;s=Line1.Temp, nsu=urn:...;s=...)');
@@ -291,9 +331,9 @@ function readOpcua(row: number, source: string, get: (c: Column) => string, ctx:
   else if (server && endpoint && typeof server.endpoint === 'string' && endpoint !== server.endpoint) report('endpoint', `differs from the endpoint of the configured server ${source} (${server.endpoint}); a row adds to a server, it does not move it`);
   const mode = get('security_mode');
   if (mode && !(SECURITY_MODES as readonly string[]).includes(mode)) report('security_mode', `is not one of ${SECURITY_MODES.join(', ')}`);
-  if (bad || scale === null || offset === null) return null;
+  if (bad || scale === null || offset === null || unit === null) return null;
   const comment = get('comment');
-  return { kind: 'opcua', row, source, node: { node_id: nodeId, variable: get('variable'), scale, offset, comment: comment || undefined }, endpoint: endpoint || undefined, securityMode: (mode || undefined) as (typeof SECURITY_MODES)[number] | undefined };
+  return { kind: 'opcua', row, source, node: { node_id: nodeId, variable: get('variable'), scale, offset, unit, comment: comment || undefined }, endpoint: endpoint || undefined, securityMode: (mode || undefined) as (typeof SECURITY_MODES)[number] | undefined };
 }
 
 function readModbus(row: number, source: string, get: (c: Column) => string, ctx: ImportContext): Ready | null {
@@ -301,6 +341,7 @@ function readModbus(row: number, source: string, get: (c: Column) => string, ctx
   const report = (field: Column, message: string) => ((bad = true), ctx.problem(row, field, get(field), message));
   const scale = numberOf(row, 'scale', get, ctx);
   const offset = numberOf(row, 'offset', get, ctx);
+  const unit = unitOf(row, get, ctx);
   const device = entryNamed(ctx.js.modbus?.devices, source);
   const base: AddressBase = device?.address_base === 1 ? 1 : 0;
   const newDevice = device ? checkDeviceColumns(device, source, get, report) : deviceColumns(row, get, ctx, report);
@@ -331,11 +372,11 @@ function readModbus(row: number, source: string, get: (c: Column) => string, ctx
   if (typeText === 'bit' && bit === undefined) report('bit', 'is empty: type bit reads one bit of the register (0-15)');
   const order = get('byte_order').toUpperCase();
   if (order && !(BYTE_ORDERS as readonly string[]).includes(order)) report('byte_order', `is not one of ${BYTE_ORDERS.join(', ')}`);
-  if (bad || newDevice === null || scale === null || offset === null || bit === null || table === undefined || protocol === undefined || written === undefined) return null;
+  if (bad || newDevice === null || scale === null || offset === null || unit === null || bit === null || table === undefined || protocol === undefined || written === undefined) return null;
   const bits = TABLE_INFO[table].bits;
   const type = typeText || (bits ? 'bool' : 'uint16');
   const comment = get('comment');
-  const register: ModbusRegisterAddition = { variable: get('variable'), table, address: protocol, written_address: written, type, bit: type === 'bit' ? bit : undefined, byte_order: bits ? undefined : order || undefined, scale, offset, comment: comment || undefined };
+  const register: ModbusRegisterAddition = { variable: get('variable'), table, address: protocol, written_address: written, type, bit: type === 'bit' ? bit : undefined, byte_order: bits ? undefined : order || undefined, scale, offset, unit, comment: comment || undefined };
   return { kind: 'modbus', row, source, address: addressText, device: newDevice, register };
 }
 
@@ -359,9 +400,10 @@ function checkDeviceColumns(device: Record<string, unknown>, source: string, get
   return undefined;
 }
 
-/** The row maps its variable as the text does (comments aside). */
+/** The row maps its variable as the text does (comments aside; a row without a unit keeps the text's). */
 function sameMapping(has: MappingRow, r: Ready): boolean {
-  const sameScale = (has.scale ?? 1) === ((r.kind === 'opcua' ? r.node.scale : r.register.scale) ?? 1) && (has.offset ?? 0) === ((r.kind === 'opcua' ? r.node.offset : r.register.offset) ?? 0);
+  const unit = unitOfReady(r);
+  const sameScale = (has.scale ?? 1) === ((r.kind === 'opcua' ? r.node.scale : r.register.scale) ?? 1) && (has.offset ?? 0) === ((r.kind === 'opcua' ? r.node.offset : r.register.offset) ?? 0) && (unit === undefined || unit === has.unit);
   if (r.kind === 'opcua') return has.node_id === r.node.node_id && sameScale;
   const g = r.register;
   const bits = TABLE_INFO[g.table].bits;
@@ -416,8 +458,8 @@ function changeOf(c: Change, applied: boolean): ImportChange {
   const to = c.to;
   const after: MappingRow =
     to.kind === 'opcua'
-      ? { ...c.has, node_id: to.node.node_id, scale: to.node.scale === 1 ? undefined : to.node.scale, offset: to.node.offset === 0 ? undefined : to.node.offset }
-      : { ...c.has, table: to.register.table, address: to.register.written_address, type: to.register.type, bit: to.register.bit, byte_order: to.register.byte_order ?? c.has.byte_order, scale: to.register.scale === 1 ? undefined : to.register.scale, offset: to.register.offset === 0 ? undefined : to.register.offset };
+      ? { ...c.has, node_id: to.node.node_id, scale: to.node.scale === 1 ? undefined : to.node.scale, offset: to.node.offset === 0 ? undefined : to.node.offset, unit: to.node.unit ?? c.has.unit }
+      : { ...c.has, table: to.register.table, address: to.register.written_address, type: to.register.type, bit: to.register.bit, byte_order: to.register.byte_order ?? c.has.byte_order, scale: to.register.scale === 1 ? undefined : to.register.scale, offset: to.register.offset === 0 ? undefined : to.register.offset, unit: to.register.unit ?? c.has.unit };
   return { row: c.row, variable: c.has.variable, setting: c.has.setting.replace(/\.variable$/, ''), before: describe(c.has), after: describe(after), applied };
 }
 
@@ -489,7 +531,8 @@ function where(d: ModbusDeviceAddition): string {
 
 /** Where a configured mapping reads, for messages. */
 export function describe(r: MappingRow): string {
-  if (r.kind === 'opcua') return `${r.source} node ${r.node_id}${r.scale !== undefined ? `, scale ${r.scale}` : ''}${r.offset !== undefined ? `, offset ${r.offset}` : ''}`;
-  if (r.kind === 'modbus') return `${r.source} ${r.table ?? '?'} ${r.address}, ${r.type}${r.type === 'bit' ? ` ${r.bit}` : ''}${r.byte_order ? ` ${r.byte_order}` : ''}${r.scale !== undefined ? `, scale ${r.scale}` : ''}${r.offset !== undefined ? `, offset ${r.offset}` : ''}`;
+  const value = `${r.scale !== undefined ? `, scale ${r.scale}` : ''}${r.offset !== undefined ? `, offset ${r.offset}` : ''}${r.unit !== undefined ? `, unit ${r.unit}` : ''}`;
+  if (r.kind === 'opcua') return `${r.source} node ${r.node_id}${value}`;
+  if (r.kind === 'modbus') return `${r.source} ${r.table ?? '?'} ${r.address}, ${r.type}${r.type === 'bit' ? ` ${r.bit}` : ''}${r.byte_order ? ` ${r.byte_order}` : ''}${value}`;
   return `${r.source} topic ${r.topic}${r.key ? ` ${r.key}` : ''}`;
 }

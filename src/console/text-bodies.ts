@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { describeError } from '../core/errors.js';
 import { HttpError } from '../http/server.js';
-import { machineVariableId, sourceName } from '../sources/common-schema.js';
+import { machineVariableId, sourceName, unitSetting } from '../sources/common-schema.js';
 import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
 import { parseDeviceUrl } from '../sources/modbus/probe-cli.js';
 import { parseBody } from './build-tools.js';
@@ -80,7 +80,7 @@ export const mergeSchema = z
           security_policy: z.string().max(64).optional(),
           user: z.string().min(1).max(128).optional(),
         }),
-        nodes: z.array(z.strictObject({ node_id: z.string().min(1).max(4_096), variable: machineVariableId, comment })).min(1).max(20_000),
+        nodes: z.array(z.strictObject({ node_id: z.string().min(1).max(4_096), variable: machineVariableId, unit: unitSetting, comment })).min(1).max(20_000),
       })
       .optional(),
     modbus: z
@@ -97,6 +97,7 @@ export const mergeSchema = z
               byte_order: z.enum(BYTE_ORDERS).optional(),
               scale: z.number().finite().optional(),
               offset: z.number().finite().optional(),
+              unit: unitSetting,
               comment,
             }),
           )

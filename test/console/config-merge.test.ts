@@ -108,6 +108,24 @@ describe('config merge: appending in the style of the list', () => {
     expect(commentColumn(added[1])).toBe(commentColumn(text.split('\n')[7]));
   });
 
+  it('writes a unit as the entry\'s unit setting (after scale), in block and flow lists, and the text validates with it', () => {
+    const flow = `modbus:
+  devices:
+    - name: mixer1
+      host: 127.0.0.1
+      port: 5020
+      registers:
+        - { variable: mvr_mixer1_speed, table: holding, address: 2, type: uint16 }
+`;
+    const r = mergeModbusRegisters(flow, mixer, [{ variable: 'mvr_p', table: 'holding', address: 3, type: 'float32', scale: 0.1, unit: 'kW' }]);
+    expect(insertedLines(flow, r.yaml)).toEqual(['        - { variable: mvr_p, table: holding, address: 3, type: float32, scale: 0.1, unit: kW }']);
+    const block = mergeModbusRegisters(BLOCK, mixer, [{ variable: 'mvr_q', table: 'input', address: 0, type: 'int16', unit: '°C' }]);
+    expect(insertedLines(BLOCK, block.yaml).slice(-2)).toEqual(['          type: int16', '          unit: °C']);
+    const node = mergeOpcuaNodes('', { name: 'press1', endpoint: 'opc.tcp://127.0.0.1:4840' }, [{ node_id: 'ns=2;s=T', variable: 'mvr_t', unit: '°C', comment: 'Press1/T (Double)' }]);
+    expect((parse(node.yaml) as { opcua: { servers: Array<{ nodes: unknown[] }> } }).opcua.servers[0].nodes[0]).toEqual({ node_id: 'ns=2;s=T', variable: 'mvr_t', unit: '°C' });
+    expect(node.yaml).toContain('# Press1/T (Double)');
+  });
+
   it('keeps the default byte order and a coil\'s bool out of the new lines, and writes a bit register with its bit', () => {
     const text = BLOCK.replace('      port: 5020\n', '      port: 5020\n      byte_order: CDAB\n');
     const r = mergeModbusRegisters(text, mixer, [

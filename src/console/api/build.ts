@@ -171,12 +171,13 @@ export interface MergeRequest {
   yaml: string;
   opcua?: {
     server: { name: string; endpoint: string; security_mode?: 'None' | 'Sign' | 'SignAndEncrypt'; security_policy?: string; user?: string };
-    nodes: Array<{ node_id: string; variable: string; comment?: string }>;
+    /** `unit`: written as the node's unit setting (the server's EngineeringUnits, else the catalog's). */
+    nodes: Array<{ node_id: string; variable: string; unit?: string; comment?: string }>;
   };
   modbus?: {
     device: MergeModbusDevice;
     /** `address` is the protocol address; the merge writes it in the device's address_base. */
-    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; bit?: number; byte_order?: string; scale?: number; offset?: number; comment?: string }>;
+    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; bit?: number; byte_order?: string; scale?: number; offset?: number; unit?: string; comment?: string }>;
   };
 }
 export interface MergeResponse {
@@ -233,5 +234,8 @@ export interface ImportCsvResponse {
   /** Rows whose variable the organisation's catalog does not list; null: the catalog has not been read. */
   not_in_catalog: Array<{ row: number; variable: string }> | null;
   more_not_in_catalog: number;
+  /** Rows whose unit is not the one the catalog gives their variable; null: the catalog has not been read. */
+  other_units: Array<{ row: number; variable: string; unit: string; catalog: string }> | null;
+  more_other_units: number;
   targets: Array<{ source: string; target: string; created: boolean; added: number }>;
 }

@@ -64,7 +64,7 @@ export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges:
       )}
       {r.not_in_catalog === null ? (
         <p class="muted small" data-testid="import-catalog">The variables were not checked against the organisation's catalog (it has not been read).</p>
-      ) : r.not_in_catalog.length ? (
+      ) : r.not_in_catalog.length || r.other_units?.length ? (
         <ul class="problems" data-testid="import-catalog">
           {r.not_in_catalog.map((n) => (
             <li class="warn">
@@ -77,6 +77,21 @@ export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges:
           {r.more_not_in_catalog ? (
             <li class="warn">
               <span class="dot"></span>… and {r.more_not_in_catalog} more
+            </li>
+          ) : (
+            ''
+          )}
+          {(r.other_units ?? []).map((n) => (
+            <li class="warn">
+              <span class="dot"></span>
+              <span>
+                <b>row {n.row}</b> · <span class="mono">{n.variable}</span>: unit "{n.unit}", but the organisation's catalog gives "{n.catalog}" (check the scale and offset, then the unit)
+              </span>
+            </li>
+          ))}
+          {r.more_other_units ? (
+            <li class="warn">
+              <span class="dot"></span>… and {r.more_other_units} more units
             </li>
           ) : (
             ''

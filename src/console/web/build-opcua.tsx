@@ -182,12 +182,18 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
     return f;
   };
   const tickedList = Object.values(ticked);
+  // The unit setting of a new mapping: the server's EngineeringUnits (what the value is in: Apply
+  // then flags it when the catalog's differs), else the catalog's; none when neither gives one.
+  const unitFor = (n: BrowseNode, variable: string): { unit?: string } => {
+    const unit = (n.unit?.trim() || (catalog && !('error' in catalog) ? catalog.variables.find((v) => v.id === variable)?.unit?.trim() : undefined)) ?? '';
+    return unit && unit.length <= 32 ? { unit } : {};
+  };
   const flagged = tickedList.filter((t) => flagsOf(t.variable).length > 0).length;
 
   const make = async () => {
     if (!meta) return;
     try {
-      const nodes = tickedList.map((t) => ({ node_id: t.node.nsu, variable: t.variable, comment: t.node.comment }));
+      const nodes = tickedList.map((t) => ({ node_id: t.node.nsu, variable: t.variable, ...unitFor(t.node, t.variable), comment: t.node.comment }));
       const r = await addToConfig({
         opcua: {
           server: { name, endpoint: meta.endpoint, security_mode: meta.security_mode, security_policy: meta.security_policy, ...(meta.user ? { user: meta.user } : {}) },
