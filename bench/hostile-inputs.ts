@@ -19,6 +19,10 @@
  *
  *   npx tsx bench/hostile-inputs.ts
  *   BENCH_PART=1 npx tsx bench/hostile-inputs.ts     (readers only)
+ *   BENCH_SMOKE=1 npx tsx bench/hostile-inputs.ts    (smallest sizes: shows that it runs)
+ *
+ * Sizes: BENCH_BYTES (4,000,000: the configuration and the largest bomb), BENCH_KEYS (300,000),
+ * BENCH_CHECK_KEYS (30,000: the console's check), BENCH_ROWS (20,000 CSV rows), BENCH_IDLE_S (5).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,13 +34,21 @@ import { load } from 'js-yaml';
 import { stringify } from 'yaml';
 import { loadConfigFile, parseConfigText, parseYamlDocument } from '../src/config/load.js';
 import { silentLogger } from '../src/core/logger.js';
+import { LEAN_READER_MIN_CHARS } from '../src/config/yaml-lean.js';
 import { runTextJob } from '../src/console/text-jobs.js';
 import { startEmulator } from '../src/emulator/index.js';
 import { startGateway } from '../src/runtime/gateway.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 
 const PART = process.env.BENCH_PART ?? 'all';
-const FORMER_CAP_S = Number(process.env.BENCH_FORMER_CAP_S ?? 30);
+const FORMER_CAP_S = envNumber('BENCH_FORMER_CAP_S', 30, 2);
+const BYTES = envNumber('BENCH_BYTES', 4_000_000, 260_000);
+const KEYS = envNumber('BENCH_KEYS', 300_000, 10_000);
+const CHECK_KEYS = envNumber('BENCH_CHECK_KEYS', 30_000, 3_000);
+const ROWS = envNumber('BENCH_ROWS', 20_000, 200);
+const IDLE_S = envNumber('BENCH_IDLE_S', 5, 0.5);
+smokeBanner(`BENCH_BYTES ${BYTES}, BENCH_KEYS ${KEYS}, BENCH_CHECK_KEYS ${CHECK_KEYS}, BENCH_ROWS ${ROWS}, BENCH_IDLE_S ${IDLE_S}`);
+const sizeLabel = (b: number) => (b >= 1_000_000 ? `${b / 1_000_000} MB` : `${b / 1_000} kB`);
 const ms = (t: number) => Math.round(t);
 
 // --- Texts ---------------------------------------------------------------------------------------
@@ -118,15 +130,17 @@ function part1(): boolean {
     if (targetMs !== null) ok &&= r.ms <= targetMs;
     rows.push({ case: name, bytes: text.length, 'gateway ms': ms(r.ms), outcome: r.outcome, 'baseline js-yaml load ms': ms(baseMs), ratio: Number((r.ms / Math.max(1, baseMs)).toFixed(2)), former, target: targetMs === null ? '' : `<= ${targetMs} ms` });
   };
-  const plain = plantConfig(4_000_000);
-  const anchored = plantConfig(4_000_000, true);
-  row('4 MB configuration (lean reader), read + validated', plain, () => parseConfigText(plain), 2_000);
-  row('4 MB configuration with an anchor (full reader)', anchored, () => parseConfigText(anchored), null);
-  const k30 = keys(30_000);
-  row('30,000 keys, full reader', k30, () => parseYamlDocument(k30), 2_000, formerUniqueKeys(k30));
-  const k300 = keys(300_000);
-  row('300,000 keys, read + validated', k300, () => parseConfigText(k300), 2_000);
-  for (const [size, label] of [[1_000, '1 kB'], [300_000, '300 kB'], [4_000_000, '4 MB']] as const) {
+  const plain = plantConfig(BYTES);
+  const anchored = plantConfig(BYTES, true);
+  row(`${sizeLabel(BYTES)} configuration (${plain.length >= LEAN_READER_MIN_CHARS ? 'lean' : 'full'} reader), read + validated`, plain, () => parseConfigText(plain), 2_000);
+  row(`${sizeLabel(BYTES)} configuration with an anchor (full reader)`, anchored, () => parseConfigText(anchored), null);
+  const kCheck = keys(CHECK_KEYS);
+  row(`${CHECK_KEYS.toLocaleString('en-US')} keys, full reader`, kCheck, () => parseYamlDocument(kCheck), 2_000, formerUniqueKeys(kCheck));
+  const kMany = keys(KEYS);
+  row(`${KEYS.toLocaleString('en-US')} keys, read + validated`, kMany, () => parseConfigText(kMany), 2_000);
+  const bombSizes = [...new Set([1_000, Math.min(300_000, BYTES), BYTES])];
+  for (const size of bombSizes) {
+    const label = sizeLabel(size);
     for (const flow of [true, false]) {
       const text = bomb(size, flow);
       row(`alias bomb, ${flow ? 'flow' : 'block'}, ${label}: gateway reader`, text, () => parseConfigText(text), 1_000);
@@ -186,14 +200,14 @@ async function part2(): Promise<boolean> {
   const url = gw.httpUrl!;
   const seed = 'opcua:\n  servers:\n    - name: plc1\n      endpoint: opc.tcp://10.0.0.1:4840\n      nodes:\n        - { node_id: "ns=2;s=Seed", variable: mvr_seed }   # seed\n';
   const rows = ['kind,source,variable,node_id,comment'];
-  for (let i = 0; i < 20_000; i++) rows.push(`opcua,plc1,mvr_line1_tag_${i},ns=2;s=Line1.Area${i % 40}.Tag${i},Line1/Area${i % 40}/Tag${i} (Double) from the tag list of line 1 ${'-'.repeat(80)}`);
+  for (let i = 0; i < ROWS; i++) rows.push(`opcua,plc1,mvr_line1_tag_${i},ns=2;s=Line1.Area${i % 40}.Tag${i},Line1/Area${i % 40}/Tag${i} (Double) from the tag list of line 1 ${'-'.repeat(80)}`);
   const csv = rows.join('\r\n');
   // Within the 256 KiB the console checks.
-  const k30 = Array.from({ length: 30_000 }, (_, i) => `k${i.toString(36)}: 1`).join('\n');
+  const k30 = Array.from({ length: CHECK_KEYS }, (_, i) => `k${i.toString(36)}: 1`).join('\n');
   let imported = '';
   const cases: Array<{ name: string; bytes: number; route: string; body: () => unknown; job: () => Parameters<typeof runTextJob>[0]; keep?: (text: string) => void }> = [
-    { name: 'check: 30,000 keys', bytes: k30.length, route: '/console/api/config/check', body: () => ({ yaml: k30 }), job: () => ({ job: 'check', yaml: k30 }) },
-    { name: 'import: 20,000 OPC UA rows', bytes: csv.length, route: '/console/api/config/import-csv', body: () => ({ yaml: seed, csv }), job: () => ({ job: 'import', yaml: seed, csv, update: false, catalog: null }), keep: (t) => (imported = (JSON.parse(t) as { yaml: string }).yaml) },
+    { name: `check: ${CHECK_KEYS.toLocaleString('en-US')} keys`, bytes: k30.length, route: '/console/api/config/check', body: () => ({ yaml: k30 }), job: () => ({ job: 'check', yaml: k30 }) },
+    { name: `import: ${ROWS.toLocaleString('en-US')} OPC UA rows`, bytes: csv.length, route: '/console/api/config/import-csv', body: () => ({ yaml: seed, csv }), job: () => ({ job: 'import', yaml: seed, csv, update: false, catalog: null }), keep: (t) => (imported = (JSON.parse(t) as { yaml: string }).yaml) },
     { name: 'mappings of the imported text', bytes: 0, route: '/console/api/config/mappings', body: () => ({ yaml: imported }), job: () => ({ job: 'mappings', yaml: imported }) },
     { name: 'merge 3 nodes into the imported text', bytes: 0, route: '/console/api/config/merge', body: () => ({ yaml: imported, opcua: { server: { name: 'plc1', endpoint: 'opc.tcp://10.0.0.1:4840' }, nodes: [0, 1, 2].map((i) => ({ node_id: `ns=2;s=New${i}`, variable: `mvr_new_${i}` })) } }), job: () => ({ job: 'merge', request: { yaml: imported, opcua: { server: { name: 'plc1', endpoint: 'opc.tcp://10.0.0.1:4840' }, nodes: [0, 1, 2].map((i) => ({ node_id: `ns=2;s=New${i}`, variable: `mvr_new_${i}` })) } } }) },
   ];
@@ -201,13 +215,13 @@ async function part2(): Promise<boolean> {
   await post(`${url}/console/api/config/check`, encoded({ yaml: 'gateway: { name: x }\n' }));
   const out: Array<Record<string, string | number>> = [];
   let ok = true;
-  // The machine's own stalls: the same measurement for 5 s without a request (a loaded machine
+  // The machine's own stalls: the same measurement for IDLE_S without a request (a loaded machine
   // delays a runnable thread too; a turn of the gateway's loop is then longer than its work).
   {
     const h = monitorEventLoopDelay({ resolution: 1 });
     h.enable();
     let slowest = 0;
-    const until = performance.now() + 5_000;
+    const until = performance.now() + IDLE_S * 1_000;
     while (performance.now() < until) {
       const t = performance.now();
       await healthz(url);
@@ -215,7 +229,7 @@ async function part2(): Promise<boolean> {
       await new Promise((r) => setTimeout(r, 20));
     }
     h.disable();
-    out.push({ case: 'idle: no request, 5 s (the machine)', 'body bytes': 0, status: '', 'request ms': '', 'longest turn ms': ms(Math.max(0, h.max / 1e6 - 1)), 'slowest /healthz ms': ms(slowest), 'baseline: on the main thread, ms': '', 'turn / baseline': '', target: '' });
+    out.push({ case: `idle: no request, ${IDLE_S} s (the machine)`, 'body bytes': 0, status: '', 'request ms': '', 'longest turn ms': ms(Math.max(0, h.max / 1e6 - 1)), 'slowest /healthz ms': ms(slowest), 'baseline: on the main thread, ms': '', 'turn / baseline': '', target: '' });
   }
   for (const c of cases) {
     const data = encoded(c.body());
@@ -259,6 +273,6 @@ async function part2(): Promise<boolean> {
 console.log(`load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}\n`);
 const ok1 = PART === '2' ? true : part1();
 const ok2 = PART === '1' ? true : await part2();
-console.log(`\n${verdict(ok1, 'readers: 4 MB read in <= 2 s, bombs refused in <= 1 s, 300,000 keys a clear error')}`);
+console.log(`\n${verdict(ok1, `readers: ${sizeLabel(BYTES)} read in <= 2 s, bombs refused in <= 1 s, ${KEYS.toLocaleString('en-US')} keys a clear error`)}`);
 if (PART !== '1') console.log(verdict(ok2, 'console: each request <= 2 s, no event-loop turn > 100 ms'));
 console.log(NOISY_MACHINE_NOTE);
