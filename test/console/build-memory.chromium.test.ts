@@ -77,23 +77,28 @@ describe.skipIf(!available)('a build loop with a memory', () => {
     expect(await page.getByTestId('opcua-endpoint').inputValue()).not.toBe('opc.tcp://127.0.0.1:4840');
   });
 
-  it('a CSV import lists a change to an existing mapping and makes it on confirm; an id the catalog lacks is flagged', async () => {
+  it('a CSV import lists a change to an existing mapping and makes it on confirm; an id the catalog lacks and a unit other than its own are flagged', async () => {
     // The console's copy of the catalog (the Build page reads it when it opens).
     expect((await fetch(`${gw.httpUrl}/console/api/catalog`)).status).toBe(200);
     await page.getByTestId('tab-config').click();
     await expect.poll(editorText, { timeout: 20_000 }).toContain('mvr_mixer1_level');
-    const csv = 'kind,source,variable,table,address,type,scale\r\nmodbus,mixer1,mvr_mixer1_level,input,0,int16,0.2\r\nmodbus,mixer1,mvr_mixer1_power,holding,2,float32,\r\nmodbus,mixer1,mvr_mixer1_nosuch,holding,4,uint16,\r\n';
+    const csv = 'kind,source,variable,table,address,type,scale,unit\r\nmodbus,mixer1,mvr_mixer1_level,input,0,int16,0.2,%\r\nmodbus,mixer1,mvr_mixer1_power,holding,2,float32,,W\r\nmodbus,mixer1,mvr_mixer1_nosuch,holding,4,uint16,,\r\n';
     await page.getByTestId('import-csv-file').setInputFiles({ name: 'tags.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
     await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 30_000 }).toContain('tags.csv: 3 rows, 2 added, 0 changed');
     expect(await page.getByTestId('import-changes-note').textContent()).toBe('1 row would change a mapping the text already has; the change is not in the text until you make it:');
-    expect(await page.getByTestId('import-changes').textContent()).toContain('mixer1 input 0, int16 ABCD, scale 0.1 → mixer1 input 0, int16 ABCD, scale 0.2');
+    expect(await page.getByTestId('import-changes').textContent()).toContain('mixer1 input 0, int16 ABCD, scale 0.1 → mixer1 input 0, int16 ABCD, scale 0.2, unit %');
     expect(await page.getByTestId('import-catalog').textContent()).toContain("mvr_mixer1_nosuch: not in the organisation's catalog");
+    // The catalog gives mvr_mixer1_power kW: a row in W is flagged (and still taken); the flags in row order.
+    expect((await page.getByTestId('import-catalog').locator('li').allTextContents()).map((t) => t.trim())).toEqual([
+      'row 3 · mvr_mixer1_power: unit "W", but the organisation\'s catalog gives "kW" (check the scale and offset, then the unit)',
+      "row 4 · mvr_mixer1_nosuch: not in the organisation's catalog; the service will refuse its samples (create it there, or fix the id)",
+    ]);
     // Added at once; the change waits for its confirmation.
-    expect(await editorText()).toContain('        - { variable: mvr_mixer1_power,       table: holding, address: 2, type: float32 }');
+    expect(await editorText()).toContain('        - { variable: mvr_mixer1_power,       table: holding, address: 2, type: float32, unit: W }');
     expect(await editorText()).toContain('scale: 0.1 }');
     await page.getByTestId('import-make-changes').click();
     await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 30_000 }).toContain('2 added, 1 changed');
-    expect(await editorText()).toContain('        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.2 }   # %');
+    expect(await editorText()).toContain('        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.2, unit: "%" } # %');
   });
 
   it('Apply keeps a version with its user agent and what changed; a rollback shows its diff and writes the file back when confirmed', async () => {
@@ -101,7 +106,7 @@ describe.skipIf(!available)('a build loop with a memory', () => {
     await page.getByTestId('apply-config').click();
     await page.getByTestId('confirm-apply').click();
     await expect.poll(() => page.getByTestId('apply-note').textContent(), { timeout: 30_000 }).toMatch(/^Written to .*gateway\.yaml \(version 2 in its history\)\. Changed: modbus/);
-    expect(readFileSync(file, 'utf8')).toContain('scale: 0.2 }');
+    expect(readFileSync(file, 'utf8')).toContain('scale: 0.2, unit: "%" }');
     // Version 1 is the file as it was before the console first wrote it.
     await expect.poll(() => page.getByTestId('history-2').textContent(), { timeout: 20_000 }).toMatch(/console apply.*HeadlessChrome\/[\d.]+.*changed modbus/);
     expect(await page.getByTestId('history-1').textContent()).toContain('before console apply');

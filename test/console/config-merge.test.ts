@@ -108,7 +108,7 @@ describe('config merge: appending in the style of the list', () => {
     expect(commentColumn(added[1])).toBe(commentColumn(text.split('\n')[7]));
   });
 
-  it('writes a unit as the entry\'s unit setting (after scale), in block and flow lists, and the text validates with it', () => {
+  it('writes a unit as the entry\'s unit setting (after scale), in block and flow lists, the comment kept as a comment', () => {
     const flow = `modbus:
   devices:
     - name: mixer1

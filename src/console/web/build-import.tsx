@@ -62,44 +62,7 @@ export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges:
       ) : (
         ''
       )}
-      {r.not_in_catalog === null ? (
-        <p class="muted small" data-testid="import-catalog">The variables were not checked against the organisation's catalog (it has not been read).</p>
-      ) : r.not_in_catalog.length || r.other_units?.length ? (
-        <ul class="problems" data-testid="import-catalog">
-          {r.not_in_catalog.map((n) => (
-            <li class="warn">
-              <span class="dot"></span>
-              <span>
-                <b>row {n.row}</b> · <span class="mono">{n.variable}</span>: not in the organisation's catalog; the service will refuse its samples (create it there, or fix the id)
-              </span>
-            </li>
-          ))}
-          {r.more_not_in_catalog ? (
-            <li class="warn">
-              <span class="dot"></span>… and {r.more_not_in_catalog} more
-            </li>
-          ) : (
-            ''
-          )}
-          {(r.other_units ?? []).map((n) => (
-            <li class="warn">
-              <span class="dot"></span>
-              <span>
-                <b>row {n.row}</b> · <span class="mono">{n.variable}</span>: unit "{n.unit}", but the organisation's catalog gives "{n.catalog}" (check the scale and offset, then the unit)
-              </span>
-            </li>
-          ))}
-          {r.more_other_units ? (
-            <li class="warn">
-              <span class="dot"></span>… and {r.more_other_units} more units
-            </li>
-          ) : (
-            ''
-          )}
-        </ul>
-      ) : (
-        ''
-      )}
+      <CatalogFlags r={r} />
       {r.problems.length ? (
         <ul class="problems" data-testid="import-problems">
           {r.problems.map((p) => (
@@ -133,5 +96,35 @@ export function ImportReport({ r, onMakeChanges }: { r: Imported; onMakeChanges:
       )}
       {r.diff ? <Diff text={r.diff} /> : ''}
     </div>
+  );
+}
+
+/** The rows the organisation's catalog does not agree with, in row order: an id it lacks, a unit other than its own. */
+function CatalogFlags({ r }: { r: Imported }) {
+  if (r.not_in_catalog === null) return <p class="muted small" data-testid="import-catalog">The variables were not checked against the organisation's catalog (it has not been read).</p>;
+  const flags = [
+    ...r.not_in_catalog.map((n) => ({ row: n.row, variable: n.variable, text: "not in the organisation's catalog; the service will refuse its samples (create it there, or fix the id)" })),
+    ...(r.other_units ?? []).map((n) => ({ row: n.row, variable: n.variable, text: `unit "${n.unit}", but the organisation's catalog gives "${n.catalog}" (check the scale and offset, then the unit)` })),
+  ].sort((a, b) => a.row - b.row);
+  const more = r.more_not_in_catalog + r.more_other_units;
+  if (flags.length === 0) return null;
+  return (
+    <ul class="problems" data-testid="import-catalog">
+      {flags.map((f) => (
+        <li class="warn">
+          <span class="dot"></span>
+          <span>
+            <b>row {f.row}</b> · <span class="mono">{f.variable}</span>: {f.text}
+          </span>
+        </li>
+      ))}
+      {more ? (
+        <li class="warn">
+          <span class="dot"></span>… and {more} more
+        </li>
+      ) : (
+        ''
+      )}
+    </ul>
   );
 }
