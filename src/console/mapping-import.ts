@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { ImportCsvResponse } from './api/build.js';
 import { machineVariableId, sourceName, unitSetting } from '../sources/common-schema.js';
 import { resolveAddress, TABLE_INFO, TABLES, type AddressBase, type Table } from '../sources/modbus/address.js';
 import { BYTE_ORDERS, DATA_TYPES } from '../sources/modbus/decode.js';
@@ -35,50 +36,11 @@ const MAX_LISTED = 500;
 /** Work between two yields to the event loop, in milliseconds. */
 const SLICE_MS = 20;
 
-export interface ImportProblem {
-  /** Row number as the spreadsheet shows it (the header is row 1). */
-  row: number;
-  /** The column at fault, when one is. */
-  field: string | null;
-  value: string | null;
-  message: string;
-}
-
-/** A row that changes a mapping the text has. */
-export interface ImportChange {
-  row: number;
-  variable: string;
-  /** The setting that maps it: `opcua.servers[0].nodes[3]`. */
-  setting: string;
-  before: string;
-  after: string;
-  /** Made in the text (`update` asked), or only listed. */
-  applied: boolean;
-}
-
-export interface ImportResult {
-  yaml: string;
-  /** Rows of data read. */
-  rows: number;
-  added: number;
-  /** Mappings changed in the text (only with `update`). */
-  updated: number;
-  /** Rows already in the configuration as they are. */
-  unchanged: number;
-  problems: ImportProblem[];
-  more_problems: number;
-  /** Rows that change an existing mapping, applied or not. */
-  changes: ImportChange[];
-  more_changes: number;
-  /** Rows whose variable the catalog does not list (null: the catalog could not be read). */
-  not_in_catalog: Array<{ row: number; variable: string }> | null;
-  more_not_in_catalog: number;
-  /** Rows whose unit is not the one the catalog gives their variable (null: the catalog could not be read). */
-  other_units: Array<{ row: number; variable: string; unit: string; catalog: string }> | null;
-  more_other_units: number;
-  /** Each source that received rows: its setting path, whether the import created it, how many rows it got. */
-  targets: Array<{ source: string; target: string; created: boolean; added: number }>;
-}
+/** What an import answers (api/build.ts, the route adds the diff). */
+export type ImportResult = Omit<ImportCsvResponse, 'diff'>;
+export type ImportProblem = ImportResult['problems'][number];
+/** A row that changes a mapping the text has: made in the text (`update` asked), or only listed. */
+export type ImportChange = ImportResult['changes'][number];
 
 export interface ImportOptions {
   /** Make the changes to existing mappings in the text (else they are only listed). */

@@ -1,7 +1,7 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { stringify as toYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/load.js';
@@ -10,6 +10,7 @@ import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js'
 import { startGateway, type GatewayHandle } from '../../src/runtime/gateway.js';
 import { freePort } from '../../src/sim/modbus-device.js';
 import { testConfigInput } from '../helpers/gateway.js';
+import { chromiumAvailable, launchChromium } from '../helpers/chromium.js';
 
 /**
  * The build loop with a memory, in Chromium against a gateway started from a file and the
@@ -18,8 +19,7 @@ import { testConfigInput } from '../helpers/gateway.js';
  * the catalog does not know; Apply keeps a version of the file (time, user agent, what changed)
  * and a rollback to an earlier version shows its diff, then writes it back once confirmed.
  */
-const CHROMIUM = '/usr/bin/chromium';
-const available = existsSync(CHROMIUM) || (process.env.CI ? (() => { throw new Error(`${CHROMIUM} is missing but CI is set`); })() : false);
+const available = chromiumAvailable('the build loop with a memory');
 
 let emu: EmulatorHandle;
 let gw: GatewayHandle;
@@ -55,7 +55,7 @@ modbus:
 `;
   writeFileSync(file, original);
   gw = await startGateway(loadConfigFile(file).config, { configPath: file, logger: silentLogger() });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
 }, 90_000);
