@@ -9,7 +9,7 @@
  */
 import type { Database } from 'better-sqlite3';
 import { describeError } from '../core/errors.js';
-import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
+import type { AppendOptions, Sample, SampleColumns, SampleSink } from '../core/sample.js';
 import { Checkpointer } from './capacity/checkpointer.js';
 import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
@@ -181,6 +181,16 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   /** Queues samples for the next group commit (B1): resolves once committed, rejects when refused. */
   append(samples: readonly Sample[], options: AppendOptions = {}): Promise<void> {
     return this.ingest.append(samples, options);
+  }
+
+  /** `append` for samples held as columns (SampleSink.appendColumns). */
+  appendColumns(columns: SampleColumns, options: AppendOptions = {}): Promise<void> {
+    return this.ingest.appendColumns(columns, options);
+  }
+
+  /** Values a source lost before they reached the buffer (SampleSink.lost): they count in the dropped total. */
+  lost(count: number): void {
+    this.losses.countLostUpstream(count);
   }
 
   /** Commits everything pending now. */

@@ -132,7 +132,7 @@ export const opcuaServerSchema = z
           'Largest message the gateway accepts from the server, announced in the connection Hello (OPC UA Part 6 §7.1.2.3): the server must refuse a larger response (BadTcpMessageTooLarge) instead of sending it, so one answer (a HistoryRead of a server that ignores numValuesPerNode, a huge Browse) cannot take hundreds of MB and block the gateway for seconds. Also sets maxNotificationsPerPublish so a subscription backlog comes in several Publish responses',
         examples: ['4MiB', '16MiB'],
       }),
-    max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
+    max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Values held in memory while the buffer commits. Subscription mode keeps its Publish requests to what fits (the server holds the rest in its monitored-item queues); a value beyond it is refused and counted as lost (buffer_full, dropped_total)' }),
     nodes: z.array(opcuaNodeSchema).default([]).meta({ description: 'Nodes to read (at least one, unless events are configured)' }),
     events: opcuaEventsSchema.optional(),
     history: z

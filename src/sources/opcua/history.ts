@@ -211,6 +211,13 @@ export class HistoryBackfill {
     if (run.wake && run.firstLive.size >= run.waitingFor) run.wake();
   }
 
+  /** `noteLive` for the hot path: the time is `out.ts` (decode.ts SampleOut). */
+  noteLiveOut(index: number, out: { ts: number }): void {
+    const run = this.current;
+    if (!run || run.firstLive.has(index)) return;
+    this.noteLive(index, out.ts);
+  }
+
   /** The link is going away: stop reading (the session is dead or closing). Pending gaps stay pending. */
   end(): void {
     if (this.current) {

@@ -14,8 +14,9 @@ import {
   type NotificationMessage,
 } from 'node-opcua';
 import type { OpcuaServerConfig } from './config.js';
-import type { NodeBinding } from './decode.js';
-import { PublishPipeline, publishRequestsFor } from './publish-pipeline.js';
+import { dataChangesOf, installDataChangeDecoder, type DataChanges } from './data-change-decode.js';
+import { hasOverflowBit, type NodeBinding } from './decode.js';
+import { PublishPipeline, publishRequestsFor, valuesPerInterval } from './publish-pipeline.js';
 import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 import type { InvalidNode } from './validate-nodes.js';
 
@@ -25,8 +26,13 @@ const CREATE_CHUNK = 1_000;
 const NOTIFICATION_BYTES = 64;
 
 export interface SubscriptionCallbacks {
-  /** One value of one node (already matched to its binding). */
+  /** One value of one node (already matched to its binding), as node-opcua decoded it (not a simple value). */
   onValue(binding: NodeBinding, dv: DataValue): void;
+  /**
+   * The values of one DataChangeNotification read as columns (data-change-decode.ts): value `i`
+   * belongs to `bindings[columns.handles[i] - 1]` (absent: not one of ours).
+   */
+  onColumns(columns: DataChanges, bindings: readonly NodeBinding[]): void;
   /** A keep-alive or any Publish response: the link is alive. */
   onAlive(): void;
   /**
@@ -59,11 +65,32 @@ export interface SubscriptionReader {
    * what the server holds then; rejects when that could not be done.
    */
   repair(): Promise<RepairResult>;
-  /** Publish requests kept queued at the server (publish-pipeline.ts). */
+  /** Publish requests kept queued at the server (publish-pipeline.ts) while the gateway has room. */
   readonly publishRequests: number;
+  /** Flow control and what the server revised (status). */
+  flow(): SubscriptionFlow;
+  /** The gateway has room again: send the Publish requests held back. */
+  resume(): void;
+  /** Whether every Publish request is held back now (the watchdog does not count that silence). */
+  holding(): boolean;
+  /** The sampling interval the server revised for the item at `position`, ms (0: none known). */
+  samplingOf(position: number): number;
   /** Stops topping up the Publish requests (the link is being torn down; closing the session ends the rest). */
   stop(): void;
   terminate(): Promise<void>;
+}
+
+export interface SubscriptionFlow {
+  publish_requests: number;
+  values_per_response: number;
+  /** Values per publishing interval the items queue at the server, from what it revised. */
+  values_per_interval: number;
+  /** Shortest stall (ms) the server's queues absorb: revised queue size × sampling interval, least of the items. */
+  server_queue_ms: number | null;
+  /** Items whose queue the server revised below what was asked. */
+  queues_revised_down: number;
+  holding: boolean;
+  held_ms_total: number;
 }
 
 export interface RepairResult {
@@ -99,7 +126,8 @@ const REFUSED = 2;
  * (Part 4 §5.13.7, TransferSubscriptions) with the values queued meanwhile. We ask for about two
  * minutes, and at least 3 × the keep-alive count as §5.13.2 requires.
  */
-export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: readonly NodeBinding[], cb: SubscriptionCallbacks, limits: OperationLimits = NO_OPERATION_LIMITS): Promise<SubscriptionReader> {
+export async function startSubscription(session: ClientSession, cfg: OpcuaServerConfig, bindings: readonly NodeBinding[], cb: SubscriptionCallbacks, limits: OperationLimits = NO_OPERATION_LIMITS, room: () => number = () => Infinity): Promise<SubscriptionReader> {
+  installDataChangeDecoder();
   const lifetime = Math.max(cfg.keep_alive_count * 3, Math.ceil(120_000 / cfg.publishing_interval));
   const subscription = await session.createSubscription2({
     requestedPublishingInterval: cfg.publishing_interval,
@@ -107,8 +135,10 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
     requestedMaxKeepAliveCount: cfg.keep_alive_count,
     // A Publish response must fit max_message_size (client-options.ts): a notification is at most
     // about 40 bytes encoded (client handle + DataValue with both timestamps), so this many leave
-    // room; a bigger backlog comes in several responses (moreNotifications, Part 4 §5.13.1.1).
-    maxNotificationsPerPublish: Math.floor(cfg.max_message_size / NOTIFICATION_BYTES),
+    // room; a bigger backlog comes in several responses (moreNotifications, Part 4 §5.13.1.1). And
+    // one response is at most a tenth of what the gateway holds for its commit (max_pending_samples),
+    // so the Publish requests held back by the room left (publish-pipeline.ts) bound its memory.
+    maxNotificationsPerPublish: Math.min(Math.floor(cfg.max_message_size / NOTIFICATION_BYTES), Math.floor(cfg.max_pending_samples / 10)),
     publishingEnabled: true,
     priority: 10,
   });
@@ -117,30 +147,20 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
   // (ClientSessionImpl) but its ClientSession type leaves out.
   const raw = session as ClientSession & ClientSessionRawSubscriptionService;
   const state = new Uint8Array(bindings.length);
+  // What the server revised per item (Part 4 §5.12.2): the Publish pipeline and the loss estimate use it.
+  const revisedSampling = new Float64Array(bindings.length);
+  const revisedQueue = new Uint32Array(bindings.length);
   const sequence = new SequenceTracker();
+  let pipeline: PublishPipeline | null = null;
   // Every NotificationMessage, keep-alives included (node-opcua emits this one first, before its own handling).
   subscription.on('raw_notification', (msg: NotificationMessage) => {
     cb.onAlive();
     const counts = countMessage(msg, sequence);
+    pipeline?.observe(counts.values);
     cb.onMessage?.(counts);
     if (counts.values === 0) return;
-    let others: NotificationMessage['notificationData'] = null;
-    for (const n of msg.notificationData ?? []) {
-      if (!isDataChange(n)) {
-        (others ??= []).push(n);
-        continue;
-      }
-      for (const item of n.monitoredItems ?? []) {
-        const b = bindings[item.clientHandle - 1];
-        if (b) cb.onValue(b, item.value);
-      }
-    }
-    // node-opcua's own handling, after this event, looks each value up among its
-    // ClientMonitoredItems, finds none of ours and warns once per message: it gets the rest only
-    // (status changes such as BadTimeout, events). The message was acknowledged before this event.
-    msg.notificationData = others ?? [];
+    msg.notificationData = dispatch(msg.notificationData ?? [], bindings, cb);
   });
-
   const groups = new Map<string, number[]>();
   bindings.forEach((b, i) => {
     const key = `${b.samplingInterval}|${b.queueSize}|${b.deadband?.type ?? '-'}|${b.deadband?.value ?? 0}`;
@@ -187,6 +207,8 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
           if (status && status.value >>> 30 < 2) {
             state[p] = HELD;
             probeId = r.monitoredItemId;
+            revisedSampling[p] = r.revisedSamplingInterval;
+            revisedQueue[p] = r.revisedQueueSize;
           } else {
             state[p] = REFUSED;
             const b = bindings[p];
@@ -238,8 +260,24 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
   const monitored = first.created - first.refused.length;
 
   const publishingInterval = subscription.publishingInterval || cfg.publishing_interval;
-  const pipeline = new PublishPipeline(session, publishRequestsFor(bindings, publishingInterval));
-  pipeline.start(publishingInterval);
+  /** Over the items the server holds, from what it revised: values per publishing interval, the shortest stall its queues absorb, queues revised below the request. */
+  const revised = () => {
+    let values = 0;
+    let shortest = Infinity;
+    let down = 0;
+    for (let p = 0; p < bindings.length; p++) {
+      if (state[p] !== HELD) continue;
+      const item = { samplingInterval: revisedSampling[p], queueSize: revisedQueue[p] };
+      values += valuesPerInterval([item], publishingInterval);
+      shortest = Math.min(shortest, item.queueSize * (item.samplingInterval > 0 ? item.samplingInterval : publishingInterval));
+      if (item.queueSize < bindings[p].queueSize) down += 1;
+    }
+    return { values, shortest, down };
+  };
+  pipeline = new PublishPipeline(session, publishRequestsFor(revised().values), room, () => room() >= cfg.max_pending_samples);
+  const p = pipeline;
+  const sizePipeline = () => void (p.target = publishRequestsFor(revised().values, p.valuesPerResponse));
+  p.start(publishingInterval);
 
   return {
     subscription,
@@ -251,18 +289,64 @@ export async function startSubscription(session: ClientSession, cfg: OpcuaServer
       for (const s of state) if (s === HELD) n += 1;
       return n;
     },
-    repair,
-    publishRequests: pipeline.target,
+    repair: () =>
+      repair().then((r) => {
+        sizePipeline();
+        p.topUp();
+        return r;
+      }),
+    get publishRequests() {
+      return p.target;
+    },
+    flow: () => {
+      const r = revised();
+      return {
+        publish_requests: p.target,
+        values_per_response: p.valuesPerResponse,
+        values_per_interval: Math.round(r.values),
+        server_queue_ms: r.shortest === Infinity ? null : Math.round(r.shortest),
+        queues_revised_down: r.down,
+        holding: p.holding,
+        held_ms_total: p.heldTotalMs(),
+      };
+    },
+    resume: () => void p.topUp(),
+    holding: () => p.holding,
+    samplingOf: (position) => revisedSampling[position] ?? 0,
     stop: () => {
       stopped = true;
-      pipeline.stop();
+      p.stop();
     },
     async terminate() {
       stopped = true;
-      pipeline.stop();
+      p.stop();
       await Promise.race([subscription.terminate().catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
     },
   };
+}
+
+/** Hands each value of a message's data changes to the callbacks; returns the notifications for node-opcua (events, status changes). */
+function dispatch(data: NonNullable<NotificationMessage['notificationData']>, bindings: readonly NodeBinding[], cb: SubscriptionCallbacks): NotificationMessage['notificationData'] {
+  let others: NotificationMessage['notificationData'] = null;
+  for (const n of data) {
+    const columns = dataChangesOf(n);
+    if (columns) {
+      cb.onColumns(columns, bindings);
+      continue;
+    }
+    if (!isDataChange(n)) {
+      (others ??= []).push(n);
+      continue;
+    }
+    for (const item of n.monitoredItems ?? []) {
+      const b = bindings[item.clientHandle - 1];
+      if (b) cb.onValue(b, item.value);
+    }
+  }
+  // node-opcua's own handling, after this event, looks each value up among its
+  // ClientMonitoredItems, finds none of ours and warns once per message: it gets the rest only
+  // (status changes such as BadTimeout, events). The message was acknowledged before this event.
+  return others ?? [];
 }
 
 function monitorRefusal(status: string, b: NodeBinding): string {
@@ -295,7 +379,10 @@ export class SequenceTracker {
   }
 }
 
-/** A DataChangeNotification with values (node-opcua decodes an empty list as null). */
+/**
+ * A DataChangeNotification node-opcua decoded, with values (it decodes an empty list as null).
+ * Ask `dataChangesOf` first: reading `monitoredItems` of a notification read as columns decodes it again.
+ */
 function isDataChange(n: unknown): n is DataChangeNotification {
   return n !== null && typeof n === 'object' && Array.isArray((n as DataChangeNotification).monitoredItems);
 }
@@ -306,9 +393,15 @@ export function countMessage(msg: NotificationMessage, sequence: SequenceTracker
   let overflows = 0;
   const data = msg.notificationData ?? [];
   for (const n of data) {
+    const columns = dataChangesOf(n);
+    if (columns) {
+      values += columns.count;
+      for (let i = 0; i < columns.count; i++) if (hasOverflowBit(columns.status[i])) overflows += 1;
+      continue;
+    }
     if (!isDataChange(n)) continue;
     values += n.monitoredItems!.length;
-    for (const item of n.monitoredItems!) if (item.value?.statusCode?.hasOverflowBit) overflows += 1;
+    for (const item of n.monitoredItems!) if (hasOverflowBit(item.value?.statusCode?.value ?? 0)) overflows += 1;
   }
   return { values, overflows, missedMessages: sequence.see(msg.sequenceNumber, data.length > 0) };
 }
