@@ -392,6 +392,7 @@ export class OpcuaSource implements Source {
       this.ctx.stats.setState('connecting');
       // The items are gone with the server (or the connection); counted again once repaired.
       this.setMonitored(0);
+      link.watchdog?.allow(this.cfg.reconnect.max_delay);
       this.ctx.logger.warn({ endpoint: this.cfg.endpoint }, 'OPC UA connection lost; reconnecting (subscriptions are transferred when the server still has them, else re-created)');
     });
     client.on('connection_reestablished', () => {
@@ -510,6 +511,9 @@ export class OpcuaSource implements Source {
    * the same indexes.
    */
   private async afterReconnect(link: Link): Promise<void> {
+    // The repair gets a whole watchdog period of its own from here, and every CreateMonitoredItems
+    // call it completes counts as a sign of life: re-creating 100,000 items is work, not silence.
+    link.watchdog?.feed();
     this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
     this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
     // A repaired session may have missed values (a subscription re-created, not transferred): read
@@ -518,7 +522,7 @@ export class OpcuaSource implements Source {
     if (link.session && this.link === link) this.history?.begin(link.session, link.bindings, link.limits);
     if (link.subscription) {
       try {
-        const r = await link.subscription.repair();
+        const r = await link.subscription.repair(() => link.watchdog?.feed());
         if (this.link !== link) return;
         if (r.created > 0) {
           this.ctx.logger.info({ endpoint: this.cfg.endpoint, items: r.created, refused: r.refused }, 'OPC UA monitored items created again: the server had lost the subscription (restarted)');
