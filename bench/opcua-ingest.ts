@@ -29,14 +29,14 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { cpuSecondsOf, freePort, mb, NOISY_MACHINE_NOTE, rssOf, table } from './lib.js';
-import { bareRawClient, plantNodeId, startPlantServer } from './open62541.js';
+import { cpuSecondsOf, envList, envNumber, freePort, mb, NOISY_MACHINE_NOTE, ratioText, requirePeer, rssOf, smokeBanner, table } from './lib.js';
+import { bareRawClient, open62541BuildScript, plantNodeId, startPlantServer } from './open62541.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const N = Number(process.env.BENCH_ITEMS ?? 20_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
-const SIDES = (process.env.BENCH_SIDES ?? 'bare,ingest').split(',');
+const N = envNumber('BENCH_ITEMS', 20_000, 200);
+const SECONDS = envNumber('BENCH_SECONDS', 30, 2);
+const WARMUP = envNumber('BENCH_WARMUP', 10, 1);
+const SIDES = envList('BENCH_SIDES', 'bare,ingest');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg().map((l) => l.toFixed(1)).join(' / ');
 
@@ -84,7 +84,9 @@ async function bareRole(a: { endpointUrl: string }): Promise<void> {
 
 /** The gateway's OPC UA source into a real buffer, with the sources' tapped sink and the console's value ring. */
 async function ingestRole(a: { endpointUrl: string; dir: string }): Promise<void> {
-  const { openBufferDatabase } = await import('../src/buffer/file/database.js');
+  const { openStore } = await import('../src/store/open.js');
+  const { storeLimits, storeSchema } = await import('../src/store/config.js');
+  const { GATEWAY_SCHEMAS } = await import('../src/runtime/store-schemas.js');
   const { SampleBuffer } = await import('../src/buffer/sample-buffer.js');
   const { bufferSchema } = await import('../src/buffer/config.js');
   const { systemClock } = await import('../src/core/clock.js');
@@ -97,10 +99,11 @@ async function ingestRole(a: { endpointUrl: string; dir: string }): Promise<void
   const { OpcuaSource } = await import('../src/sources/opcua/source.js');
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(a.dir, 'buffer.db'), { synchronous: 'full', logger });
-  // The gateway's default buffer settings (src/runtime/stages/store.ts builds it the same way).
+  // The gateway's default store and buffer settings (src/runtime/stages/store.ts builds them the same way).
   const b = bufferSchema.parse({ path: join(a.dir, 'buffer.db') });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: b.commit_interval, maxBytes: b.max_bytes, whenFull: b.when_full, sealAfterMs: b.seal_after, sealRows: b.seal_rows, compactSamples: b.compact_samples, keepFreeBytes: b.keep_free, returnFreeAfterMs: b.return_free_after, logger, metrics, clock: systemClock });
+  const st = storeSchema.parse({});
+  const { store } = openStore({ path: b.path, synchronous: b.synchronous, schemas: GATEWAY_SCHEMAS, limits: storeLimits(st), reserveBytes: st.disk_reserve, logger, metrics });
+  const buffer = new SampleBuffer(store, { commitIntervalMs: b.commit_interval, maxBytes: b.max_bytes, whenFull: b.when_full, sealAfterMs: b.seal_after, sealRows: b.seal_rows, compactSamples: b.compact_samples, keepFreeBytes: b.keep_free, returnFreeAfterMs: b.return_free_after, logger, metrics, clock: systemClock });
   const sink = new TappedSink(buffer);
   sink.addTap(new ValueRing());
   const stats = new SourceStats('plant', 'opcua', metrics, systemClock);
@@ -171,6 +174,8 @@ async function main(): Promise<void> {
     if (role === 'ingest') return ingestRole(a as { endpointUrl: string; dir: string });
     throw new Error(`unknown role ${role}`);
   }
+  requirePeer(open62541BuildScript() !== null, 'the open62541 build script (../shared/tools/open62541/build.sh) is missing: the values come from its plant server (set OPEN62541_BUILD)');
+  smokeBanner(`BENCH_ITEMS ${N}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}`);
   console.log(`OPC UA ingest path: ${N.toLocaleString('en-US')} items changing every 1 s (open62541 plant server), ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
   const server = await startPlantServer({ n: N, intervalMs: 1_000, port: await freePort() });
   const rows: Array<Record<string, string | number>> = [];
@@ -191,15 +196,15 @@ async function main(): Promise<void> {
       rmSync(dir, { recursive: true, force: true });
       results[side] = f;
       const rate = f.values / SECONDS;
-      rows.push({ side, 'values /s (of N)': `${Math.round(rate)} (${((rate / N) * 100).toFixed(1)} %)`, 'CPU cores': (f.cpuS / SECONDS).toFixed(3), 'µs CPU / value': ((f.cpuS * 1e6) / f.values).toFixed(2), 'GC ms / s': (f.gcMs / SECONDS).toFixed(1), 'RSS peak MB': mb(f.rssPeak), 'set-up s': f.setupS.toFixed(1), 'server CPU': serverCores.toFixed(2), load: `${loadBefore} → ${load()}` });
+      rows.push({ side, 'values /s (of N)': `${Math.round(rate)} (${((rate / N) * 100).toFixed(1)} %)`, 'CPU cores': (f.cpuS / SECONDS).toFixed(3), 'µs CPU / value': f.values > 0 ? ((f.cpuS * 1e6) / f.values).toFixed(2) : 'n/a (no value)', 'GC ms / s': (f.gcMs / SECONDS).toFixed(1), 'RSS peak MB': mb(f.rssPeak), 'set-up s': f.setupS.toFixed(1), 'server CPU': serverCores.toFixed(2), load: `${loadBefore} → ${load()}` });
       console.log(table(rows.slice(-1)));
       if (f.note) console.log(`  ${f.note}`);
     }
     const b = results.bare;
     const g = results.ingest;
     if (b && g) {
-      const per = (f: Figures) => f.cpuS / f.values;
-      rows.push({ side: 'ratio ingest/bare', 'values /s (of N)': (g.values / b.values).toFixed(3), 'CPU cores': (g.cpuS / b.cpuS).toFixed(2), 'µs CPU / value': (per(g) / per(b)).toFixed(2), 'GC ms / s': (g.gcMs / Math.max(1, b.gcMs)).toFixed(2), 'RSS peak MB': (g.rssPeak / b.rssPeak).toFixed(2), 'set-up s': (g.setupS / b.setupS).toFixed(2), 'server CPU': '', load: '' });
+      const per = (f: Figures) => (f.values > 0 ? f.cpuS / f.values : NaN);
+      rows.push({ side: 'ratio ingest/bare', 'values /s (of N)': ratioText(g.values, b.values, 3), 'CPU cores': ratioText(g.cpuS, b.cpuS), 'µs CPU / value': ratioText(per(g), per(b)), 'GC ms / s': ratioText(g.gcMs, Math.max(1, b.gcMs)), 'RSS peak MB': ratioText(g.rssPeak, b.rssPeak), 'set-up s': ratioText(g.setupS, b.setupS), 'server CPU': '', load: '' });
     }
     console.log(`\n${table(rows)}\n`);
     console.log(NOISY_MACHINE_NOTE);

@@ -14,6 +14,7 @@
  * Used by bench/plant-scale.ts (BENCH_OPCUA_SERVER=open62541, the default) and bench/opcua-recovery.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -23,17 +24,15 @@ const BUILD_FALLBACK = '/work/shared/tools/open62541/build.sh';
 
 let prefix: string | null = null;
 
+/** The build script of the team's open62541 tool, or null where it is not (benches then exit as a missing peer). */
+export function open62541BuildScript(): string | null {
+  return [BUILD, BUILD_FALLBACK].find((p) => existsSync(p)) ?? null;
+}
+
 /** Installs (once, cached by build.sh) and returns the prefix holding bin/plant_server. */
 export function open62541Prefix(): string {
   if (prefix) return prefix;
-  const script = [BUILD, BUILD_FALLBACK].find((p) => {
-    try {
-      execFileSync('test', ['-f', p]);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  const script = open62541BuildScript();
   if (!script) throw new Error(`open62541 build script not found (${BUILD}); set OPEN62541_BUILD`);
   const out = execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   prefix = out.trim().split('\n').at(-1)!.trim();

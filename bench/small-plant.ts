@@ -27,13 +27,13 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, ROOT, rssSampler, startEmulatorProcess, startGatewayProcess, startMosquitto, table } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, MOSQUITTO, NOISY_MACHINE_NOTE, ratioText, requirePeer, ROOT, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, startMosquitto, table } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const VARIABLES = Number(process.env.BENCH_VARIABLES ?? 1_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
-const SIDES = (process.env.BENCH_SIDES ?? 'bare-tsx,bare-node,gateway').split(',');
+const VARIABLES = envNumber('BENCH_VARIABLES', 1_000, 100);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 2);
+const WARMUP = envNumber('BENCH_WARMUP', 20, 1);
+const SIDES = envList('BENCH_SIDES', 'bare-tsx,bare-node,gateway', 'bare-node,gateway');
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg().map((l) => l.toFixed(1)).join(' / ');
@@ -206,6 +206,8 @@ async function main(): Promise<void> {
     throw new Error(`unknown role ${role}`);
   }
   if (!existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
+  requirePeer(existsSync(MOSQUITTO), `${MOSQUITTO} is missing: the messages go through a real mosquitto (apt-get install mosquitto)`);
+  smokeBanner(`BENCH_VARIABLES ${VARIABLES}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}, sides ${SIDES.join(',')}`);
   console.log(`Small plant over MQTT: ${VARIABLES.toLocaleString('en-US')} variables, one QoS 1 message each per second (${VARIABLES.toLocaleString('en-US')} messages/s); ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
   const dir = mkdtempSync(join(tmpdir(), 'small-plant-'));
   const broker = await startMosquitto(dir);
@@ -227,7 +229,7 @@ async function main(): Promise<void> {
     for (const b of ['bare-tsx', 'bare-node']) {
       const x = results.get(b);
       if (!g || !x) continue;
-      rows.push({ side: `ratio gateway / ${b}`, 'CPU cores': (g.cores / x.cores).toFixed(2), 'RSS peak / median MB': `${(g.rssPeak / x.rssPeak).toFixed(2)} / ${(g.rssMedian / x.rssMedian).toFixed(2)}`, 'messages /s (of sent)': (g.rate / x.rate).toFixed(3), load: '' });
+      rows.push({ side: `ratio gateway / ${b}`, 'CPU cores': ratioText(g.cores, x.cores), 'RSS peak / median MB': `${ratioText(g.rssPeak, x.rssPeak)} / ${ratioText(g.rssMedian, x.rssMedian)}`, 'messages /s (of sent)': ratioText(g.rate, x.rate, 3), load: '' });
     }
     console.log(`\n${table(rows)}\n`);
     console.log('Target (issue 37 §5): gateway RSS ≤ 1.3 × the bare subscriber\'s at 1,000 messages/s.');

@@ -1,4 +1,3 @@
-import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import type { ConditionRouter } from '../core/condition-event.js';
@@ -8,13 +7,14 @@ import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleColumns, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
 import type { LocalHttpServer } from '../http/server.js';
+import type { StoreOwner } from '../store/store.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 import { AlarmAnnotator } from './alarm-annotator.js';
-import { AlarmStore } from './alarm-store.js';
+import { AlarmStore, type AlarmRow } from './alarm-store.js';
 import { AnnotationViews } from './annotation-view.js';
 import { registerAnnotationRoutes } from './api.js';
-import type { PanelView } from './api-model.js';
+import type { PanelAlarm, PanelView } from './api-model.js';
 import { Reconciler } from './reconcile.js';
 import { DowntimeDetector } from './detector.js';
 import { entryView } from './model.js';
@@ -32,8 +32,8 @@ export interface AnnotationsDeps {
   annotations: AnnotationsSection;
   /** gateway.name: the gateway in annotation texts and the MQTT trigger's topics. */
   gatewayName: string;
-  /** The buffer's database (the outbox lives in the same SQLite file). */
-  db: Database;
+  /** Its two owners of the gateway's file (src/store/README.md): the outbox and downtimes, the machine conditions. */
+  owners: { annotations: StoreOwner; alarms: StoreOwner };
   client: TrackingClient;
   health: UplinkHealth;
   /** The local HTTP server, before it listens; null when http.enabled is false. */
@@ -77,7 +77,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const cfg = deps.annotations;
   if (!cfg) return null;
   const { logger, metrics, clock, gatewayName } = deps;
-  const store = new AnnotationStore(deps.db);
+  const store = new AnnotationStore(deps.owners.annotations);
   let closed = false;
 
   const refreshGauges = () => {
@@ -106,7 +106,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const detector = new DowntimeDetector({ rules: cfg.detectors, service, store, gatewayName, logger: logger.child({ part: 'detector' }), clock });
   detector.restore();
   // Issue 26: machine conditions, and their reconciliation with what operators record.
-  const alarmStore = new AlarmStore(deps.db);
+  const alarmStore = new AlarmStore(deps.owners.alarms);
   const reconciler = new Reconciler({ alarms: alarmStore, store, service, detector, logger: logger.child({ part: 'reconcile' }), clock });
   service.reconciler = reconciler;
   const views = new AnnotationViews(store, alarmStore);
@@ -129,6 +129,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const panel = (): PanelView => {
     const h = deps.health.snapshot();
     const detected = detector.active();
+    const alarmsByMachine = panelAlarms(alarmStore.allOpen());
     return {
       title: cfg.hmi.title,
       gateway: gatewayName,
@@ -144,6 +145,8 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
           reasons: m.reasons,
           downtime: open ? downtimeView(open) : null,
           detected: detected.filter((d) => d.machine === m.key),
+          state: detector.machineState(m.key),
+          alarms: alarmsByMachine.get(m.key) ?? [],
         };
       }),
       recent: store.recent(cfg.hmi.recent).map(entryView),
@@ -232,6 +235,19 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
       await sender.stop(2_000);
     },
   };
+}
+
+/** The machines' conditions active now, most severe first, then the oldest: what each tile lists. */
+function panelAlarms(open: readonly AlarmRow[]): Map<string, PanelAlarm[]> {
+  const out = new Map<string, PanelAlarm[]>();
+  const sorted = [...open].sort((a, b) => b.severity - a.severity || a.startedAt - b.startedAt);
+  for (const r of sorted) {
+    if (!r.machine) continue;
+    const list = out.get(r.machine) ?? [];
+    list.push({ external_id: r.externalId, condition: r.conditionName ?? r.eventTypeName ?? 'Alarm', reason: r.ruleText ?? r.reasonCode, message: r.message, severity: r.severity, since: r.startedAt, acked: r.acked });
+    out.set(r.machine, list);
+  }
+  return out;
 }
 
 /**

@@ -5,6 +5,7 @@ import { Backoff } from '../../core/backoff.js';
 import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError, GatewayError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { Q_BAD, qualityOfStatusCode, type QualityTable } from '../../core/quality.js';
 import { MAX_FUTURE_MS } from '../../core/time.js';
 import type { Source, SourceStatus } from '../../core/source.js';
 import type { SourceContext } from '../context.js';
@@ -102,6 +103,8 @@ export class OpcuaSource implements Source {
   private readonly lastPolled = new Map<number, { value: number; ts: number }>();
   /** Historical backfill after gaps (history.ts); null when off or without buffer state. */
   private readonly history: HistoryBackfill | null;
+  /** The quality of each configured node, slot = its place in `nodes` (NodeBinding.index). */
+  private readonly quality: QualityTable;
 
   constructor(
     private readonly cfg: OpcuaServerConfig,
@@ -119,6 +122,11 @@ export class OpcuaSource implements Source {
       onDrained: () => this.link?.subscription?.resume(),
     });
     this.backoff = new Backoff({ initialMs: cfg.reconnect.initial_delay, maxMs: cfg.reconnect.max_delay, factor: 2, jitterRatio: 0.2 });
+    this.quality = ctx.stats.quality;
+    this.quality.reserve(cfg.nodes.length);
+    for (const n of cfg.nodes) this.quality.add(n.variable);
+    // A polled node is read every polling_interval; a monitored item reports on change only.
+    if (cfg.mode === 'polling') this.quality.setPeriod(cfg.polling_interval);
     this.history =
       ctx.history && cfg.history.backfill === 'auto'
         ? new HistoryBackfill({
@@ -603,7 +611,9 @@ export class OpcuaSource implements Source {
   private reportInvalid(invalid: InvalidNode[]): void {
     this.invalid = invalid;
     this.ctx.metrics.opcuaInvalidNodes.set({ source: this.name }, invalid.length);
+    const now = this.ctx.clock.now();
     for (const n of invalid) {
+      this.quality.set(n.index, Q_BAD, now);
       this.ctx.stats.refused('invalid_node', 1, { variable: n.variable, detail: n.reason });
       const e = new GatewayError(OpcuaErrorCodes.invalidNode, `${this.path}.nodes[${n.index}].node_id: "${n.node_id}" (${n.variable}) is skipped: ${n.reason}`);
       this.ctx.stats.error(e, e.code);
@@ -615,6 +625,9 @@ export class OpcuaSource implements Source {
   private onValue(b: NodeBinding, dv: DataValue): void {
     const now = this.ctx.clock.now();
     const d = decodeDataValue(b, dv, now);
+    // The node's quality is its StatusCode's severity (Part 4 §7.39), whether or not the value is
+    // forwarded (Bad never is; Uncertain as configured); a value the gateway cannot use is bad.
+    this.quality.set(b.index, d.ok || d.reason === 'bad_status' || d.reason === 'uncertain_status' ? qualityOfStatusCode(dv.statusCode?.value ?? 0) : Q_BAD, now);
     const code = dv.statusCode?.value ?? 0;
     if (this.cfg.mode === 'subscription' && hasOverflowBit(code)) {
       this.overflowed(b, d.ok ? d.sample.ts : (dv.sourceTimestamp?.getTime() ?? now));
@@ -646,10 +659,13 @@ export class OpcuaSource implements Source {
     const queue = this.queue;
     const losses = this.losses;
     const history = this.history;
+    const quality = this.quality;
     for (let i = 0; i < c.count; i++) {
       const b = bindings[c.handles[i] - 1];
       if (b === undefined) continue;
       const refused = decodeColumn(out, b, c, i, now);
+      // As onValue: the StatusCode's severity, or bad for a value the gateway cannot use.
+      quality.set(b.index, refused === null || refused.reason === 'bad_status' || refused.reason === 'uncertain_status' ? qualityOfStatusCode(c.status[i]) : Q_BAD, now);
       if (c.status[i] !== 0 && hasOverflowBit(c.status[i])) this.overflowed(b, refused ? (c.source[i] > 0 ? c.source[i] : now) : out.ts, link, c.handles[i] - 1);
       if (refused) {
         this.refuse(b, refused.reason, refused.detail);

@@ -105,7 +105,7 @@ describe('OPC UA backpressure', () => {
     cleanup.push(() => sim.close());
     const buf = openTestBuffer();
     cleanup.push(() => buf.destroy());
-    const gaps = new GapLedger(buf.db);
+    const gaps = new GapLedger(buf.store.owner('gaps'));
     // Sampled every 100 ms into queues of 3: 300 ms of values fit.
     const h = makeSource({
       endpoint: sim.endpointUrl,
