@@ -785,6 +785,15 @@ async function plantValueCheck(plant: PlantServer, emuBase: string, status: () =
   await sleep(DRAIN_LIVE_S * 1_000);
   await plant.stop();
   const t = performance.now();
+  const { drained, last } = await untilDrained(status);
+  const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}`;
+  const check = await checkPlantValues(emuBase, `mvr_opcua_`, plant, fromTick, toTick);
+  return { ...check, fromTick, toTick, drained, drainS: (performance.now() - t) / 1_000, leftover };
+}
+
+/** Waits until the gateway holds nothing (backlog 0, nothing pending a commit, no batch or import job in flight, three looks in a row 0.5 s apart), at most DRAIN_DEADLINE_MS. */
+async function untilDrained(status: () => Promise<Status>): Promise<{ drained: boolean; last: Status | null }> {
+  const t = performance.now();
   let idleLooks = 0;
   let last: Status | null = null;
   while (idleLooks < 3 && performance.now() - t < DRAIN_DEADLINE_MS) {
@@ -793,10 +802,7 @@ async function plantValueCheck(plant: PlantServer, emuBase: string, status: () =
     const idle = last !== null && last.buffer.samples === 0 && last.buffer.pending_commit === 0 && last.buffer.inflight === 0 && last.backfill.jobs_in_flight === 0 && sourcesPending(last) === 0;
     idleLooks = idle ? idleLooks + 1 : 0;
   }
-  const drained = idleLooks >= 3;
-  const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}`;
-  const check = await checkPlantValues(emuBase, `mvr_opcua_`, plant, fromTick, toTick);
-  return { ...check, fromTick, toTick, drained, drainS: (performance.now() - t) / 1_000, leftover };
+  return { drained: idleLooks >= 3, last };
 }
 
 interface Status {
@@ -1016,15 +1022,7 @@ interface KillFigures extends Restart {
 async function killCheck(p: Protocol, n: number, src: Source, emu: { base: string; child: ChildProcess }, status: () => Promise<Status>, r: Restart, backlogAfterRestartMax: number, fromMs: number): Promise<KillFigures> {
   const keys = await src.sentKeys!();
   const t = performance.now();
-  let idleLooks = 0;
-  let last: Status | null = null;
-  while (idleLooks < 3 && performance.now() - t < DRAIN_DEADLINE_MS) {
-    await sleep(500);
-    last = await status().catch(() => null);
-    const idle = last !== null && last.buffer.samples === 0 && last.buffer.pending_commit === 0 && last.buffer.inflight === 0 && last.backfill.jobs_in_flight === 0 && sourcesPending(last) === 0;
-    idleLooks = idle ? idleLooks + 1 : 0;
-  }
-  const drained = idleLooks >= 3;
+  const { drained, last } = await untilDrained(status);
   const drainS = (performance.now() - t) / 1_000;
   const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}, source pending ${sourcesPending(last)}`;
 
