@@ -591,6 +591,9 @@ async function opcuaSnapshot(src: Source, metricsUrl?: string): Promise<Record<s
     out['gateway refused (any reason)'] = sum('gateway_source_samples_refused_total');
     out['buffer refused'] = sum('gateway_buffer_refused_samples_total');
     out['buffer dropped'] = sum('gateway_buffer_dropped_samples_total');
+    // Values lost before the buffer, counted by the source (status dropped_total includes them): the
+    // Overflow-bit estimate and values refused by a full source queue.
+    out['gateway counted lost (server_overflow, buffer_full)'] = sum('gateway_source_values_lost_total');
     out['gateway committed'] = sum('gateway_buffer_committed_samples_total');
   }
   return out;
