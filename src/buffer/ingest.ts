@@ -186,6 +186,12 @@ export class Ingest {
     const keepsRefused = options.keepsRefused === true;
     if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', count));
     if (count === 0) return Promise.resolve();
+    const invalid = samples ? nonFiniteSample(samples) : nonFiniteColumn(columns!);
+    if (invalid !== null) {
+      // B1: refused whole, as every refusal is, rather than committed with a sample skipped unseen.
+      this.r.losses.countRefusal([{ samples: samples ?? columns!.toSamples(), keepsRefused }], 'INVALID_SAMPLE', invalid);
+      return Promise.reject(new SamplesRefusedError('INVALID_SAMPLE', invalid, count));
+    }
     if (this.pendingCount + count > this.o.maxPendingSamples) {
       // Memory is the limit: the disk has refused writes for a while, or one append is larger than
       // what may wait for a commit. Refuse the newest (these) rather than grow without bound.
@@ -284,7 +290,6 @@ export class Ingest {
             value = s.value;
             rawTs = s.ts;
           }
-          if (!Number.isFinite(value) || !Number.isFinite(rawTs)) continue;
           const id = this.r.dict.idOf(variable);
           const ts = Math.trunc(rawTs);
           if (inserted === ids.length) {
@@ -373,7 +378,6 @@ export class Ingest {
       m.bufferCommits.inc();
       m.bufferCommittedSamples.inc(inserted);
       m.bufferCommitSeconds.observe((performance.now() - started) / 1000);
-      if (inserted < samples && !refuse) m.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
       this.markWritable();
       if (refusal !== null) this.refuse(batch, 'BUFFER_FULL', refusal);
       else for (const p of batch) p.resolve();
@@ -524,4 +528,33 @@ function growFloat64(a: Float64Array): Float64Array<ArrayBuffer> {
   const b = new Float64Array(a.length * 2);
   b.set(a);
   return b;
+}
+
+/**
+ * Why an append cannot be committed as it is (a value or timestamp that is not a finite number:
+ * the service takes JSON numbers only, CONTRACT.md), naming the sample; null when every sample is
+ * finite. Sources convert device values with `toSampleValue` and never offer such a sample; this
+ * keeps a caller's bug from being committed, or skipped unseen.
+ */
+function nonFiniteSample(samples: readonly Sample[]): string | null {
+  for (let i = 0; i < samples.length; i++) {
+    const s = samples[i];
+    if (Number.isFinite(s.value) && Number.isFinite(s.ts)) continue;
+    return nonFiniteReason(i, samples.length, s.variable, s.value, s.ts);
+  }
+  return null;
+}
+
+/** `nonFiniteSample` for samples held as columns (no object per sample). */
+function nonFiniteColumn(c: SampleColumns): string | null {
+  for (let i = 0; i < c.count; i++) {
+    if (Number.isFinite(c.values[i]) && Number.isFinite(c.ts[i])) continue;
+    return nonFiniteReason(i, c.count, c.variables[i], c.values[i], c.ts[i]);
+  }
+  return null;
+}
+
+function nonFiniteReason(i: number, count: number, variable: string, value: number, ts: number): string {
+  const what = Number.isFinite(ts) ? `value ${String(value)}` : `timestamp ${String(ts)}`;
+  return `refused: sample ${i + 1} of ${count} (variable "${variable}") has the ${what}; the buffer keeps finite numbers only, so none of this append's ${count} samples was committed`;
 }
