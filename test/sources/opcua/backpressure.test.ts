@@ -78,11 +78,13 @@ describe('OPC UA backpressure', () => {
     }
     sink.release();
 
-    // Everything the server kept arrives; nothing was refused, discarded or lost.
+    // Everything the server kept arrives; nothing was refused, discarded or lost. (While 2,000
+    // values a second keep flowing the gateway's queue is rarely empty at a given look: the values
+    // the server sent are counted below instead.)
     await waitFor(async () => {
       const s = await gatewaySubscription(sim);
-      return s !== undefined && s.queuedInItems + s.pendingNotifications < 400 && detail().pending_samples === 0;
-    }, { timeoutMs: 60_000, what: 'the server backlog delivered' });
+      return s !== undefined && s.queuedInItems + s.pendingNotifications < 400;
+    }, { timeoutMs: 120_000, what: 'the server backlog delivered' });
     expect(h.source.status().samplesRefused, 'values refused while the buffer was stalled').toEqual({});
     // It held its Publish requests back: none left at the server, the values kept in its queues.
     expect(fewestRequests, 'Publish requests queued at the server during the stall, at the fewest').toBe(0);
@@ -97,8 +99,8 @@ describe('OPC UA backpressure', () => {
     expect((detail() as unknown as { recoveries: Record<string, number> }).recoveries).toEqual({});
     // Every value the server sent the gateway so far arrived (none refused on the way in).
     const sent = (await gatewaySubscription(sim))!.notificationsSent;
-    await waitFor(() => sink.samples.length >= sent, { timeoutMs: 30_000, what: `the ${sent} values the server sent` });
-  }, 180_000);
+    await waitFor(() => sink.samples.length >= sent, { timeoutMs: 60_000, what: `the ${sent} values the server sent` });
+  }, 300_000);
 
   it('counts the values a full server queue discarded (Overflow bit) in the dropped total, the status and a gap of their variables', async () => {
     const sim = await startSimulatorProcess({ pkiDir: tmpPki('overflow-loss-sim-'), bulkVariables: 20, historize: false });
