@@ -49,7 +49,7 @@ export function valuesPerInterval(items: Iterable<RevisedItem>, publishingInterv
  * between its own jobs (a node-opcua server sampling 30,000 items spends most of each second in
  * one burst of sampling), so five requests move at most ~5,000 values per turn of its event loop:
  * at 30,000 items at 1 s it fell behind, held 450,000 values and discarded half of what it sampled
- * from its full monitored-item queues (bench/plant-scale.ts, issue 25). Enough requests for one
+ * from its full monitored-item queues (bench/plant-scale.ts). Enough requests for one
  * publishing interval's values, plus headroom, lets it hand over everything it has each turn.
  */
 export function publishRequestsFor(values: number, valuesPerResponse = VALUES_PER_RESPONSE): number {

@@ -31,7 +31,7 @@ interface Detail {
 }
 
 /**
- * Degrading without loss (issue 37 §2), against a node-opcua server in its own process: when the
+ * Degrading without loss, against a node-opcua server in its own process: when the
  * buffer does not keep up, the gateway holds its Publish requests back and the server's
  * monitored-item queues keep the values, instead of taking them and refusing them; what is lost
  * anyway (the server discarded it) is counted in the dropped total, the status and a gap.
