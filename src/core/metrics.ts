@@ -92,6 +92,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
     sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
     sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceValuesLost: new Counter({ name: 'gateway_source_values_lost_total', help: 'Values lost before they reached the buffer, by reason (server_overflow: discarded from a full OPC UA monitored-item queue, estimated from the gap between the values around it and the sampling interval, at least 1 per value with the Overflow bit; buffer_full: refused by the source because the buffer did not keep up). Included in status dropped_total', labelNames: ['source', 'kind', 'reason'], registers: r }),
     sourceVariables: keyedReadGauge({ name: 'gateway_source_variables', help: 'Variables of a source by quality (good; uncertain, bad: the device says so, from an OPC UA StatusCode, a Modbus exception, a Sparkplug Quality property; stale: no reading for 3 periods of a polled variable, a Sparkplug NDEATH/DDEATH or a last will, or the source or its device is down; none: no value yet)', labelNames: ['source', 'kind', 'quality'], registers: r }),
     sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
 
@@ -178,7 +179,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- gap ledger and OPC UA historical backfill (issue 14) ---
     gapsOpen: readGauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
-    gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full)', labelNames: ['reason'], registers: r }),
+    gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full, values_lost)', labelNames: ['reason'], registers: r }),
     gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
     historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),
     historyRequests: new Counter({ name: 'gateway_opcua_history_requests_total', help: 'OPC UA HistoryRead requests, by outcome (ok, error)', labelNames: ['source', 'outcome'], registers: r }),

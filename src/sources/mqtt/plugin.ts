@@ -32,7 +32,11 @@ export const mqttPlugin = definePlugin({
   kind: 'mqtt',
   label: 'MQTT',
   schema: mqttSectionSchema,
-  create: async (section, makeContext) => (section ? (await import('./index.js')).createMqttSources(section, makeContext) : []),
+  async create(section, makeContext) {
+    if (!section) return [];
+    // Without the embedded broker, its modules (aedes, ws) are not loaded at all.
+    return section.broker?.enabled ? (await import('./index.js')).createMqttSources(section, makeContext) : (await import('./remote-sources.js')).createRemoteMqttSources(section, makeContext);
+  },
   inventory: (section) => (section?.connections ?? []).map((c) => [c.name, { variables: c.subscriptions.flatMap(subscriptionVariables), devices: new Map(), historyAuto: false }]),
   mappedVariables(section, use: UseVariable) {
     const openEnded: string[] = [];
