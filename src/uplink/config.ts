@@ -85,11 +85,11 @@ export const backfillSchema = z
   .strictObject({
     enabled: z.boolean().default(true).meta({ description: 'Drain large backlogs through import-job files (§4.7) beside the live sync path' }),
     threshold: durationMs({ min: 10_000 })
-      .default(300_000)
+      .default(120_000)
       .meta({
         description:
-          'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget. Minimum 10s. It becomes a number of samples: threshold in seconds × requests_per_minute / 60 × batch_size × 0.9 (the sync path\'s share of the budget); with the defaults (5m, 1,500/min, 200 per batch) 405,000 samples, shown as backfill.threshold_samples in /status. Once a backfill has started it goes on until the backlog left is within twice what the sync path keeps, so the last threshold\'s worth does not wait minutes behind the sync path\'s pace; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing',
-        examples: ['5m'],
+          'Import jobs start from what is measured: when the oldest unsent sample is older than this and the backlog cannot drain through the sync path within this time (it grows, or backlog / (the sync path\'s capacity at the pace in force less the deliverable ingest) is longer), the oldest samples go into import files (one request per file plus its polls, where the sync path carries 200 samples a request). The pace is the rate found from the service\'s 429s, not the configured budget. /status backfill.start_rule says why jobs run or not. Once a backfill has started it goes on until the backlog left is within twice what the sync path keeps; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing. Minimum 10s',
+        examples: ['2m'],
       }),
     max_file_bytes: byteSize({ min: 10_000, max: MAX_IMPORT_FILE_BYTES }).default(MAX_IMPORT_FILE_BYTES).meta({ description: 'Largest import file (the service accepts up to 128 MB)', examples: ['128MB'] }),
     max_jobs_in_flight: z.number().int().min(1).max(16).default(2).meta({ description: 'Import jobs built, uploading or processing at the same time' }),
