@@ -35,7 +35,7 @@ import { validateConfig } from '../src/config/load.js';
 import { createLogger, silentLogger } from '../src/core/logger.js';
 import { startGateway, type GatewayHandle } from '../src/runtime/gateway.js';
 import type { GatewayStatus } from '../src/status/model.js';
-import { freePort, getJson, median, NOISY_MACHINE_NOTE, postJson, startCli, table, verdict, type Proc } from './lib.js';
+import { demoToken, freePort, getJson, median, NOISY_MACHINE_NOTE, postJson, startCli, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
 const LIMITS = (process.env.BENCH_LIMITS ?? '30,120,600,1500').split(',').map(Number);
@@ -159,13 +159,7 @@ async function baseline(emu: Emu, remainingPerMin: number, neighbourPerMin: numb
   await postJson(`${emu.base}/_emulator/reset`, {});
   const n = neighbour(emu.base, neighbourPerMin);
   const agent = new Agent({ connections: 4 });
-  const tokenRes = await request(`${emu.base}/oauth2/token`, {
-    method: 'POST',
-    dispatcher: agent,
-    headers: { authorization: `Basic ${Buffer.from('demo-gateway:demo-secret').toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-    body: 'grant_type=client_credentials&audience=com.service.tracking',
-  });
-  const token = ((await tokenRes.body.json()) as { access_token: string }).access_token;
+  const token = await demoToken(emu.base, agent);
   let delivered = 0;
   let sent = 0;
   const t0 = performance.now();

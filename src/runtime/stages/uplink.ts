@@ -64,29 +64,8 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     // Suspects the catalog lists were refused for another reason: their held samples are tried again.
     onCleared: (variables) => requeueSetAside(variables, 'suspect_cleared'),
   });
-  // Variables created upstream: their set-aside samples go back into the queue, one variable after
-  // the other (a requeue works in steps and yields between them).
-  const requeueLog = logger.child({ component: 'sync' });
-  let requeues = Promise.resolve();
-  let stopping = false;
-  const requeueSetAside = (variables: string[], reason: 'variable_created' | 'suspect_cleared') => {
-    requeues = requeues.then(async () => {
-      let total = 0;
-      for (const variable of variables) {
-        if (stopping) return;
-        const r = await buffer.setAsideStore.requeue(buffer, { variable });
-        total += r.requeued;
-        if (r.refused) {
-          if (stopping) return;
-          requeueLog.warn({ variable, reason: r.refused.reason }, 'a variable was created upstream, but the buffer refused its set-aside samples; they stay set aside (edge-gateway set-aside requeue)');
-          break;
-        }
-      }
-      metrics.setAsideRequeuedSamples.inc({ reason }, total);
-      const why = reason === 'variable_created' ? 'now exist upstream' : 'are listed in the catalog (they were refused for another reason)';
-      if (total > 0) requeueLog.info({ variables: variables.slice(0, 20), count: variables.length, samples: total }, `${variables.length} machine variable(s) ${why}; their ${total} set-aside samples are back in the queue`);
-    }).catch((err: unknown) => requeueLog.error({ err: describeError(err) }, 'requeue of the set-aside samples of created variables failed; they stay set aside'));
-  };
+  const requeues = setAsideRequeuer(buffer, metrics, logger.child({ component: 'sync' }));
+  const requeueSetAside = requeues.requeue;
   const sync = new SyncSender({
     buffer,
     client,
@@ -111,7 +90,7 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     config: uplink.backfill,
     // The pace in force: the rate found from 429s, under a fleet share, under the ceiling.
     requestsPerMinute: () => budget.ratePerMinute,
-    trend: (): BacklogTrend => meter.trend(),
+    trend: (): BacklogTrend => figures.meter.trend(),
     batchSize: uplink.batch_size,
     itemIdField: service.item_id_field,
     dir: join(deps.store.dataDir, 'import'),
@@ -119,47 +98,8 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     metrics,
     clock,
   });
-  // What the backlog did, once a second; the outage tracker follows on the same beat.
-  const outages = new OutageTracker();
-  const meter = new BacklogMeter({
-    clock,
-    backlog: () => buffer.stats().rows,
-    delivered: (): { sync: number; import: number } => ({ sync: sync.stats().deliveredTotal, import: backfill.stats().delivered_total }),
-    tolerance: uplink.batch_size,
-  });
-  let mappedVariables: () => number | null = () => null;
-  const readings = (): Pick<StatusReadings, UplinkReadingKeys> => ({
-    maxUnsentAgeMs: uplink.max_unsent_age,
-    batchSize: uplink.batch_size,
-    health: health.snapshot(),
-    budget: { perMinute: budget.perMinute, usedLastMinute: budget.usedLastMinute(), sharePerMinute: budget.sharePerMinute, pacePerMinute: budget.ratePerMinute, rate: budget.rateSnapshot() },
-    sync: sync.stats(),
-    backfill: backfill.stats(),
-    unknownVariables: unknown.snapshot(),
-    trend: meter.trend(),
-    outage: outages.snapshot(),
-    mappedVariables: mappedVariables(),
-  });
-  const beat = setInterval(() => {
-    try {
-      const h = health.snapshot();
-      const b = buffer.stats();
-      outages.update({ now: clock.now(), unreachable: h.condition === 'retrying', since: h.since, reason: h.reason, backlog: b.rows, oldestAgeS: b.oldestTs === null ? null : Math.max(0, (clock.now() - b.oldestTs) / 1000) });
-    } catch {
-      /* the buffer is closing */
-    }
-  }, 1_000);
-  beat.unref();
-  // The drain estimate and the state /status shows (status/model.ts), read the same by the metrics.
-  const unbindEta = metrics.backlogEtaSeconds.readFrom(() => {
-    const r = readings();
-    return outlookOf({ ...r, buffer: buffer.stats(), now: clock.now() }).drain_eta_s ?? -1;
-  });
-  const unbindState = metrics.uplinkStatus.readFrom(() => {
-    const r = readings();
-    return uplinkStateOf({ ...r, buffer: buffer.stats() }).state;
-  });
-  const unbindVariables = metrics.uplinkUnknownVariables.readFrom(() => unknown.snapshot().count);
+  const figures = uplinkFigures({ uplink, clock, metrics, buffer, budget, health, sync, backfill, unknown });
+  const { meter } = figures;
 
   return {
     budget,
@@ -170,30 +110,110 @@ export function startUplink(settings: UplinkSettings, { logger, metrics, clock }
     unknown,
     meter,
     get mappedVariables() {
-      return mappedVariables;
+      return figures.mappedVariables;
     },
     set mappedVariables(fn: () => number | null) {
-      mappedVariables = fn;
+      figures.mappedVariables = fn;
     },
     open() {
-      meter.start();
+      figures.start();
       sync.start();
       backfill.start();
     },
-    status: readings,
+    status: figures.readings,
     async stop() {
-      clearInterval(beat);
-      meter.stop();
-      unbindEta();
-      unbindState();
-      unbindVariables();
+      figures.stop();
       unknown.stop();
       // A requeue in progress stops at its next step (the buffer refuses once closed); what it did
       // not move stays set aside and is requeued after the next catalog read.
-      stopping = true;
+      requeues.stop();
       await Promise.all([sync.stop(3_000), backfill.stop()]);
       budget.close();
       await client.close();
     },
   };
+}
+
+/**
+ * Set-aside samples of variables found usable again (created upstream, or a suspect the catalog
+ * lists) go back into the queue, one variable after the other (a requeue works in steps and yields
+ * between them).
+ */
+function setAsideRequeuer(buffer: StoreStage['buffer'], metrics: Metrics, log: Logger) {
+  let requeues = Promise.resolve();
+  let stopping = false;
+  const requeue = (variables: string[], reason: 'variable_created' | 'suspect_cleared'): void => {
+    requeues = requeues
+      .then(async () => {
+        let total = 0;
+        for (const variable of variables) {
+          if (stopping) return;
+          const r = await buffer.setAsideStore.requeue(buffer, { variable });
+          total += r.requeued;
+          if (r.refused) {
+            if (stopping) return;
+            log.warn({ variable, reason: r.refused.reason }, 'a variable can be delivered again, but the buffer refused its set-aside samples; they stay set aside (edge-gateway set-aside requeue)');
+            break;
+          }
+        }
+        metrics.setAsideRequeuedSamples.inc({ reason }, total);
+        const why = reason === 'variable_created' ? 'now exist upstream' : 'are listed in the catalog (they were refused for another reason)';
+        if (total > 0) log.info({ variables: variables.slice(0, 20), count: variables.length, samples: total }, `${variables.length} machine variable(s) ${why}; their ${total} set-aside samples are back in the queue`);
+      })
+      .catch((err: unknown) => log.error({ err: describeError(err) }, 'requeue of set-aside samples failed; they stay set aside'));
+  };
+  return { requeue, stop: () => (stopping = true) };
+}
+
+/**
+ * The figures the status and the metrics read: the backlog meter and the outage tracker, on one beat
+ * a second, and the readings of this stage; the metrics read the same functions as /status.
+ */
+function uplinkFigures(o: { uplink: UplinkConfig; clock: Clock; metrics: Metrics; buffer: StoreStage['buffer']; budget: RequestBudget; health: UplinkHealth; sync: SyncSender; backfill: BackfillManager; unknown: UnknownVariables }) {
+  const { uplink, clock, metrics, buffer, budget, health, sync, backfill, unknown } = o;
+  const outages = new OutageTracker();
+  const meter = new BacklogMeter({
+    clock,
+    backlog: () => buffer.stats().rows,
+    delivered: () => ({ sync: sync.stats().deliveredTotal, import: backfill.stats().delivered_total }),
+    tolerance: uplink.batch_size,
+  });
+  const self = {
+    meter,
+    mappedVariables: (): number | null => null,
+    readings: (): Pick<StatusReadings, UplinkReadingKeys> => ({
+      maxUnsentAgeMs: uplink.max_unsent_age,
+      batchSize: uplink.batch_size,
+      health: health.snapshot(),
+      budget: { perMinute: budget.perMinute, usedLastMinute: budget.usedLastMinute(), sharePerMinute: budget.sharePerMinute, pacePerMinute: budget.ratePerMinute, rate: budget.rateSnapshot() },
+      sync: sync.stats(),
+      backfill: backfill.stats(),
+      unknownVariables: unknown.snapshot(),
+      trend: meter.trend(),
+      outage: outages.snapshot(),
+      mappedVariables: self.mappedVariables(),
+    }),
+    start: () => meter.start(),
+    stop: () => {
+      clearInterval(beat);
+      meter.stop();
+      unbind.forEach((u) => u());
+    },
+  };
+  const beat = setInterval(() => {
+    try {
+      const h = health.snapshot();
+      const b = buffer.stats();
+      outages.update({ now: clock.now(), unreachable: h.condition === 'retrying', since: h.since, reason: h.reason, backlog: b.rows, oldestAgeS: b.oldestTs === null ? null : Math.max(0, (clock.now() - b.oldestTs) / 1000) });
+    } catch {
+      /* the buffer is closing */
+    }
+  }, 1_000);
+  beat.unref();
+  const unbind = [
+    metrics.backlogEtaSeconds.readFrom(() => outlookOf({ ...self.readings(), buffer: buffer.stats(), now: clock.now() }).drain_eta_s ?? -1),
+    metrics.uplinkStatus.readFrom(() => uplinkStateOf({ ...self.readings(), buffer: buffer.stats() }).state),
+    metrics.uplinkUnknownVariables.readFrom(() => unknown.snapshot().count),
+  ];
+  return self;
 }
