@@ -92,6 +92,8 @@ const QUARANTINE_WINDOW_MS = 60_000;
 /** ...for this long: its samples are set aside without a request, then tried again. */
 export const QUARANTINE_MS = 5 * 60_000;
 const EXAMPLES = 20;
+/** The count of unknown variables is logged at most this often. */
+const COUNT_LOG_MS = 60_000;
 /** A configuration reload changes which source maps a variable; the status shows it within this. */
 const SOURCE_LOOKUP_MS = 10_000;
 
@@ -130,8 +132,10 @@ export class UnknownVariables {
   sourceOf: () => (variable: string) => string | null = () => () => null;
   private readonly abort = new AbortController();
   private readonly throttle: LogThrottle;
-  /** Found since the last log line. */
+  /** Found since the last count line, the last one found, and when that line was written. */
   private newSinceLog = 0;
+  private lastFound: UnknownVariable | null = null;
+  private lastCountLog = -Infinity;
 
   constructor(private readonly o: UnknownVariablesOptions) {
     this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
@@ -270,6 +274,7 @@ export class UnknownVariables {
   /** Reads the catalog again when it is due (called by the sync path while variables are held). */
   tick(): void {
     if (this.unknown.size > 0 || this.suspects.size > 0) this.readCatalogSoon(false);
+    this.logCount();
   }
 
   /** Reads the catalog now, not at the next refresh (an operator says the variables were created). */
@@ -292,14 +297,26 @@ export class UnknownVariables {
   private add(entry: UnknownVariable): UnknownVariable {
     this.unknown.set(entry.variable, entry);
     this.newSinceLog += 1;
-    // One line, throttled to one a minute with the number found since (not one per batch).
-    this.throttle.warn(
-      'unknown_variables',
-      { unknown_variables: this.unknown.size, new_since_last_line: this.newSinceLog, example: entry.variable, service_said: entry.message, via: entry.via },
+    this.lastFound = entry;
+    this.logCount();
+    return entry;
+  }
+
+  /**
+   * One line a minute at most, with the count as it is then (not one per batch): the first find at
+   * once, and while more are found, the count that updates (tick() calls this, so the line after a
+   * catalog read that found thousands comes within a minute, not never).
+   */
+  private logCount(): void {
+    const now = this.o.clock.monotonic();
+    const e = this.lastFound;
+    if (this.newSinceLog === 0 || !e || now - this.lastCountLog < COUNT_LOG_MS) return;
+    this.lastCountLog = now;
+    this.o.logger.warn(
+      { unknown_variables: this.unknown.size, new_since_last_line: this.newSinceLog, example: e.variable, service_said: e.message, via: e.via },
       `${this.unknown.size} machine variable${this.unknown.size === 1 ? ' is' : 's are'} unknown to the organisation's catalog; their samples are set aside (edge-gateway set-aside list). Fix the mapping or create them upstream`,
     );
     this.newSinceLog = 0;
-    return entry;
   }
 
   /** `suspect`: a new suspect may cut the wait of a refresh short (not of a retry after a failure). */

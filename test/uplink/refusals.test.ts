@@ -3,7 +3,7 @@ import { renderStatus } from '../../src/commands/status.js';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { statusLine } from '../../src/status/line.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { captureLines } from '../helpers/log.js';
 import { CATALOG_REFRESH_MS, QUARANTINE_MS, SUSPECT_MS, UnknownVariables } from '../../src/uplink/unknown-variables.js';
 import { holdsFor, waitFor } from '../helpers/wait.js';
 
@@ -71,9 +71,11 @@ describe('refusals understood by structure, whatever their words', () => {
     let catalog: Set<string> | Error = new Set(['mvr_a', 'mvr_b']);
     let reads = 0;
     const cleared: string[][] = [];
+    const { logger, lines } = captureLines();
+    const countLines = () => lines.filter((l) => /unknown to the organisation's catalog/.test(String(l.msg))).map((l) => l.unknown_variables);
     const u = new UnknownVariables({
       clock,
-      logger: silentLogger(),
+      logger,
       readCatalog: async () => {
         reads++;
         if (catalog instanceof Error) throw catalog;
@@ -94,6 +96,7 @@ describe('refusals understood by structure, whatever their words', () => {
     // Any other variable the catalog does not list is unknown too, without a refusal.
     expect(u.lookup('mvr_never_sent')).toMatchObject({ via: 'catalog' });
     expect(u.snapshot()).toMatchObject({ count: 2, suspects: 0, quarantined: 0 });
+    expect(countLines()).toEqual([1]);
     // A listed variable refused alone again: with a fresh catalog no suspicion and no read; the
     // third refusal within a minute holds it for 5 minutes (not item by item at full rate).
     expect(u.refusedAlone('mvr_a', 'The request payload is invalid.')).toBeUndefined();
@@ -103,6 +106,13 @@ describe('refusals understood by structure, whatever their words', () => {
     expect(u.lookup('mvr_a')).toMatchObject({ via: 'quarantine' });
     t += QUARANTINE_MS + 1;
     expect(u.lookup('mvr_a')).toBeUndefined();
+    // The log says the count once a minute as it grows, not once and never again.
+    u.tick();
+    expect(countLines()).toEqual([1, 2]);
+    u.tick();
+    expect(countLines()).toEqual([1, 2]);
+    // (tick() also read the catalog again: its refresh was due.)
+    await u.settled();
     // The catalog cannot be read: a suspect stays held, then is tried again after a while.
     catalog = new Error('HTTP 503');
     t += CATALOG_REFRESH_MS;
