@@ -155,7 +155,7 @@ export const uplinkSchema = z
       .min(1)
       .max(1_000_000)
       .default(1_400)
-      .meta({ description: `Request budget for every call to the service together, token calls and polls included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8); keep headroom for other clients behind the same IP. With budget_sharing.mode fleet: the budget of the whole address, divided among the gateways behind it`, examples: [1400] }),
+      .meta({ description: `Ceiling of the request rate for every call to the service together, token calls, polls and catalog reads included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8), shared with every other client behind the same address, so the gateway finds its real rate from the service's 429s and paces at the lower of the two (uplink.rate in /status); keep headroom for other clients to avoid even those. With budget_sharing.mode fleet: the budget of the whole address, divided among the gateways behind it`, examples: [1400] }),
     batch_size: z.number().int().min(1).max(MAX_BATCH_ITEMS).default(MAX_BATCH_ITEMS).meta({ description: 'Samples per synchronous batch request (§8: at most 200)', examples: [200] }),
     flush_interval: durationMs({ min: 0, max: 60_000 }).default(1_000).meta({ description: 'How long a partial batch may wait for more samples before it is sent', examples: ['1s'] }),
     max_in_flight: z.number().int().min(1).max(32).default(4).meta({ description: 'Batch requests outstanding at the same time (raise it on slow links)' }),
