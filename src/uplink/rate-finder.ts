@@ -17,20 +17,24 @@ import { RATE_LIMIT_BACKOFF } from './retry-policy.js';
  *   while 429s follow each other (§8 retry guidance), and never less than the Retry-After header.
  *   After the pause, requests go one at a time at the new pace: no sender's success releases the
  *   others in a burst.
- * - Probing upward is slow near the rate where the last 429 came (so a found limit is not hit
- *   again for minutes), and speeds up (doubling steps) once above it without a 429: the other
- *   clients may have gone. It probes only while the budget limits the work (calls wait for it);
- *   back at the ceiling, nothing is found any more.
+ * - Probing upward: back to just under the rate where the last 429 came within a minute or two,
+ *   then slowly across it (so a found limit is hit again only every few minutes: one 429 in about
+ *   a hundred requests at 30/min), and faster (doubling steps) once above it without a 429: the
+ *   other clients may have gone. It probes only while the budget limits the work (calls wait for
+ *   it); back at the ceiling, nothing is found any more.
  */
 
 /** Margin under the share measured at a 429. */
 const CUT_MARGIN = 0.97;
-/** No probing for this long after a cut (half the service's window: what it held at the 429 is leaving it). */
-export const PROBE_HOLD_MS = 30_000;
+/** No probing for this long after a cut: the service's window is a minute. */
+export const PROBE_HOLD_MS = 60_000;
 /** Time between two probes upward (while the budget is what limits the work). */
-export const PROBE_INTERVAL_MS = 20_000;
-/** The first probe step, as a fraction of the pace; it doubles while above the last limit seen. */
-const PROBE_STEP = 0.005;
+export const PROBE_INTERVAL_MS = 30_000;
+/** Steps, as fractions of the pace: back towards the last limit, across the plateau just under it, beyond it (doubling). */
+const RECOVER_STEP = 0.01;
+const PLATEAU = 0.985;
+const PLATEAU_STEP = 0.0025;
+const BEYOND_STEP = 0.01;
 const MAX_PROBE_STEP = 0.25;
 /** The slowest pace: one request per minute still probes whether the service has room again. */
 export const MIN_RATE_PER_MINUTE = 1;
@@ -53,7 +57,8 @@ export interface RateFinderSnapshot {
 export class RateFinder {
   private foundRate: number | null = null;
   private limitSeen: number | null = null;
-  private step = PROBE_STEP;
+  /** The step beyond the last limit seen; doubles with every probe there. */
+  private step = BEYOND_STEP;
   private lastCutAt = -Infinity;
   private lastProbeAt = -Infinity;
   private pausedUntil = 0;
@@ -130,7 +135,7 @@ export class RateFinder {
     const share = this.admittedLastMinute();
     this.limitSeen = share;
     this.foundRate = Math.max(MIN_RATE_PER_MINUTE, Math.min(pace, share) * CUT_MARGIN);
-    this.step = PROBE_STEP;
+    this.step = BEYOND_STEP;
     this.lastCutAt = now;
     this.lastProbeAt = now;
     const pause = Math.max(backoffDelay(RATE_LIMIT_BACKOFF, this.attempt, this.o.random), floor);
@@ -152,11 +157,21 @@ export class RateFinder {
       return true;
     }
     if (!saturated) return false;
-    const next = this.foundRate * (1 + this.step);
-    // Above where the last 429 came and no 429 since: the others may have gone, so faster.
-    if (this.limitSeen === null || next > this.limitSeen) this.step = Math.min(MAX_PROBE_STEP, this.step * 2);
+    const next = this.foundRate * (1 + this.stepNow());
     this.foundRate = next >= ceiling ? null : next;
     return true;
+  }
+
+  /** The step of the next probe by where the pace stands against the rate of the last 429. */
+  private stepNow(): number {
+    const seen = this.limitSeen ?? 0;
+    const rate = this.foundRate ?? 0;
+    if (rate < PLATEAU * seen) return RECOVER_STEP;
+    if (rate < seen) return PLATEAU_STEP;
+    // Above where the last 429 came and no 429 since: the others may have gone, so faster.
+    const step = this.step;
+    this.step = Math.min(MAX_PROBE_STEP, step * 2);
+    return step;
   }
 
   /** Forgets what was found (a configuration reload, tests). */
