@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
-import type { ConditionEvent, ConditionEventTarget, ConditionNotice } from '../core/condition-event.js';
+import type { ConditionEvent, ConditionEventTarget, ConditionNotice, EventTimeSource } from '../core/condition-event.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import { toIsoUtc } from '../core/time.js';
 import type { AlarmsConfig } from './alarm-config.js';
 import { AlarmRules, conditionText, noteTime, type MatchedRule } from './alarm-rules.js';
-import type { AlarmRow, AlarmStore } from './alarm-store.js';
+import type { AlarmRow, AlarmStore, AlarmTimeSources } from './alarm-store.js';
 import { alarmExternalId } from './external-id.js';
 import type { NewAnnotation, SiteRef } from './model.js';
 import type { Reconciler } from './reconcile.js';
@@ -38,6 +38,9 @@ import { checkPlausible } from './validate.js';
  *   inactive unseen: it is closed at the new activation time (inferred) and a new row opens.
  * - Idempotent: rows and annotations are keyed by (server, condition, activation time); a repeat
  *   (refresh, restart, redelivery) finds them and changes nothing but the states.
+ * - A server that sends no event Time (OPC UA's null time) gets stand-ins (condition-decode.ts:
+ *   ActiveState/TransitionTime, ReceiveTime, the gateway's receive time); the row keeps which one
+ *   gave its start and end, and the annotation text names it.
  *
  * One batch (one Publish response) is one transaction (C3). A failing write throws to the source,
  * which refreshes later; the batch's effects are rolled back as a whole.
@@ -161,6 +164,14 @@ export class AlarmAnnotator implements ConditionEventTarget {
         }
         return;
       }
+      case 'refused':
+        // Malformed, refused by the source: still sent by the server, so still retained.
+        this.refreshing.get(source)?.add(n.conditionId);
+        return;
+      case 'overflow':
+        // The server discarded events: what this refresh did not mention may have been lost.
+        this.refreshing.delete(source);
+        return;
       case 'link_lost':
         this.refreshing.delete(source);
         // Until now the link would have reported an inactive transition: the open ones were active.
@@ -195,7 +206,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
   private mapped(source: string, e: ConditionEvent, rule: MatchedRule, t: Tally): void {
     const now = this.o.clock.now();
     const conditionId = e.conditionId!;
-    const at = e.activeTransitionTime ?? e.time;
+    const { at, standIn } = transitionTime(e);
     const open = this.o.alarms.openFor(source, conditionId);
     if (e.active) {
       if (open && (e.activeTransitionTime === null || e.activeTransitionTime <= open.startedAt)) {
@@ -211,9 +222,9 @@ export class AlarmAnnotator implements ConditionEventTarget {
         return t.add(source, 'updated');
       }
       const machine = rule.machine;
-      const row = this.rowOf({ key, source, e, rule, machine, state: 'open', conditionId, externalId: alarmExternalId(this.o.gatewayName, 'r', source, conditionId, at), at, now, active: true });
+      const row = this.rowOf({ key, source, e, rule, machine, state: 'open', conditionId, externalId: alarmExternalId(this.o.gatewayName, 'r', source, conditionId, at), at, now, active: true, standIn });
       this.o.alarms.insert(row);
-      this.o.logger.info({ source, condition: e.conditionName, machine, reason_code: rule.reasonCode, since: toIsoUtc(at), external_id: row.externalId }, 'machine condition active: downtime range opened');
+      this.o.logger.info({ source, condition: e.conditionName, machine, reason_code: rule.reasonCode, since: toIsoUtc(at), time_used: standIn ?? null, external_id: row.externalId }, 'machine condition active: downtime range opened');
       return t.add(source, 'opened');
     }
     // Inactive.
@@ -223,7 +234,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
     }
     if (open) {
       const ended = this.withStates(open, e, now);
-      this.close(ended, Math.max(at, open.startedAt + 1), null, t);
+      this.close(standIn ? { ...ended, timeSources: { ...ended.timeSources, end: standIn } } : ended, Math.max(at, open.startedAt + 1), null, t);
       return;
     }
     const latest = this.o.alarms.latestFor(source, conditionId);
@@ -265,6 +276,8 @@ export class AlarmAnnotator implements ConditionEventTarget {
     const now = this.o.clock.now();
     const notes: string[] = [];
     if (inferred) notes.push(`End inferred: ${inferred}`);
+    const times = timeSourcesNote(row.timeSources);
+    if (times) notes.push(times);
     const operator = row.machine ? this.o.reconciler.alarmClosing(row, row.startedAt, endedAt) : [];
     if (operator.length > 0) notes.push(`Operator recorded ${operator.map((o) => `"${o.text}" ${o.endedAt === null ? `since ${noteTime(o.startedAt)}` : `${noteTime(o.startedAt)}–${noteTime(o.endedAt)}`}`).join(', ')}`);
     const annotation: NewAnnotation = {
@@ -295,7 +308,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
   private unmapped(source: string, e: ConditionEvent, t: Tally): void {
     const now = this.o.clock.now();
     const conditionId = e.conditionId!;
-    const at = e.activeTransitionTime ?? e.time;
+    const { at, standIn } = transitionTime(e);
     const min = this.rules.instantMinSeverity;
     if (!e.active) {
       const latest = this.o.alarms.latestFor(source, conditionId);
@@ -312,7 +325,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
       return t.add(source, 'updated');
     }
     if (min === null || e.severity < min) return t.add(source, 'ignored');
-    this.instant(source, e, null, key, alarmExternalId(this.o.gatewayName, 'i', source, conditionId, at), at, t);
+    this.instant(source, e, null, key, alarmExternalId(this.o.gatewayName, 'i', source, conditionId, at), at, standIn, t);
   }
 
   private plainEvent(source: string, e: ConditionEvent, rule: MatchedRule | null, t: Tally): void {
@@ -321,11 +334,24 @@ export class AlarmAnnotator implements ConditionEventTarget {
     const id = e.conditionId ?? e.eventId;
     const key = `${source}|${id}|${e.eventId}`;
     if (this.o.alarms.byKey(key)) return t.add(source, 'updated');
-    this.instant(source, e, rule, key, alarmExternalId(this.o.gatewayName, 'e', source, `${id}|${e.eventId}`, 0), e.time, t);
+    this.instant(source, e, rule, key, alarmExternalId(this.o.gatewayName, 'e', source, `${id}|${e.eventId}`, 0), e.time, standInOf(e.timeSource), t);
   }
 
   /** A condition's row as its first event describes it (an opened range or an instant). */
-  private rowOf(o: { key: string; source: string; e: ConditionEvent; rule: MatchedRule | null; machine: string | null; state: 'open' | 'instant'; conditionId: string; externalId: string; at: number; now: number; active: boolean | null }): AlarmRow {
+  private rowOf(o: {
+    key: string;
+    source: string;
+    e: ConditionEvent;
+    rule: MatchedRule | null;
+    machine: string | null;
+    state: 'open' | 'instant';
+    conditionId: string;
+    externalId: string;
+    at: number;
+    now: number;
+    active: boolean | null;
+    standIn: EventTimeSource | undefined;
+  }): AlarmRow {
     const { e, rule, machine, now } = o;
     return {
       key: o.key,
@@ -348,6 +374,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
       startedAt: o.at,
       endedAt: null,
       endInferred: null,
+      timeSources: o.standIn ? { start: o.standIn } : null,
       active: o.active,
       acked: e.acked,
       confirmed: e.confirmed,
@@ -361,13 +388,14 @@ export class AlarmAnnotator implements ConditionEventTarget {
     };
   }
 
-  private instant(source: string, e: ConditionEvent, rule: MatchedRule | null, key: string, externalId: string, at: number, t: Tally): void {
+  private instant(source: string, e: ConditionEvent, rule: MatchedRule | null, key: string, externalId: string, at: number, standIn: EventTimeSource | undefined, t: Tally): void {
     const now = this.o.clock.now();
     const machine = rule?.machine ?? this.rules.machineOf(source);
-    const row = this.rowOf({ key, source, e, rule, machine, state: 'instant', conditionId: e.conditionId ?? e.eventId, externalId, at, now, active: e.active });
+    const row = this.rowOf({ key, source, e, rule, machine, state: 'instant', conditionId: e.conditionId ?? e.eventId, externalId, at, now, active: e.active, standIn });
     this.o.alarms.insert(row);
+    const times = timeSourcesNote(row.timeSources, true);
     const { created } = this.o.store.insert(
-      { type: 'instant', occurredAt: at, startedAt: null, endedAt: null, text: conditionText(row), machineVariables: row.machineVariables, site: this.o.site, machine, externalId, origin: 'alarm' },
+      { type: 'instant', occurredAt: at, startedAt: null, endedAt: null, text: conditionText(row, times ? [times] : []), machineVariables: row.machineVariables, site: this.o.site, machine, externalId, origin: 'alarm' },
       now,
     );
     if (created) t.queued += 1;
@@ -393,4 +421,33 @@ export class AlarmAnnotator implements ConditionEventTarget {
       refreshes_in_progress: [...this.refreshing.keys()],
     };
   }
+}
+
+/** Stand-ins worth a note: the server's own times (Time, ActiveState/TransitionTime) need none. */
+function standInOf(source: EventTimeSource): EventTimeSource | undefined {
+  return source === 'ReceiveTime' || source === 'gateway' ? source : undefined;
+}
+
+/** When the condition changed state (ActiveState/TransitionTime, else the event's time), and the stand-in that gave it. */
+function transitionTime(e: ConditionEvent): { at: number; standIn: EventTimeSource | undefined } {
+  if (e.activeTransitionTime !== null) return { at: e.activeTransitionTime, standIn: undefined };
+  return { at: e.time, standIn: standInOf(e.timeSource) };
+}
+
+const STAND_IN_WORDS: Partial<Record<EventTimeSource, string>> = { ReceiveTime: 'ReceiveTime', gateway: "the gateway's receive time" };
+
+/**
+ * Which time the annotation took where the server sent none, e.g. `Start and end from ReceiveTime
+ * (the server sent no event Time)`, `Time from ...` for an instant; null when every time is the
+ * server's own.
+ */
+export function timeSourcesNote(s: AlarmTimeSources | null, instant = false): string | null {
+  const start = s?.start && STAND_IN_WORDS[s.start];
+  const end = s?.end && STAND_IN_WORDS[s.end];
+  if (!start && !end) return null;
+  let which: string;
+  if (instant) which = `Time from ${start}`;
+  else if (start && end) which = start === end ? `Start and end from ${start}` : `Start from ${start}, end from ${end}`;
+  else which = start ? `Start from ${start}` : `End from ${end}`;
+  return `${which} (the server sent no event Time)`;
 }

@@ -1,4 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
+import type { EventTimeSource } from '../core/condition-event.js';
 import type { AlarmCategory } from './alarm-config.js';
 
 /**
@@ -31,6 +32,12 @@ import type { AlarmCategory } from './alarm-config.js';
 
 export type AlarmRowState = 'open' | 'closed' | 'instant';
 
+/** Which stand-in gave the start or end when the server sent no event Time (null: the server's own times). */
+export interface AlarmTimeSources {
+  start?: EventTimeSource;
+  end?: EventTimeSource;
+}
+
 export interface AlarmRow {
   key: string;
   server: string;
@@ -54,6 +61,8 @@ export interface AlarmRow {
   endedAt: number | null;
   /** Why the end is not the server's inactive transition, or null when it is. */
   endInferred: string | null;
+  /** The stand-ins for the server's times the start or end came from, or null when there were none. */
+  timeSources: AlarmTimeSources | null;
   active: boolean | null;
   acked: boolean | null;
   confirmed: boolean | null;
@@ -113,6 +122,7 @@ const SCHEMA = `
     created_at        INTEGER NOT NULL,
     updated_at        INTEGER NOT NULL
   );
+  -- time_sources (JSON, or null): added after the first release, see TIME_SOURCES_COLUMN.
   CREATE INDEX IF NOT EXISTS alarm_conditions_by_condition ON alarm_conditions (server, condition_id, started_at);
   -- C1, enforced: one open activation per condition (and the lookup of every event).
   CREATE UNIQUE INDEX IF NOT EXISTS alarm_conditions_open ON alarm_conditions (server, condition_id) WHERE state = 'open';
@@ -137,6 +147,14 @@ const SCHEMA = `
   ) WITHOUT ROWID;
 `;
 
+/** Which stand-ins gave a row's times (JSON {start, end}); added to files made before it existed. */
+const TIME_SOURCES_COLUMN = 'time_sources';
+
+function addTimeSourcesColumn(db: Database): void {
+  const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck(true).all('alarm_conditions') as string[];
+  if (!columns.includes(TIME_SOURCES_COLUMN)) db.exec(`ALTER TABLE alarm_conditions ADD COLUMN ${TIME_SOURCES_COLUMN} TEXT`);
+}
+
 interface DbRow {
   key: string;
   server: string;
@@ -158,6 +176,7 @@ interface DbRow {
   started_at: number;
   ended_at: number | null;
   end_inferred: string | null;
+  time_sources: string | null;
   active: number | null;
   acked: number | null;
   confirmed: number | null;
@@ -195,6 +214,7 @@ function toRow(r: DbRow): AlarmRow {
     startedAt: r.started_at,
     endedAt: r.ended_at,
     endInferred: r.end_inferred,
+    timeSources: r.time_sources ? (JSON.parse(r.time_sources) as AlarmTimeSources) : null,
     active: bool(r.active),
     acked: bool(r.acked),
     confirmed: bool(r.confirmed),
@@ -230,6 +250,7 @@ function params(a: AlarmRow) {
     started_at: a.startedAt,
     ended_at: a.endedAt,
     end_inferred: a.endInferred,
+    time_sources: a.timeSources ? JSON.stringify(a.timeSources) : null,
     active: int(a.active),
     acked: int(a.acked),
     confirmed: int(a.confirmed),
@@ -248,6 +269,7 @@ export class AlarmStore {
 
   constructor(readonly db: Database) {
     db.exec(SCHEMA);
+    addTimeSourcesColumn(db);
     const columns = Object.keys(params({ machineVariables: [] } as unknown as AlarmRow));
     this.st = {
       insert: db.prepare(`INSERT INTO alarm_conditions (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')}) ON CONFLICT (key) DO NOTHING`),

@@ -38,6 +38,7 @@ export function alarmView(r: AlarmRow): AlarmDetailView {
     active_since: toIsoUtc(r.startedAt),
     ended_at: r.endedAt === null ? null : toIsoUtc(r.endedAt),
     end_inferred: r.endInferred,
+    time_sources: r.timeSources,
     last_event_at: toIsoUtc(r.lastEventAt),
     last_known_active_at: toIsoUtc(r.seenAt),
   };

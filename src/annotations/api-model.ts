@@ -59,12 +59,50 @@ export interface DetectedEpisode {
   min_duration_ms: number;
 }
 
+/**
+ * What the machine's own state signal says now, in the operator's words: the last sample of the
+ * machine's first downtime detector that has seen one (annotations.detectors[].states names the
+ * values; else "Stopped" while the detector's condition holds, "Running" otherwise).
+ */
+export interface MachineStateView {
+  words: string;
+  /** The detector's condition holds: the machine is down by its own signal. */
+  down: boolean;
+  value: number;
+  /** Timestamp of that sample (epoch ms). */
+  at: number;
+  /** Start of the stop in progress (epoch ms), null while running. */
+  since: number | null;
+  /** The stop lasted min_duration: it becomes a downtime annotation when it ends. */
+  recorded: boolean;
+  min_duration_ms: number;
+}
+
+/** A machine condition (OPC UA alarm) of the machine active now, as the tile lists it. */
+export interface PanelAlarm {
+  external_id: string;
+  /** ConditionName (or the event type's name). */
+  condition: string;
+  /** The rule's reason text, else its reason code; null for an alarm no rule maps. */
+  reason: string | null;
+  /** The machine's message at activation. */
+  message: string;
+  severity: number;
+  /** Active since (epoch ms, the server's clock). */
+  since: number;
+  acked: boolean | null;
+}
+
 export interface PanelMachine {
   key: string;
   name: string;
   reasons: string[];
   downtime: DowntimeView | null;
   detected: DetectedEpisode[];
+  /** Null when no detector of the machine has seen a sample (the gateway does not know its state). */
+  state: MachineStateView | null;
+  /** Its OPC UA alarms active now (annotations.alarms), most severe first. */
+  alarms: PanelAlarm[];
 }
 
 /** GET /api/panel: everything the operator panel shows, in one request. */
@@ -104,6 +142,11 @@ export interface AlarmDetailView {
   ended_at: string | null;
   /** Why the end is not the server's inactive transition (inferred), or null when it is. */
   end_inferred: string | null;
+  /**
+   * Where the server sent no event Time (OPC UA's null time), the stand-in each time came from:
+   * `ReceiveTime` or `gateway` (its receive time); null when the times are the server's own.
+   */
+  time_sources: { start?: string; end?: string } | null;
   last_event_at: string;
   last_known_active_at: string;
 }

@@ -74,6 +74,25 @@ const conditionSchema = z
   })
   .meta({ description: 'When the variable means "down": ==, !=, <, <=, > or >= and a number', examples: ['== 0', '!= 1'] });
 
+/** `{0: Stopped, 1: Running}`: YAML keys are text, so the numbers are checked and kept as numbers. */
+const stateWords = z
+  .record(z.string(), z.string().trim().min(1).max(40))
+  .transform((raw, ctx): Array<[number, string]> => {
+    const out: Array<[number, string]> = [];
+    for (const [k, words] of Object.entries(raw)) {
+      const n = k.trim() === '' ? NaN : Number(k);
+      if (!Number.isFinite(n)) ctx.issues.push({ code: 'custom', path: [k], message: `${JSON.stringify(k)} is not a number (the keys are the values of the variable, e.g. 0, 1, 2)`, input: k });
+      else out.push([n, words]);
+    }
+    if (out.length > 50) ctx.issues.push({ code: 'custom', message: `${out.length} states: at most 50`, input: raw });
+    return out;
+  })
+  .meta({
+    description:
+      'What the variable\'s values mean, in the operator\'s words, shown on the operator page\'s tile instead of the condition (default: "Stopped" while the condition holds, "Running" otherwise)',
+    examples: [{ 0: 'Stopped', 1: 'Running', 2: 'Setup', 3: 'Fault' }],
+  });
+
 export const detectorSchema = z
   .strictObject({
     machine: machineKey.meta({ description: 'Key of the configured machine (annotations.machines[].key) the downtime is about', examples: ['press1'] }),
@@ -90,6 +109,7 @@ export const detectorSchema = z
       .optional()
       .meta({ description: 'Annotation text (default: "Downtime detected: <variable> <condition> for at least <min_duration>")', examples: ['Press stopped (detected automatically)'] }),
     machine_variables: variableList.optional().meta({ description: 'Machine variables of the annotation (default: the machine\'s machine_variables)', examples: [['mvr_press1_state']] }),
+    states: stateWords.optional(),
   })
   .meta({ description: 'A rule that turns a machine-state variable into range annotations' });
 

@@ -4,6 +4,7 @@ import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Sample, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
+import type { MachineStateView } from './api-model.js';
 import { holds, type Condition } from './condition.js';
 import type { DetectorConfig } from './config.js';
 import { detectorExternalId } from './external-id.js';
@@ -41,6 +42,8 @@ export interface Rule {
   minDurationMs: number;
   text: string;
   machineVariables: string[];
+  /** The variable's values in the operator's words (annotations.detectors[].states). */
+  states: ReadonlyMap<number, string>;
 }
 
 interface RuleState {
@@ -49,6 +52,8 @@ interface RuleState {
   since: number | null;
   externalId: string | null;
   lastTs: number;
+  /** The last sample's value (null before the first one). */
+  lastValue: number | null;
   episodes: number;
   ignoredShort: number;
   /** What the variable said since this process started (issue 26 §3: operator downtimes it contradicts). */
@@ -95,8 +100,9 @@ export class DowntimeDetector implements SampleTap {
         minDurationMs: d.min_duration,
         text: d.text ?? `Downtime detected: ${d.variable} ${d.condition.text} for at least ${formatMs(d.min_duration)}`,
         machineVariables: d.machine_variables ?? machine.machineVariables,
+        states: new Map(d.states ?? []),
       };
-      const state: RuleState = { rule, since: null, externalId: null, lastTs: -Infinity, episodes: 0, ignoredShort: 0, timeline: new StateTimeline() };
+      const state: RuleState = { rule, since: null, externalId: null, lastTs: -Infinity, lastValue: null, episodes: 0, ignoredShort: 0, timeline: new StateTimeline() };
       this.states.push(state);
       const list = this.byVariable.get(d.variable) ?? [];
       list.push(state);
@@ -146,6 +152,7 @@ export class DowntimeDetector implements SampleTap {
   private observe(s: RuleState, ts: number, value: number): void {
     if (ts < s.lastTs) return;
     s.lastTs = ts;
+    s.lastValue = value;
     const { rule } = s;
     const down = holds(rule.condition, value);
     s.timeline.record(ts, down);
@@ -207,6 +214,27 @@ export class DowntimeDetector implements SampleTap {
       if (r === true && !witness) witness = { variable: s.rule.variable, condition: s.rule.condition.text };
     }
     return witness;
+  }
+
+  /**
+   * What the machine's state signal says now, in the operator's words: the first rule of the
+   * machine that has seen a sample; null when none has (the state is not known).
+   */
+  machineState(machine: string): MachineStateView | null {
+    const s = this.states.find((x) => x.rule.machine.key === machine && x.lastValue !== null);
+    if (!s) return null;
+    const value = s.lastValue!;
+    const down = s.since !== null;
+    const now = this.o.clock.now();
+    return {
+      words: s.rule.states.get(value) ?? (down ? 'Stopped' : 'Running'),
+      down,
+      value,
+      at: s.lastTs,
+      since: s.since,
+      recorded: down && now - s.since! >= s.rule.minDurationMs,
+      min_duration_ms: s.rule.minDurationMs,
+    };
   }
 
   /** Episodes in progress: `open` once they lasted min_duration by the wall clock. */

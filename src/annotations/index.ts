@@ -11,10 +11,10 @@ import type { LocalHttpServer } from '../http/server.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 import { AlarmAnnotator } from './alarm-annotator.js';
-import { AlarmStore } from './alarm-store.js';
+import { AlarmStore, type AlarmRow } from './alarm-store.js';
 import { AnnotationViews } from './annotation-view.js';
 import { registerAnnotationRoutes } from './api.js';
-import type { PanelView } from './api-model.js';
+import type { PanelAlarm, PanelView } from './api-model.js';
 import { Reconciler } from './reconcile.js';
 import { DowntimeDetector } from './detector.js';
 import { entryView } from './model.js';
@@ -129,6 +129,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const panel = (): PanelView => {
     const h = deps.health.snapshot();
     const detected = detector.active();
+    const alarmsByMachine = panelAlarms(alarmStore.allOpen());
     return {
       title: cfg.hmi.title,
       gateway: gatewayName,
@@ -144,6 +145,8 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
           reasons: m.reasons,
           downtime: open ? downtimeView(open) : null,
           detected: detected.filter((d) => d.machine === m.key),
+          state: detector.machineState(m.key),
+          alarms: alarmsByMachine.get(m.key) ?? [],
         };
       }),
       recent: store.recent(cfg.hmi.recent).map(entryView),
@@ -229,6 +232,19 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
       await sender.stop(2_000);
     },
   };
+}
+
+/** The machines' conditions active now, most severe first, then the oldest: what each tile lists. */
+function panelAlarms(open: readonly AlarmRow[]): Map<string, PanelAlarm[]> {
+  const out = new Map<string, PanelAlarm[]>();
+  const sorted = [...open].sort((a, b) => b.severity - a.severity || a.startedAt - b.startedAt);
+  for (const r of sorted) {
+    if (!r.machine) continue;
+    const list = out.get(r.machine) ?? [];
+    list.push({ external_id: r.externalId, condition: r.conditionName ?? r.eventTypeName ?? 'Alarm', reason: r.ruleText ?? r.reasonCode, message: r.message, severity: r.severity, since: r.startedAt, acked: r.acked });
+    out.set(r.machine, list);
+  }
+  return out;
 }
 
 /**

@@ -9,6 +9,14 @@
  * is plain data: node ids as text, times as epoch ms.
  */
 
+/**
+ * Where an event's `time` came from. `Time` is the event's own (Part 5 §6.4.2). A server that
+ * sends OPC UA's null DateTime (1601-01-01) or no Time at all gets, in this order, the condition's
+ * ActiveState/TransitionTime, the event's ReceiveTime (when the server received it from the
+ * device), and last the time the gateway received the notification.
+ */
+export type EventTimeSource = 'Time' | 'ActiveState.TransitionTime' | 'ReceiveTime' | 'gateway';
+
 /** One decoded event of a condition (or of a plain event type, then the condition fields are null). */
 export interface ConditionEvent {
   /** EventId (ByteString) as hex: unique per state change of a condition (Part 5 §6.4.2). */
@@ -19,8 +27,10 @@ export interface ConditionEvent {
   /** SourceNode node id text and SourceName (the object the event is about, e.g. `Press1`). */
   sourceNode: string | null;
   sourceName: string;
-  /** Time of the event at the source (epoch ms; Part 5 §6.4.2 Time). */
+  /** Time of the event at the source (epoch ms; Part 5 §6.4.2 Time), or its stand-in: see timeSource. */
   time: number;
+  /** What `time` is: the event's Time, or the first of the stand-ins the server did send. */
+  timeSource: EventTimeSource;
   /** Message text (LocalizedText.text), '' when the server sent none. */
   message: string;
   /** 1 (lowest) .. 1000 (highest), Part 5 §6.4.2. */
@@ -47,7 +57,18 @@ export type ConditionNotice =
   /** RefreshEndEvent: every retained condition was sent; what was not sent is no longer retained. */
   | { kind: 'refresh_end'; at: number }
   /** The source lost sight of the server: a refresh in progress is void. */
-  | { kind: 'link_lost'; at: number };
+  | { kind: 'link_lost'; at: number }
+  /**
+   * An event of this condition was refused (malformed, counted by the source): the server still
+   * sent it, so a refresh in progress has mentioned the condition (it is retained).
+   */
+  | { kind: 'refused'; conditionId: string; at: number }
+  /**
+   * The server discarded events of the subscription (EventQueueOverflowEvent, Part 4 §5.12.1.5):
+   * a refresh in progress may have lost some of its conditions, so it is void; the source asks for
+   * another one.
+   */
+  | { kind: 'overflow'; at: number };
 
 /** What consumes condition notices (the annotations component's alarm annotator). */
 export interface ConditionEventTarget {

@@ -82,6 +82,9 @@ describe('downtime detection from a state variable', () => {
     feed(a.gw.handle.annotations!, 'mvr_press1_state', [[since - 1_000, 1], [since, 0], [since + 30_000, 0]]);
     const panel = await call(a.url, 'GET', '/api/panel');
     expect(panel.body.machines[0].detected).toEqual([expect.objectContaining({ since, open: true, condition: '== 0' })]);
+    // What the machine's signal says, in words (no states configured: Stopped / Running); mixer1 has seen nothing.
+    expect(panel.body.machines[0].state).toEqual({ words: 'Stopped', down: true, value: 0, at: since + 30_000, since, recorded: true, min_duration_ms: 60_000 });
+    expect(panel.body.machines[1].state).toBeNull();
     expect(a.gw.handle.status().annotations).toMatchObject({ detectors: [expect.objectContaining({ state: 'down', since: iso(since) }), expect.anything()] });
     await a.gw.close();
     expect(emu.annotations()).toHaveLength(0);

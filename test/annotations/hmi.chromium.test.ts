@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
+import { chromiumAvailable, launchChromium, panelPage } from '../helpers/chromium.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { holdsFor } from '../helpers/wait.js';
@@ -9,28 +9,16 @@ import { delay, startHarness, stored, waitFor, type Harness } from './helpers.js
  * The operator page end to end in headless Chromium (Debian's `chromium`, which `.ci/run`
  * installs): real clicks on the page served by a real gateway, annotations checked at the emulator.
  */
-const CHROMIUM = '/usr/bin/chromium';
-
-function chromiumAvailable(): boolean {
-  if (existsSync(CHROMIUM)) return true;
-  if (process.env.CI) throw new Error(`${CHROMIUM} is missing but CI is set: the operator page test must run in CI (apt-get install chromium)`);
-  console.warn(`\n*** SKIPPING the operator page (HMI) test in Chromium: ${CHROMIUM} is not installed (apt-get install chromium) ***\n`);
-  return false;
-}
-
-const available = chromiumAvailable();
+const available = chromiumAvailable('the operator page (HMI) test');
 
 let emu: EmulatorHandle;
 let browser: Browser;
-const cleanup: Array<() => Promise<void>> = [];
+const cleanup: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
   if (!available) return;
   emu = await startEmulator({ port: 0 });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
@@ -44,12 +32,7 @@ async function open(options: Parameters<typeof startHarness>[0] = {}, waitForTil
   const h = await startHarness({ emu, ...options });
   cleanup.push(() => h.close());
   // A fresh context is a fresh profile: empty localStorage, no token.
-  const context = await browser.newContext({ viewport: { width: 1024, height: 600 }, hasTouch: true });
-  cleanup.push(() => context.close());
-  const page = await context.newPage();
-  const pageErrors: string[] = [];
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  cleanup.push(async () => expect(pageErrors).toEqual([]));
+  const { page } = await panelPage(browser, cleanup);
   await page.goto(`${h.url}/`);
   if (waitForTiles) await page.getByTestId('start-press1').waitFor({ state: 'visible', timeout: 15_000 });
   return { h, page };
@@ -74,7 +57,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.getByTestId('text-press1').fill('die swap');
     const t2 = Date.now();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     const t3 = Date.now();
 
     const got = await waitFor(() => emu.annotations().find((a) => a.text === 'Tool change: die swap'), { what: 'the range at the emulator' });
@@ -137,7 +120,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await expect.poll(() => page.getByTestId('reason-mixer1-0').getAttribute('class'), { timeout: 10_000 }).toContain('sel');
     await page.getByTestId('discard-mixer1').tap();
     await page.getByTestId('discard-mixer1').tap();
-    await expect.poll(() => page.getByTestId('state-mixer1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-mixer1').textContent(), { timeout: 10_000 }).toBe('No downtime');
   });
 
   it('asks for a reason before stopping, and can discard a downtime started by mistake', async () => {
@@ -149,7 +132,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.getByTestId('discard-press1').tap();
     expect(await page.getByTestId('discard-press1').textContent()).toBe('Tap again');
     await page.getByTestId('discard-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     await holdsFor(() => emu.annotations().filter((a) => a.text.startsWith('reason')).length === 0, { forMs: 500, what: 'no discarded downtime upstream' });
   });
 
@@ -185,7 +168,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.reload();
     await page.getByTestId('reason-press1-0').tap();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     expect(await page.getByTestId('token-input').isVisible()).toBe(false);
     await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
   });
@@ -201,7 +184,7 @@ describe.skipIf(!available)('operator page (HMI) in headless Chromium', () => {
     await page.reload();
     await page.getByTestId('reason-press1-0').tap();
     await page.getByTestId('stop-press1').tap();
-    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('Running');
+    await expect.poll(() => page.getByTestId('state-press1').textContent(), { timeout: 10_000 }).toBe('No downtime');
     expect(await page.getByTestId('token-input').isVisible()).toBe(false);
     await waitFor(() => emu.annotations().find((a) => a.text === 'Material shortage'));
   });

@@ -139,6 +139,10 @@ describe('annotations config', () => {
     expect(problems({ site: { id: 'ste_a' }, machines: [{ key: 'a' }], detectors: [{ machine: 'a', variable: 'mvr_x', condition: 'stopped' }] }).join('\n')).toMatch(
       /annotations\.detectors\[0\]\.condition: "stopped" is not a condition/,
     );
+    expect(problems({ site: { id: 'ste_a' }, machines: [{ key: 'a' }], detectors: [{ machine: 'a', variable: 'mvr_x', condition: '!= 1', states: { 0: 'Stopped', run: 'Running' } }] }).join('\n')).toMatch(
+      /annotations\.detectors\[0\]\.states\.run: "run" is not a number \(the keys are the values of the variable, e\.g\. 0, 1, 2\)/,
+    );
+    expect(problems({ site: { id: 'ste_a' }, machines: [{ key: 'a' }], detectors: [{ machine: 'a', variable: 'mvr_x', condition: '!= 1', states: { 2: '' } }] }).join('\n')).toMatch(/annotations\.detectors\[0\]\.states\.2: /);
     expect(problems({ site: { id: 'ste_a' }, mqtt: { url: 'http://broker' } }).join('\n')).toMatch(/annotations\.mqtt\.url: .*scheme "http"/);
     expect(problems({ site: { id: 'ste_a' }, mqtt: { url: 'mqtt://u:p@broker' } }).join('\n')).toMatch(/annotations\.mqtt\.url: .*user name or password/);
     expect(problems({ site: { id: 'ste_a' }, mqtt: { url: 'mqtt://b', topic: 'a/#/b' } }).join('\n')).toMatch(/annotations\.mqtt\.topic: /);

@@ -11,7 +11,12 @@
  * State lives in the gateway, not the page: an open downtime is read back from `/api/panel`, so a
  * reload (or a second panel) shows it with its original start. The reason picked and the text typed
  * during an open downtime are kept in the panel's localStorage until stop, so they survive a reload
- * too.
+ * too. A tap the gateway does not answer (down, restarting, the network cut) is not refused: it is
+ * kept in localStorage with its time and sent, in order, when the gateway answers again
+ * (kept-taps.ts); meanwhile the tile shows what it will do.
+ *
+ * Each tile also shows what the machine itself says: its state in the operator's words (from a
+ * downtime detector's variable, annotations.detectors[].states) and its active OPC UA alarms.
  *
  * API token: when the gateway listens beyond localhost, writes need `Authorization: Bearer
  * <http.api_token>`, and when api_token is set reads need it too (http.require_token_for_reads).
@@ -29,7 +34,8 @@ import { pad } from '../../web/format.js';
 import { errorOf } from '../../web/request.js';
 import { Entries } from './entries.js';
 import { call, readPanel, token, type PanelView } from './requests.js';
-import { Tile, type WriteOutcome } from './tile.js';
+import type { WriteOutcome } from './kept-taps.js';
+import { Tile } from './tile.js';
 import { TokenDialog } from './token-dialog.js';
 
 const POLL_MS = 2000;
@@ -38,6 +44,8 @@ const KEPT = ' It is kept on this panel.';
 function Panel({ title }: { title: string }) {
   const [panel, setPanel] = useState<PanelView | null>(null);
   const [failures, setFailures] = useState(0);
+  // Answered reads so far: each one lets the tiles send what they kept.
+  const [answered, setAnswered] = useState(0);
   const [dialog, setDialog] = useState<{ text: string; n: number } | null>(null);
   const [, setSecond] = useState(0);
   // The gateway's clock minus this panel's: times shown are the gateway's.
@@ -72,6 +80,7 @@ function Panel({ title }: { title: string }) {
       offset.current = p.now - Date.now();
       setFailures(0);
       setPanel(p);
+      setAnswered((n) => n + 1);
     } catch {
       setFailures((f) => f + 1);
     }
@@ -82,7 +91,9 @@ function Panel({ title }: { title: string }) {
     try {
       r = await call('POST', path, body);
     } catch {
-      return { kind: 'error', message: 'No answer from the gateway. The tile shows what it has once it answers again; then try again if needed.' };
+      // No answer: the page shows it at once (a read may be seconds away) and the tile keeps the tap.
+      setFailures((f) => Math.max(f, 2));
+      return { kind: 'unreachable' };
     }
     if (r.status === 401) {
       pending.current = retry;
@@ -90,10 +101,11 @@ function Panel({ title }: { title: string }) {
       return { kind: 'auth' };
     }
     if (r.status >= 200 && r.status < 300) return { kind: 'ok', body: r.body };
+    // "Not now": the gateway is stopping or busy; the tap is kept and sent at its next answer.
+    if (r.status >= 500 || r.status === 429) return { kind: 'unreachable' };
     const e = errorOf(r.body) ?? {};
-    if (e.code === 'writes_disabled') return { kind: 'error', message: 'Changes are disabled: the gateway listens on the network without http.api_token.' };
-    if (e.field === 'reason') return { kind: 'error', message: 'Pick a reason or write a note first.' };
-    return { kind: 'error', message: e.message || `The gateway answered ${r.status}` };
+    if (e.code === 'writes_disabled') return { kind: 'error', code: e.code, message: 'Changes are disabled: the gateway listens on the network without http.api_token.' };
+    return { kind: 'error', code: e.code, field: e.field, message: e.message || `The gateway answered ${r.status}` };
   };
 
   useEffect(() => {
@@ -140,7 +152,7 @@ function Panel({ title }: { title: string }) {
       </header>
       {unreachable ? (
         <div id="banner" data-testid="banner">
-          The gateway does not answer. Showing the last known state.
+          The gateway does not answer. Showing the last known state; taps are kept on this panel and sent when it answers.
         </div>
       ) : (
         ''
@@ -153,7 +165,9 @@ function Panel({ title }: { title: string }) {
             <div class="empty">No machines configured (annotations.machines).</div>
           ) : (
             // Keyed by machine and reasons: a changed list of reasons is a new tile.
-            panel.machines.map((m) => <Tile key={`${m.key}=${m.reasons.join('|')}`} machine={m} now={now} write={write} refresh={refresh} />)
+            panel.machines.map((m) => (
+              <Tile key={`${m.key}=${m.reasons.join('|')}`} machine={m} now={now} gatewayNow={() => Date.now() + offset.current} online={!unreachable && failures === 0} answered={answered} write={write} refresh={refresh} />
+            ))
           )}
         </section>
         <aside>

@@ -13,8 +13,11 @@ export const token = new TokenStore('local', 'edge-gateway.api_token');
 export function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer> {
   const headers: Record<string, string> = { 'x-annotation-origin': 'hmi' };
   if (body === undefined && method !== 'GET') headers['x-requested-by'] = 'hmi';
-  return send(path, { method, body, token: token.get(), headers });
+  return send(path, { method, body, token: token.get(), headers, timeoutMs: REQUEST_TIMEOUT_MS });
 }
+
+/** No answer within this: the gateway counts as unreachable (a tap is kept on the panel). */
+export const REQUEST_TIMEOUT_MS = 6_000;
 
 export const readPanel = (): Promise<Answer> => call('GET', '/api/panel');
 export type { PanelView };

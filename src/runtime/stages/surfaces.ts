@@ -96,6 +96,8 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
     maxBodyBytes: h.max_body_bytes,
     rateLimitPerMinute: h.rate_limit_per_minute,
     maxConnections: h.max_connections,
+    maxConnectionsPerClient: h.max_connections_per_client,
+    headerTimeoutMs: h.header_timeout,
     limits: connectionLimits(h),
     requireTokenForReads: h.require_token_for_reads,
     allowedHosts: h.allowed_hosts,

@@ -271,17 +271,42 @@ export const brokerSchema = z
       .min(1)
       .max(100_000)
       .default(1_000)
-      .meta({ description: 'Most connections at once (TCP and WebSocket together). At the limit the oldest connection that has not authenticated is closed for the newcomer; a newcomer is refused only when every connection is an authenticated client, so idle sockets never keep a PLC with the right password out' }),
+      .meta({
+        description:
+          'Most connections at once (TCP and WebSocket together, counted from the TCP accept). At the limit the oldest connection that has not authenticated, of the address holding the most connections, is closed for the newcomer; a newcomer is refused only when every connection is an authenticated client, so idle sockets never keep a PLC with the right password out. Lowered at start when the process\'s open-file limit leaves less: of what stays after a reserve for the gateway\'s own files, the broker may hold three quarters (docs/operations.md)',
+      }),
+    max_clients_per_address: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(100)
+      .meta({
+        description:
+          'Most connections at once from one remote address (an IPv6 client: its /64). A further one closes that address\'s oldest connection that has not authenticated, or is refused when all of them are authenticated clients. Raise it when more PLCs than this reach the broker through one NAT router',
+        examples: [100],
+      }),
     max_unauthenticated: z
       .number()
       .int()
       .min(1)
       .max(10_000)
       .default(64)
-      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection of the address holding the most of them is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+    max_unauthenticated_per_address: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(16)
+      .meta({
+        description:
+          'Most connections at once from one remote address that have not yet completed CONNECT with valid credentials. Beyond it that address\'s oldest such connection is closed: a host opening idle sockets (500 a second) closes its own, never a PLC\'s from another address that is about to send CONNECT. Raise it when many PLCs behind one NAT router reconnect at once',
+        examples: [16],
+      }),
     connect_deadline: durationMs({ min: 500, max: 60_000 })
       .default(5_000)
-      .meta({ description: 'A connection that has not sent CONNECT within this time is closed (aedes\' own default is 30 s)', examples: ['5s'] }),
+      .meta({ description: 'A connection that has not completed CONNECT with valid credentials within this time of its TCP accept (a WebSocket\'s upgrade included) is closed, however steadily its bytes arrive (aedes\' own default is 30 s)', examples: ['5s'] }),
     max_retained: z.number().int().min(0).max(1_000_000).default(10_000).meta({ description: 'Most topics with a retained message; a retained message on a further topic is delivered but not kept (counted in gateway_broker_messages_dropped_total{reason="retained_limit"})', examples: [10_000] }),
     max_retained_bytes: byteSize({ min: 0, max: 1_073_741_824 }).default(16 * 1_048_576).meta({ description: 'Most payload bytes of all retained messages together', examples: ['16MiB'] }),
     max_queued_messages: z

@@ -42,6 +42,8 @@ export const STANDARD_EVENT_TYPES: Readonly<Record<string, number>> = {
 export const REFRESH_START_EVENT_TYPE = 'ns=0;i=2787';
 export const REFRESH_END_EVENT_TYPE = 'ns=0;i=2788';
 export const REFRESH_REQUIRED_EVENT_TYPE = 'ns=0;i=2789';
+/** Part 4 §5.12.1.5: the server discarded events because the monitored item's queue was full. */
+export const EVENT_QUEUE_OVERFLOW_EVENT_TYPE = 'ns=0;i=3035';
 
 const NAME_BY_ID = new Map(Object.entries(STANDARD_EVENT_TYPES).map(([name, id]) => [`ns=0;i=${id}`, name]));
 
@@ -113,7 +115,10 @@ export const opcuaEventsSchema = z
       .min(10)
       .max(100_000)
       .default(10_000)
-      .meta({ description: 'Events the server keeps for the gateway between publishes and during a short network cut (monitored item queue, Part 4 §5.12.1.5); older ones are discarded first, and the ConditionRefresh after the reconnect restores the state of every retained condition' }),
+      .meta({
+        description:
+          'Events the server keeps for the gateway between publishes and during a short network cut (monitored item queue, Part 4 §5.12.1.5); older ones are discarded first, and the ConditionRefresh after the reconnect restores the state of every retained condition. A server may grant fewer (open62541: 100, node-opcua: 5000): the granted size is logged once and shown in the status; an overflow is counted (gateway_opcua_event_queue_overflows_total) and followed by a ConditionRefresh',
+      }),
     refresh_retry: durationMs({ min: 1_000, max: 600_000 })
       .default(10_000)
       .meta({ description: 'Wait before a ConditionRefresh the server refused or that could not be stored is tried again', examples: ['10s'] }),

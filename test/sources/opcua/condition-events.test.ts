@@ -52,6 +52,7 @@ describe('condition event decoding', () => {
           sourceNode: 'ns=2;s=Press1',
           sourceName: 'Press1',
           time: now,
+          timeSource: 'Time',
           message: 'Material jam',
           severity: 700,
           conditionId: 'ns=2;s=Press1.Jam',
@@ -72,17 +73,44 @@ describe('condition event decoding', () => {
       const d = decodeEventFields(fields(over), now);
       return d.ok ? null : [d.reason, d.detail];
     };
+    // A refused event still names its condition (a refresh that sent it has mentioned it), when it can.
+    const refused = decodeEventFields(fields({ Severity: new Variant({ dataType: DataType.UInt16, value: 1500 }) }), now);
+    expect(refused).toMatchObject({ ok: false, reason: 'bad_severity', conditionId: 'ns=2;s=Press1.Jam' });
+    expect(decodeEventFields(fields({ EventId: nul, ConditionId: new Variant({ dataType: DataType.String, value: 'Jam' }) }), now)).toMatchObject({ ok: false, conditionId: null });
     expect(refusal({ EventId: nul })).toEqual(['missing_field', 'EventId is missing']);
     expect(refusal({ EventId: new Variant({ dataType: DataType.ByteString, value: Buffer.alloc(0) }) })).toEqual(['missing_field', 'EventId is empty']);
     expect(refusal({ EventId: new Variant({ dataType: DataType.String, value: 'x' }) })).toEqual(['wrong_type', 'EventId is String, expected ByteString']);
     expect(refusal({ EventType: nul })).toEqual(['missing_field', 'EventType is missing']);
-    expect(refusal({ Time: nul })).toEqual(['missing_field', 'Time is missing']);
-    expect(refusal({ Time: new Variant({ dataType: DataType.DateTime, value: new Date(Date.UTC(1601, 0, 1)) }) })).toEqual(['bad_time', 'Time 1601-01-01T00:00:00.000Z is not a time (OPC UA MinDateTime or earlier)']);
+    expect(refusal({ Time: new Variant({ dataType: DataType.String, value: 'yesterday' }) })).toEqual(['wrong_type', 'Time is String, expected DateTime']);
     expect(refusal({ Severity: nul })).toEqual(['missing_field', 'Severity is missing']);
     expect(refusal({ Severity: new Variant({ dataType: DataType.UInt16, value: 0 }) })).toEqual(['bad_severity', 'Severity 0 is outside 1..1000']);
     expect(refusal({ Severity: new Variant({ dataType: DataType.Double, value: 500 }) })).toEqual(['wrong_type', 'Severity is Double, expected UInt16']);
     expect(refusal({ 'ActiveState.Id': new Variant({ dataType: DataType.String, value: 'Active' }) })).toEqual(['wrong_type', 'ActiveState.Id is String, expected Boolean']);
     expect(refusal({ ConditionId: new Variant({ dataType: DataType.String, value: 'Jam' }) })).toEqual(['wrong_type', 'ConditionId is String, expected NodeId']);
+  });
+
+  it('falls back from a null or missing Time to ActiveState/TransitionTime, ReceiveTime, then the gateway\'s receive time, and says which', () => {
+    const minDate = new Variant({ dataType: DataType.DateTime, value: new Date(Date.UTC(1601, 0, 1)) });
+    const received = new Variant({ dataType: DataType.DateTime, value: new Date(now - 40) });
+    const timeOf = (over: Fields) => {
+      const d = decodeEventFields(fields(over), now + 10);
+      return d.ok && 'notice' in d && d.notice.kind === 'event' ? [d.notice.event.time, d.notice.event.timeSource, d.notice.event.activeTransitionTime] : d;
+    };
+    expect(timeOf({ ReceiveTime: received })).toEqual([now, 'Time', now - 5]);
+    expect(timeOf({ Time: minDate, ReceiveTime: received })).toEqual([now - 5, 'ActiveState.TransitionTime', now - 5]);
+    expect(timeOf({ Time: nul, ReceiveTime: received })).toEqual([now - 5, 'ActiveState.TransitionTime', now - 5]);
+    // open62541 as its tutorial uses it: Time 1601, no TransitionTime, a real ReceiveTime.
+    expect(timeOf({ Time: minDate, 'ActiveState.TransitionTime': nul, ReceiveTime: received })).toEqual([now - 40, 'ReceiveTime', null]);
+    expect(timeOf({ Time: minDate, 'ActiveState.TransitionTime': minDate, ReceiveTime: minDate })).toEqual([now + 10, 'gateway', null]);
+    expect(timeOf({ Time: nul, 'ActiveState.TransitionTime': nul })).toEqual([now + 10, 'gateway', null]);
+  });
+
+  it('recognises an EventQueueOverflowEvent, whatever the server put in the fields', () => {
+    const overflowType = new Variant({ dataType: DataType.NodeId, value: NodeId.resolveNodeId('ns=0;i=3035') });
+    // As the select clauses ask (EventType in its place) ...
+    expect(decodeEventFields(fields({ EventType: overflowType, ConditionId: nul, Severity: nul }), now)).toEqual({ ok: true, overflow: true });
+    // ... and as open62541 sends it: one field, the type's NodeId.
+    expect(decodeEventFields([overflowType], now)).toEqual({ ok: true, overflow: true });
   });
 
   it('reads the refresh markers, the refresh request, branches and plain events', () => {
