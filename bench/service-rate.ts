@@ -62,14 +62,17 @@ async function startEmu(limit: number): Promise<Emu> {
   return { ...p, base: `http://127.0.0.1:${port}` };
 }
 
-/** The second client behind the same address: GET /machines at `perMinute`, evenly, whatever it is answered. */
+/**
+ * The second client behind the same address: GET /machines at `perMinute`, evenly, whatever it is
+ * answered; when the machine stalls it does not catch up in a burst (its schedule moves on).
+ */
 function neighbour(base: string, perMinute: number): { counts(): { sent: number; admitted: number }; stop(): Promise<{ sent: number; admitted: number }> } {
   const agent = new Agent({ connections: 2 });
   let running = perMinute > 0;
   let sent = 0;
   let admitted = 0;
   const loop = (async () => {
-    const t0 = performance.now();
+    let next = performance.now();
     while (running) {
       try {
         const res = await request(`${base}/tracking/v1/machines?limit=1`, { dispatcher: agent, headers: { authorization: 'Bearer demo-api-key', 'service-organisation-id': 'org_demo' } });
@@ -79,7 +82,8 @@ function neighbour(base: string, perMinute: number): { counts(): { sent: number;
       } catch {
         /* the emulator stopping */
       }
-      const wait = t0 + (sent * 60_000) / perMinute - performance.now();
+      next = Math.max(next + 60_000 / perMinute, performance.now());
+      const wait = next - performance.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
   })();
