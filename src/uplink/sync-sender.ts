@@ -67,7 +67,9 @@ type DeliverResult = 'ok' | 'stopped';
  *   splitting every batch item by item. When the service refused many items of several variables
  *   the catalog lists and nothing went through, the cause is systematic (wrong item_id_field, say),
  *   so nothing is set aside: delivery halts with an alert instead of emptying the buffer.
- * - 429, 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
+ * - 429: rows return to the buffer; the request budget lowers its pace and holds every class for
+ *   the §8 backoff (rate-finder.ts).
+ * - 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
  * - 401 after a fresh token, 403, 404: alert and pause for long; samples keep buffering.
  */
 export class SyncSender {
