@@ -39,18 +39,28 @@ import { fromRowValue } from '../src/buffer/row-value.js';
 import type { Clock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { loadBaseline, loadCurrent, stallMeter, type BenchBuffer, type BufferModule } from './baseline-buffer.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envList, envNumber, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
 import { PlantCorpus, type CorpusSample } from './plant-corpus.js';
 import { smallCorpus } from './sensor-corpus.js';
 
-const SMALL = Number(process.env.BENCH_SMALL ?? 400_000);
-const BIG = Number(process.env.BENCH_SAMPLES ?? 20_000_000);
+const SMALL = envNumber('BENCH_SMALL', 400_000, 20_000);
+const BIG = envNumber('BENCH_SAMPLES', 20_000_000, 20_000);
 /** Variables of the plant corpus, in thousands of the same class mix (BENCH_VARIABLES=5000: the README's plant). */
-const VARIABLES = Math.max(1000, Math.round(Number(process.env.BENCH_VARIABLES ?? 1000) / 1000) * 1000);
+const VARIABLES = Math.max(1000, Math.round(envNumber('BENCH_VARIABLES', 1000) / 1000) * 1000);
 /** Generated small corpora to run (BENCH_CORPUS=sensor or realistic: one of them; default both). */
-const CORPORA = (process.env.BENCH_CORPUS ?? 'sensor,realistic').split(',').map((c) => c.trim()).filter((c) => c === 'sensor' || c === 'realistic');
+const CORPORA = envList('BENCH_CORPUS', 'sensor,realistic', 'sensor').filter((c) => c === 'sensor' || c === 'realistic');
 const SPEED = 10;
-const IDLE_S = 300;
+/** Plant seconds after the burst (smoke: 30, three real seconds). */
+const IDLE_S = SMOKE ? 30 : 300;
+/**
+ * buffer.seal_after: the default (2 min), or in a smoke run 10 plant seconds, so that its small
+ * corpora are sealed and compacted within its short idle time, as the full ones are within 5 min.
+ */
+const SEAL_AFTER = SMOKE ? { sealAfterMs: 10_000 } : {};
+/** Real time the plant run waits at its end for the free pages to be given back (smoke: 1 s). */
+const GIVE_BACK_WAIT_MS = SMOKE ? 1_000 : 65_000;
+const IDLE_LABEL = IDLE_S >= 60 ? `${IDLE_S / 60} min` : `${IDLE_S} s`;
+smokeBanner(`BENCH_SMALL ${SMALL.toLocaleString('en-US')}, BENCH_SAMPLES ${BIG.toLocaleString('en-US')}, BENCH_CORPUS ${CORPORA.join(',')}, ${IDLE_S} plant seconds after the burst, seal_after 10 s`);
 const T0 = Date.parse('2026-11-01T00:00:00Z');
 
 /** Order-independent checksum of a multiset of samples: count, sums and xor of two 32-bit hashes. */
@@ -166,7 +176,7 @@ async function burst(mod: BufferModule, corpus: CorpusSample[], trickle: boolean
   const logger = silentLogger();
   const db = mod.openDatabase(path, logger);
   // Durations the buffer measures in real time are scaled with the clock (the baseline ignores them).
-  const b = new mod.SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: mod.createMetrics(), clock, maintenanceIdleMs: 1_000 / SPEED, returnFreeAfterMs: 60_000 / SPEED });
+  const b = new mod.SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: mod.createMetrics(), clock, maintenanceIdleMs: 1_000 / SPEED, returnFreeAfterMs: 60_000 / SPEED, ...SEAL_AFTER });
   const expected = new MultisetHash();
   const started = performance.now();
   const pending: Promise<void>[] = [];
@@ -203,7 +213,7 @@ async function plant(mod: BufferModule, n: number, dir: string, gzipBytes: { val
   const clock: Clock = { now: () => T0 + plantMs, monotonic: () => plantMs };
   const logger = silentLogger();
   const db = mod.openDatabase(path, logger);
-  const b = new mod.SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: mod.createMetrics(), clock });
+  const b = new mod.SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: mod.createMetrics(), clock, ...SEAL_AFTER });
   const expected = new MultisetHash();
   const idle = (b as unknown as { maintenanceIdle?: () => Promise<void> }).maintenanceIdle;
   const gz = gzipBytes ? createGzip({ level: 9 }) : null;
@@ -241,7 +251,7 @@ async function plant(mod: BufferModule, n: number, dir: string, gzipBytes: { val
   // a gateway. A minute later (real time) the current buffer has given its free pages back.
   if (idle) {
     await idle.call(b);
-    await sleep(65_000);
+    await sleep(GIVE_BACK_WAIT_MS);
     await idle.call(b);
   }
   const stall = stalls.stop();
@@ -308,7 +318,7 @@ try {
         for (const mod of [baseline, current]) {
           const o = await burst(mod, samples, trickle, dir, tag);
           results.push({ scenario: `${trickle ? 'burst + trickle' : 'burst + idle'}${tag}`, mod, o });
-          rows.push(row(`${trickle ? 'burst + trickle 5 min' : 'burst + idle 5 min'}${tag}`, mod, o));
+          rows.push(row(`${trickle ? 'burst + trickle' : 'burst + idle'} ${IDLE_LABEL}${tag}`, mod, o));
           process.stdout.write(`  ${rows.at(-1)!.scenario}, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
         }
       }
@@ -321,7 +331,7 @@ try {
       const o = await plant(mod, BIG, dir, gz);
       if (gz) gzip = gz.value;
       results.push({ scenario: 'plant', mod, o });
-      rows.push(row(`plant ${(BIG / 1e6).toFixed(0)} M, ${VARIABLES} variables`, mod, o));
+      rows.push(row(`plant ${BIG >= 1e6 ? `${(BIG / 1e6).toFixed(0)} M` : BIG.toLocaleString('en-US')}, ${VARIABLES} variables`, mod, o));
       process.stdout.write(`  plant, ${mod.label}: ${rows.at(-1)!['in use B/sample']} B/sample in use, ${rows.at(-1)!['on disk B/sample']} on disk (${o.seconds.toFixed(0)} s)\n`);
     }
   }
