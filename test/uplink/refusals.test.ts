@@ -3,6 +3,7 @@ import { renderStatus } from '../../src/commands/status.js';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
 import { statusLine } from '../../src/status/line.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startInterfaceService } from '../helpers/interface-service.js';
 import { captureLines } from '../helpers/log.js';
 import { CATALOG_REFRESH_MS, QUARANTINE_MS, SUSPECT_MS, UnknownVariables } from '../../src/uplink/unknown-variables.js';
 import { holdsFor, waitFor } from '../helpers/wait.js';
@@ -64,6 +65,30 @@ describe('refusals understood by structure, whatever their words', () => {
     expect(metrics).toMatch(/gateway_uplink_status\{state="delivering"\} 0/);
     expect(metrics).toMatch(/gateway_uplink_unknown_variables 480/);
   }, 120_000);
+
+  it('a service that is not the emulator, wording its 400 as §7 does: 100 mapped, 95 unknown, found from the catalog and set aside', async () => {
+    // Written from the interface alone (test/helpers/interface-service.ts): a batch with an item it
+    // cannot take is refused whole, {code: "bad_request", message: "invalid payload or parameters"}.
+    const known = ['mvr_gen_1', 'mvr_gen_2', 'mvr_gen_3', 'mvr_gen_4', 'mvr_gen_5'];
+    const service = await startInterfaceService(known);
+    cleanup.push(() => service.close());
+    const gw: TestGateway = await startTestGateway(service, { generator: [{ name: 'gen', variables: { prefix: 'mvr_gen_', count: 100 }, interval: 500 }] });
+    cleanup.push(() => gw.destroy());
+    const refused = () => service.answers.get('POST /tracking/v1/machine-data/batch 400') ?? 0;
+
+    const st = await waitFor(() => {
+      const s = gw.handle.status();
+      return s.uplink.unknown_variables.count === 95 ? s : null;
+    }, { timeoutMs: 30_000, intervalMs: 100, what: '95 unknown variables identified from the catalog' });
+    expect(st.uplink.unknown_variables.examples.every((e) => !known.includes(e.variable))).toBe(true);
+    await waitFor(() => known.every((v) => (service.stored.get(v) ?? 0) >= 3), { timeoutMs: 20_000, what: 'the 5 known variables delivered 3 times each' });
+    expect([...service.stored.keys()].sort()).toEqual([...known].sort());
+    // Judged once: no request carries them any more, so no further 400.
+    const after = refused();
+    await holdsFor(() => refused() === after, { forMs: 3_000, intervalMs: 100, what: 'no more 400s' });
+    expect(gw.handle.status().uplink.state).toMatchObject({ state: 'partial', ok: false, text: 'delivering 5 of 100 variables (95 unknown to the service)' });
+    for (const r of gw.handle.buffer.setAsideStore.list({ limit: 500 })) expect(r.reason).toMatch(/^unknown machine variable: /);
+  }, 90_000);
 
   it('the catalog judges a suspect: not listed is unknown, listed is cleared and its samples requeued, refused again and again is held for a while', async () => {
     let t = 1_000_000;
