@@ -175,6 +175,9 @@ export interface StatusReadings {
   config: ConfigStatus;
 }
 
+/** Share of the pace used over the last minute from which requests are taken to wait for the budget. */
+const BUDGET_SATURATED = 0.9;
+
 /**
  * The outlook from the readings the status and `gateway_backlog_eta_seconds` share, so the metric
  * and the console say the same.
@@ -206,6 +209,7 @@ export function uplinkStateOf(r: Pick<StatusReadings, 'health' | 'unknownVariabl
     rateLimits: found !== null && (r.budget.rate.paused_ms > 0 || r.buffer.rows > r.batchSize),
     backlogGrows: r.trend.growing,
     budgetPerMinute: r.budget.sharePerMinute,
+    budgetSaturated: r.budget.usedLastMinute >= BUDGET_SATURATED * r.budget.pacePerMinute,
   });
 }
 

@@ -10,7 +10,9 @@ import type { RefusalCause, UplinkCondition } from '../uplink/uplink-health.js';
  *   unreachable    unreachable since T
  *   partial        delivering N of M variables (K unknown to the service)
  *   rate_limited   rate limited (limit found: R/min), or (the budget: B/min) when the backlog grows at
- *                  the configured ceiling with no limit found
+ *                  the configured ceiling with no limit found (beside "partial" only when requests
+ *                  really wait for the budget: samples held while the catalog judges suspects grow
+ *                  the backlog too, and the budget is not what holds them)
  *   delivering     delivering everything
  *
  * `ok` is true only for `delivering`: everything mapped is delivered. A second limit is added to
@@ -55,6 +57,8 @@ export interface UplinkStateReadings {
   backlogGrows: boolean;
   /** uplink.requests_per_minute (or the fleet share): what limits when no lower rate was found. */
   budgetPerMinute: number;
+  /** The last minute used (nearly) all of the pace in force: requests wait for the budget. */
+  budgetSaturated: boolean;
 }
 
 const REFUSED: Record<RefusalCause, string> = {
@@ -81,7 +85,7 @@ export function uplinkSummary(r: UplinkStateReadings): UplinkSummary {
   const limited =
     r.foundPerMinute !== null && (r.rateLimits || r.backlogGrows)
       ? `rate limited (limit found: ${num(r.foundPerMinute)}/min)`
-      : r.backlogGrows
+      : r.backlogGrows && (r.budgetSaturated || partial === null)
         ? `rate limited (the budget: ${num(r.budgetPerMinute)}/min)`
         : null;
   if (r.condition === 'auth_failed' || r.condition === 'halted') {

@@ -132,7 +132,7 @@ describe('status model', () => {
 });
 
 describe('the uplink state, one vocabulary', () => {
-  const base: UplinkStateReadings = { condition: 'ok', refused: null, since: T0, mappedVariables: 5_000, unknownVariables: 0, suspectVariables: 0, refusedVariables: 0, foundPerMinute: null, rateLimits: false, backlogGrows: false, budgetPerMinute: 1_400 };
+  const base: UplinkStateReadings = { condition: 'ok', refused: null, since: T0, mappedVariables: 5_000, unknownVariables: 0, suspectVariables: 0, refusedVariables: 0, foundPerMinute: null, rateLimits: false, backlogGrows: false, budgetPerMinute: 1_400, budgetSaturated: false };
   const cases: Array<[Partial<UplinkStateReadings>, string, string]> = [
     [{}, 'delivering', 'delivering everything'],
     [{ unknownVariables: 4_980 }, 'partial', 'delivering 20 of 5,000 variables (4,980 unknown to the service)'],
@@ -142,6 +142,9 @@ describe('the uplink state, one vocabulary', () => {
     [{ foundPerMinute: 87.6, rateLimits: true }, 'rate_limited', 'rate limited (limit found: 88/min)'],
     [{ foundPerMinute: 87.6, rateLimits: false }, 'delivering', 'delivering everything'],
     [{ backlogGrows: true }, 'rate_limited', 'rate limited (the budget: 1,400/min)'],
+    // Samples held while the catalog judges suspects grow the backlog: the budget is not the limit then.
+    [{ backlogGrows: true, unknownVariables: 4_980 }, 'partial', 'delivering 20 of 5,000 variables (4,980 unknown to the service)'],
+    [{ backlogGrows: true, budgetSaturated: true, unknownVariables: 4_980 }, 'partial', 'delivering 20 of 5,000 variables (4,980 unknown to the service); rate limited (the budget: 1,400/min)'],
     [{ unknownVariables: 10, foundPerMinute: 90, rateLimits: true }, 'partial', 'delivering 4,990 of 5,000 variables (10 unknown to the service); rate limited (limit found: 90/min)'],
     [{ condition: 'retrying', unknownVariables: 10 }, 'unreachable', 'unreachable since 2026-11-22T06:00:00.000Z'],
     [{ condition: 'auth_failed', refused: 'authentication' }, 'refused', 'refused (authentication)'],
