@@ -36,15 +36,6 @@ const PLATEAU = 0.985;
 const PLATEAU_STEP = 0.0025;
 const BEYOND_STEP = 0.01;
 const MAX_PROBE_STEP = 0.25;
-/**
- * At least this many requests/min under the rate of the last 429, in the cut and on the plateau:
- * the service's sliding minute counts whole requests, so two clients each paced evenly can put one
- * request more than their average rates into some 60 s windows. At 30/min a margin of 3 % (under
- * one request) met the limit again every minute or two; at 600/min and above the fractions decide.
- */
-const MARGIN_REQUESTS = 1;
-/** `fraction` of `rate`, and at least MARGIN_REQUESTS under it. */
-const under = (rate: number, fraction: number): number => Math.min(rate * fraction, rate - MARGIN_REQUESTS);
 /** The slowest pace: one request per minute still probes whether the service has room again. */
 export const MIN_RATE_PER_MINUTE = 1;
 /** Answers remembered for the admitted-in-the-last-minute count (a budget no service grants has no use for more). */
@@ -143,7 +134,7 @@ export class RateFinder {
     this.attempt += 1;
     const share = this.admittedLastMinute();
     this.limitSeen = share;
-    this.foundRate = Math.max(MIN_RATE_PER_MINUTE, under(Math.min(pace, share), CUT_MARGIN));
+    this.foundRate = Math.max(MIN_RATE_PER_MINUTE, Math.min(pace, share) * CUT_MARGIN);
     this.step = BEYOND_STEP;
     this.lastCutAt = now;
     this.lastProbeAt = now;
@@ -175,7 +166,7 @@ export class RateFinder {
   private stepNow(): number {
     const seen = this.limitSeen ?? 0;
     const rate = this.foundRate ?? 0;
-    if (rate < under(seen, PLATEAU)) return RECOVER_STEP;
+    if (rate < PLATEAU * seen) return RECOVER_STEP;
     if (rate < seen) return PLATEAU_STEP;
     // Above where the last 429 came and no 429 since: the others may have gone, so faster.
     const step = this.step;
