@@ -9,7 +9,7 @@
  * read. Nobody gets the database handle.
  */
 import { describeError } from '../core/errors.js';
-import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
+import type { AppendOptions, Sample, SampleColumns, SampleSink } from '../core/sample.js';
 import { Checkpointer } from './capacity/checkpointer.js';
 import { DEFAULT_RETURN_AFTER_MS, DiskReturn } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
@@ -60,6 +60,9 @@ export const DEFAULT_SLICE_MS = 25;
  */
 export const DEFAULT_KEEP_FREE_BYTES = 0;
 
+/** A PASSIVE checkpoint at least this long (ms) moves checkpoints to the worker thread (capacity/checkpointer.ts). */
+const CHECKPOINT_INLINE_BELOW_MS = 10;
+
 export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, BufferReadout, TrendBuffer {
   private readonly opts: Required<BufferOptions>;
   private readonly listeners = new Set<() => void>();
@@ -84,6 +87,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly reader: SampleReader;
   private readonly trend: TrendStore;
   private closed = false;
+  /** The turn after a commit's acknowledgements, when one is due (afterAcknowledgements). */
+  private afterAcks: NodeJS.Immediate | null = null;
   /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
   readonly lastCommitted: LastCommitted;
   /** The import-job ledger (imports/ledger.ts), in this file. */
@@ -118,6 +123,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       lastCommittedFlushMs: LAST_COMMITTED_FLUSH_MS,
       keepFreeBytes: DEFAULT_KEEP_FREE_BYTES,
       returnFreeAfterMs: DEFAULT_RETURN_AFTER_MS,
+      checkpointInlineBelowMs: CHECKPOINT_INLINE_BELOW_MS,
       ...options,
     };
     const o = this.opts;
@@ -132,7 +138,9 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.lastCommitted = new LastCommitted(db, dict, o.lastCommittedFlushMs);
     this.importLedger = new ImportLedger(db, clock);
     this.usage = file.usage;
-    this.checkpointer = new Checkpointer(db, { logger });
+    // On the main thread while a checkpoint is quick (a small plant's few pages), on a worker from
+    // the first slow one (100,000 samples/s: 54-186 ms each).
+    this.checkpointer = new Checkpointer(db, { logger, ...(o.checkpointInlineBelowMs === null ? {} : { inlineBelowMs: o.checkpointInlineBelowMs }) });
     this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes, checkpointing: () => this.checkpointer.running });
     this.store = new ChunkStore(db, o.compressor);
     this.holds = new Holds(db, this.importLedger);
@@ -171,22 +179,38 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   }
 
   /**
-   * After every successful commit, in order: the ingest rate, the full policy (drop_oldest right
-   * after the commit that crossed max_bytes, B9), the end of a quiet full episode, a checkpoint
-   * made due and the seal schedule's clock (both run later), the gauges, the WAL backstop, the
-   * listeners (sync sender, backfill), and a wake-up for maintenance, whose slices run in later
-   * turns (B7): nothing here seals, compacts, checkpoints or gives disk back.
+   * After every successful commit, in order: the ingest rate, the end of a quiet full episode, a
+   * checkpoint made due and the seal schedule's clock (both run later), the gauges, the listeners
+   * (sync sender, backfill), and a wake-up for maintenance. Nothing here deletes, seals, compacts,
+   * checkpoints or gives disk back: the commit's appends are acknowledged in this turn's
+   * microtasks, before any of that (B7). drop_oldest and the WAL backstop run in the next turn.
    */
   private afterCommit(c: { inserted: number; acks: number }): void {
     this.readout.ingestRate.add(c.inserted);
-    if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) this.full.dropOldest();
     this.losses.maybeEndEpisode(this.ingest.writable);
     this.diskReturn.wrote();
     if (c.inserted > 0) this.seal.committed();
     this.refreshGauges();
-    this.wal.check();
     if (c.inserted > 0 || c.acks > 0) this.notify();
+    this.afterAcknowledgements();
     this.maintenance.wake();
+  }
+
+  /**
+   * The full policy (drop_oldest right after the commit that crossed max_bytes, B9) and the WAL
+   * backstop, in the turn after the commit: its acknowledgements (promise callbacks) have run (B7).
+   */
+  private afterAcknowledgements(): void {
+    if (this.afterAcks !== null || this.closed) return;
+    this.afterAcks = setImmediate(() => {
+      this.afterAcks = null;
+      if (this.closed) return;
+      if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) {
+        this.full.dropOldest();
+        this.refreshGauges();
+      }
+      this.wal.check();
+    });
   }
 
   // ---------------------------------------------------------------- ingest (SampleSink)
@@ -194,6 +218,16 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   /** Queues samples for the next group commit (B1): resolves once committed, rejects when refused. */
   append(samples: readonly Sample[], options: AppendOptions = {}): Promise<void> {
     return this.ingest.append(samples, options);
+  }
+
+  /** `append` for samples held as columns (SampleSink.appendColumns). */
+  appendColumns(columns: SampleColumns, options: AppendOptions = {}): Promise<void> {
+    return this.ingest.appendColumns(columns, options);
+  }
+
+  /** Values a source lost before they reached the buffer (SampleSink.lost): they count in the dropped total. */
+  lost(count: number): void {
+    this.losses.countLostUpstream(count);
   }
 
   /** Commits everything pending now. */
@@ -392,6 +426,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.afterAcks !== null) clearImmediate(this.afterAcks);
+    this.afterAcks = null;
     this.maintenance.stop();
     // The checkpoint worker ends (after a checkpoint it is running) before the store's last TRUNCATE.
     const checkpointerEnded = this.checkpointer.close();

@@ -29,6 +29,7 @@ export const NON_BENCH_MODULES: Readonly<Record<string, string>> = {
   'plant-corpus.ts': 'the plant-like sample generator (buffer-footprint, commit-latency, trend-flush)',
   'sensor-corpus.ts': 'the sensor-recording generator (buffer-footprint)',
   'prefill.ts': 'writes an old backlog into a buffer file (backlog-drain, memory, uplink-budget, fleet-budget)',
+  'open62541.ts': 'the open62541 plant server, its value check and a bare node-opcua client (plant-scale, opcua-ingest, opcua-recovery)',
 };
 
 /** Kept in step with bench/lib.ts (which the test does not import: it would run bench code in the test process). */
@@ -60,11 +61,13 @@ const COST_S: Readonly<Record<string, number>> = {
   'fleet-budget.ts': 135,
   'history-backfill.ts': 105,
   'history-read-1m.ts': 134,
+  'hostile-inputs.ts': 22,
   'import-file.ts': 13,
   'memory.ts': 25,
   'modbus-poll.ts': 33,
   'mqtt-throughput.ts': 21,
   'opcua-browse-tree.ts': 34,
+  'opcua-ingest.ts': 40,
   'opcua-recovery.ts': 148,
   'opcua-subscription.ts': 98,
   'outage-recovery.ts': 22,
@@ -72,6 +75,7 @@ const COST_S: Readonly<Record<string, number>> = {
   'quality.ts': 6,
   'set-aside-requeue.ts': 9,
   'service-rate.ts': 35,
+  'small-plant.ts': 25,
   'trend-flush.ts': 10,
   'uplink-budget.ts': 27,
 };

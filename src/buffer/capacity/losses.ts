@@ -20,7 +20,7 @@ import type { FullEpisode } from '../types.js';
 export type LossLabel = FullEpisode['policy'] | 'unwritable_at_stop';
 
 /** Metric label of gateway_buffer_refused_samples_total per refusal code. */
-const REFUSAL_LABEL: Record<BufferRefusal, string> = { BUFFER_FULL: 'buffer_full', BUFFER_PENDING_LIMIT: 'pending_limit', BUFFER_CLOSED: 'closed' };
+const REFUSAL_LABEL: Record<BufferRefusal, string> = { BUFFER_FULL: 'buffer_full', BUFFER_PENDING_LIMIT: 'pending_limit', BUFFER_CLOSED: 'closed', INVALID_SAMPLE: 'invalid_sample' };
 
 export interface RefusedBatch {
   samples: readonly Sample[];
@@ -59,12 +59,23 @@ export class Losses {
     const total = kept + lost.length;
     if (total === 0) return;
     this.o.metrics.bufferRefusedSamples.inc({ reason: REFUSAL_LABEL[code] }, total);
-    if (lostAs === 'unwritable_at_stop') {
+    if (code === 'INVALID_SAMPLE') {
+      // Not a full buffer: no episode, no drop by a policy. The caller's source counts its refusal.
+    } else if (lostAs === 'unwritable_at_stop') {
       // At close the episode is over: counted only (see Ingest.close).
       this.droppedTotal += lost.length;
       if (lost.length > 0) this.o.metrics.bufferDroppedSamples.inc({ policy: lostAs }, lost.length);
     } else this.recordDrop(lostAs, lost);
     this.refusalLog.warn(`refused:${code}`, { code, samples: total, kept_by_caller: kept, lost: lost.length }, `buffer refused ${total} samples (${kept} stay with their caller, ${lost.length} are lost): ${reason}`);
+  }
+
+  /**
+   * Values lost before they reached the buffer (a source's bounded queue, a device's overflow,
+   * SampleSink.lost): the source counts them by reason in gateway_source_values_lost_total; here
+   * they only join the dropped total, without a full-buffer episode.
+   */
+  countLostUpstream(count: number): void {
+    if (count > 0) this.droppedTotal += count;
   }
 
   recordDrop(policy: FullEpisode['policy'], timestamps: readonly number[]): void {
