@@ -127,6 +127,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
+import { request as undiciRequest, type Dispatcher } from 'undici';
 
 export const ROOT = join(import.meta.dirname, '..');
 
@@ -277,4 +278,15 @@ export async function measureBlock(fn: () => unknown): Promise<{ totalMs: number
   h.disable();
   // The delay beyond the 1 ms resolution is how long the loop could not run a timer.
   return { totalMs, blockMs: Math.max(0, h.max / 1e6 - 1) };
+}
+
+/** A token for the emulator's demo client, fetched once by a bare client (the baselines of the uplink benches). */
+export async function demoToken(base: string, dispatcher: Dispatcher): Promise<string> {
+  const res = await undiciRequest(`${base}/oauth2/token`, {
+    method: 'POST',
+    dispatcher,
+    headers: { authorization: `Basic ${Buffer.from('demo-gateway:demo-secret').toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials&audience=com.service.tracking',
+  });
+  return ((await res.body.json()) as { access_token: string }).access_token;
 }

@@ -34,6 +34,8 @@ export interface InspectorDeps {
   journal: RequestJournal;
   expireTokens: () => number;
   publicFixture: () => unknown;
+  /** The stats with what the store does not keep (the rate limiter's neighbour); default the store's. */
+  stats?: () => unknown;
 }
 
 const resetSchema = z.strictObject({ tokens: z.boolean().optional(), faults: z.boolean().optional() });
@@ -107,7 +109,7 @@ export class Inspector {
       case '/':
         return method === 'GET' ? { status: 200, body: { endpoints: ENDPOINTS } } : notAllowed('GET');
       case '/stats':
-        return method === 'GET' ? { status: 200, body: store.stats() } : notAllowed('GET');
+        return method === 'GET' ? { status: 200, body: this.deps.stats?.() ?? store.stats() } : notAllowed('GET');
       case '/values': {
         if (method !== 'GET') return notAllowed('GET');
         const id = query.get('machine_variable_id');

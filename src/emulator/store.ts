@@ -84,6 +84,8 @@ export interface EmulatorStats {
   import_jobs: Record<ImportJobStatus, number>;
   annotations: number;
   tokens_issued: number;
+  /** Requests of the other client behind the same address (fault neighbour_per_minute), admitted and refused. */
+  neighbour?: { admitted: number; rate_limited: number };
 }
 
 export class Store {

@@ -74,6 +74,7 @@ const COST_S: Readonly<Record<string, number>> = {
   'plant-scale.ts': 160,
   'quality.ts': 6,
   'set-aside-requeue.ts': 9,
+  'service-rate.ts': 35,
   'small-plant.ts': 25,
   'trend-flush.ts': 10,
   'uplink-budget.ts': 27,
