@@ -6,6 +6,8 @@ import { resolveSecret, secretRefSchema } from '../config/secrets.js';
 import { formatDuration, statusLine } from '../status/line.js';
 import type { GatewayStatus } from '../status/model.js';
 import type { SourceStatus } from '../core/source.js';
+import { count as n, list, num, rec, str } from '../core/untyped.js';
+import { pluginOf } from '../sources/plugins.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway status [--url URL | --config FILE] [--json] [--watch SECONDS]
@@ -138,7 +140,6 @@ export function measureRates(before: Reading, after: Reading): Record<string, nu
   return out;
 }
 
-const n = (x: number) => Math.round(x).toLocaleString('en-US');
 const rate = (x: number) => `${x < 10 ? x.toFixed(1) : n(x)}/s`;
 
 /** Short age: 0.4s, 12m, 5h03m, 2d12h. */
@@ -167,38 +168,10 @@ export function progressBar(fraction: number, width = 30): string {
   return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(f * 100).toFixed(1)}%`;
 }
 
-const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-const rec = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
 /** One line of protocol detail (nodes, devices, broker session), from what each source's status() reports. */
 function sourceDetail(src: SourceStatus): string | null {
-  const d = rec(src.detail);
-  switch (src.kind) {
-    case 'opcua': {
-      const invalid = list(d.invalid_nodes).length;
-      return `${num(d.nodes_monitored) ?? 0}/${num(d.nodes_configured) ?? '?'} nodes monitored${invalid ? `, ${invalid} INVALID` : ''} (${str(d.mode) ?? '?'}, ${str(d.security) ?? '?'}) at ${str(d.endpoint) ?? '?'}`;
-    }
-    case 'modbus': {
-      const devices = list(d.devices).map(rec);
-      if (devices.length === 0) return null;
-      const up = devices.filter((x) => x.state === 'connected' || x.state === 'degraded').length;
-      const down = devices.filter((x) => !(x.state === 'connected' || x.state === 'degraded')).map((x) => `${str(x.name)} ${str(x.state)}`);
-      return `${up}/${devices.length} devices up${down.length ? ` (${down.join(', ')})` : ''}`;
-    }
-    case 'mqtt': {
-      if (d.listening !== undefined) return `embedded broker, ${num(d.clients) ?? 0} clients, ${n(num(d.messages) ?? 0)} messages`;
-      const subs = list(d.subscriptions).length;
-      const pending = num(d.pending_messages);
-      const unmatched = num(d.unmatched_messages);
-      return `${str(d.url) ?? '?'}, ${subs} subscription${subs === 1 ? '' : 's'}${pending ? `, ${n(pending)} pending` : ''}${unmatched ? `, ${n(unmatched)} unmatched` : ''}`;
-    }
-    case 'generator':
-      return `${num(d.variables) ?? '?'} variables every ${num(d.interval_ms) ?? '?'} ms`;
-    default:
-      return null;
-  }
+  return pluginOf(src.kind)?.statusSummary(rec(src.detail)) ?? null;
 }
 
 /** "variables 12: 9 good, 2 stale, 1 bad": the counts that are not zero, worst last (core/quality.ts). */

@@ -3,6 +3,7 @@ import { parseYamlDocument, parseYamlDocumentSliced, validateConfig, type Parsed
 import { ConfigError } from '../core/errors.js';
 import { withoutReadingSecrets } from '../config/secrets.js';
 import { mappedVariables } from '../sources/mapped-variables.js';
+import { SOURCE_PLUGINS } from '../sources/plugins.js';
 import { mappingRows } from './config-mappings.js';
 import { describeRange, resolveAddress, TABLE_INFO, type AddressBase, type Table } from '../sources/modbus/address.js';
 import { render, renderSliced, scalarText, type Splice } from './merge-text.js';
@@ -554,19 +555,10 @@ function addEntry(list: YAMLSeq, node: YAMLMap, splices: Splice[]): void {
   if (list.range) splices.push({ kind: 'append', seq: list, node });
 }
 
-/** Names of every source (OPC UA servers, Modbus section and devices, MQTT connections): a new one must not reuse one. */
+/** Names of every source and device of every protocol (sources/plugins.ts): a new one must not reuse one. */
 function sourceNames(doc: Document.Parsed): Set<string> {
   const js = (doc.toJS() ?? {}) as Record<string, unknown>;
-  const names = new Set<string>();
-  const add = (list: unknown) => {
-    if (Array.isArray(list)) for (const e of list) if (e && typeof e === 'object' && typeof (e as { name?: unknown }).name === 'string') names.add((e as { name: string }).name);
-  };
-  add((js.opcua as { servers?: unknown } | undefined)?.servers);
-  const modbus = js.modbus as { name?: unknown; devices?: unknown } | undefined;
-  if (typeof modbus?.name === 'string') names.add(modbus.name);
-  add(modbus?.devices);
-  add((js.mqtt as { connections?: unknown } | undefined)?.connections);
-  return names;
+  return new Set(SOURCE_PLUGINS.flatMap((p) => p.names(js[p.kind]).map((e) => e.name)));
 }
 
 function uniqueName(base: string, taken: Set<string>): string {
