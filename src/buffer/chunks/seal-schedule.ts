@@ -50,6 +50,13 @@ const MIN_SEAL_ROWS = 2_000;
 const REST_MS = 1_000;
 /** After a failed job (a full disk, a busy file), jobs wait this long. */
 const RETRY_AFTER_MS = 5_000;
+/**
+ * A compaction pass goes over the windows it passed again (from the oldest chunk) at most this
+ * often, once chunks behind it changed (an import range finished, a claim unsealed, set-aside)...
+ */
+const PASS_AFTER_CHANGE_MS = 60_000;
+/** ...or once this long passed since the last pass began and chunks were sealed meanwhile. */
+const PASS_EVERY_MS = 10 * 60_000;
 
 export interface SealScheduleOptions {
   sealAfterMs: number;
@@ -82,6 +89,8 @@ export class SealSchedule implements MaintenanceTask {
   private compactCursor = 0;
   /** Whether compaction may have work (chunks were written since it last found none). */
   private compactPending: boolean;
+  /** The current compaction pass: when it began (monotonic ms), the store's change mark then, whether a seal came since. */
+  private pass = { startedAt: 0, changes: 0, sealedSince: false };
   private job: ChunkJob | null = null;
   private jobStarted = 0;
   private retryAt = 0;
@@ -131,7 +140,25 @@ export class SealSchedule implements MaintenanceTask {
   due(): boolean {
     if (this.job) return true;
     if (this.o.clock.monotonic() < this.retryAt || performance.now() < this.restUntil) return false;
-    return this.eligible(false) > this.sealedUpto || this.compactPending;
+    return this.eligible(false) > this.sealedUpto || this.compactPending || this.newPassDue();
+  }
+
+  /**
+   * Whether compaction should go over the windows it passed again: the cursor only moves up, so
+   * chunks that a finished import range or a claim cut behind it, and windows that a hold or a row
+   * bounded when they were passed, would otherwise stay as they are until a restart. Read-only
+   * (the metadata of the chunks; a window merges only when worth it), off the ack path (B7).
+   */
+  private newPassDue(): boolean {
+    if (this.o.tally.chunks < 2) return false;
+    const since = this.o.clock.monotonic() - this.pass.startedAt;
+    return (this.o.store.changes !== this.pass.changes && since >= PASS_AFTER_CHANGE_MS) || (this.pass.sealedSince && since >= PASS_EVERY_MS);
+  }
+
+  private startPass(): void {
+    this.compactCursor = 0;
+    this.compactPending = true;
+    this.pass = { startedAt: this.o.clock.monotonic(), changes: this.o.store.changes, sealedSince: false };
   }
 
   slice(deadline: number): boolean {
@@ -249,6 +276,7 @@ export class SealSchedule implements MaintenanceTask {
    * used up the slice (the cursor has moved past the windows not worth it: the next slice goes on).
    */
   private startCompaction(maxBytes: number, deadline = Infinity): boolean {
+    if (this.newPassDue()) this.startPass();
     if (!this.compactPending || this.o.tally.chunks < 2) return false;
     for (let i = 0; i < 1_000 && performance.now() < deadline; i++) {
       const w = this.nextCompactWindow(maxBytes);
@@ -362,6 +390,7 @@ export class SealSchedule implements MaintenanceTask {
       t.chunksSealedTotal += r.chunksAfter;
       this.o.metrics.bufferSealedChunks.inc(r.chunksAfter);
       this.compactPending = true;
+      this.pass.sealedSince = true;
       this.restUntil = 0;
       this.o.logger.debug({ event: 'buffer_sealed', seq_from: job.lo, seq_to: job.hi, samples: r.samples, chunks: r.chunksAfter, bytes: r.bytesAfter, ms: Math.round(ms) }, 'sealed rows into chunks');
     } else {
@@ -418,8 +447,7 @@ export class SealSchedule implements MaintenanceTask {
   /** Compacts every window worth it now, in windows of compact_samples. */
   compactNow(): void {
     this.job = null;
-    this.compactCursor = 0;
-    this.compactPending = true;
+    this.startPass();
     for (let i = 0; i < 100_000; i++) {
       if (!this.startCompaction(Infinity)) break;
       this.runToEnd(this.job!);
