@@ -50,7 +50,7 @@ const verdicts: string[] = [];
 for (const corpus of loadCorpora(names, T0, N, (l) => process.stdout.write(`${l}\n`))) {
   const n = corpus.samples.length;
   const cs = cuts(corpus.samples);
-  const ref = textReference(corpus.samples);
+  const ref = await textReference(corpus.samples);
   const scratch: DecodedChunk = { ts: new Float64Array(0), values: new Float64Array(0) };
   // Warm both (JIT), then measure.
   for (const c of cs.slice(0, 50)) {

@@ -336,6 +336,28 @@ function gridBitsOf(d: Domain, ints: Float64Array, n: number, q: number, smooth:
 }
 
 /** The best integer layout of a domain's integers (delta, second difference, grid), with its estimated bits. */
+/**
+ * The grid step that the values sit on: gridStep takes the smallest move between consecutive
+ * values, which is several counts when the values never move by one (a noisy 16-bit reading
+ * moving 3-20 counts a poll); a fraction q/k of it on which (nearly) every sampled value lands
+ * within one unit is the real count.
+ */
+function finestFit(d: Domain, ints: Float64Array, n: number, q: number): number {
+  const y0 = d.y(ints[0]);
+  const every = Math.max(1, Math.floor(n / 128));
+  for (let k = 1; k <= 16; k++) {
+    const qk = q / k;
+    let near = 0;
+    let tried = 0;
+    for (let i = 1; i < n; i += every) {
+      tried++;
+      if (Math.abs(ints[i] - predict(d, count(d, ints[i], y0, qk), y0, qk)) <= 1) near++;
+    }
+    if (near >= 0.9 * tried) return qk;
+  }
+  return q;
+}
+
 /** The integer layouts of a domain's integers (delta, smooth, second difference, grid), with their estimated bits, into `out`. */
 function layoutsOfDomain(d: Domain, ints: Float64Array, exc: Int32Array, e: number, n: number, out: IntCandidate[]): void {
   const head = 8 * (3 + e * 9);
@@ -345,7 +367,10 @@ function layoutsOfDomain(d: Domain, ints: Float64Array, exc: Int32Array, e: numb
     consider(VAL_DELTA, smooth, 0, deltaBits(ints, n, smooth));
     if (n > 2) {
       const q = gridStep(d, ints.subarray(0, n));
-      if (q !== null) consider(VAL_GRID, smooth, q, 64 + gridBitsOf(d, ints, n, q, smooth));
+      if (q !== null) {
+        const step = finestFit(d, ints, n, q);
+        consider(VAL_GRID, smooth, step, 64 + gridBitsOf(d, ints, n, step, smooth));
+      }
     }
   }
   let small = true;
@@ -395,9 +420,12 @@ function chooseValues(values: ArrayLike<number>): IntCandidate | null {
   const layouts = valueLayouts(values);
   if (layouts.length <= 1) return layouts[0] ?? null;
   const n = values.length;
+  // Layouts whose estimates are close are coded to choose; a clear winner is taken as it is.
+  const close = layouts.filter((c, i) => i < TRIALS && c.bits <= layouts[0].bits * CLOSE);
+  if (close.length === 1) return close[0];
   let best: IntCandidate | null = null;
   let bestBytes = Infinity;
-  for (const c of layouts.slice(0, TRIALS)) {
+  for (const c of close) {
     const bytes = trial((e) => encodeInts(e, c, n)) + c.exceptionCount * 9 + (c.mode === VAL_GRID ? 8 : 0);
     if (bytes < bestBytes) {
       best = c;
@@ -406,6 +434,9 @@ function chooseValues(values: ArrayLike<number>): IntCandidate | null {
   }
   return best;
 }
+
+/** Estimates within this factor of the best are tried by coding them. */
+const CLOSE = 1.1;
 
 // ------------------------------------------------------------------------------- timestamps
 
@@ -470,19 +501,7 @@ export function encodeV3(ts: ArrayLike<number>, values: ArrayLike<number>, force
   if (intTs) {
     p = period(ts);
     tsMode = TS_PERIOD;
-    if (n > 2) {
-      let best = trial((e) => encodeTs(e, ts, p, false));
-      const dod = trial((e) => encodeTs(e, ts, p, true));
-      if (dod < best) {
-        best = dod;
-        tsMode = TS_DOD;
-      }
-      const j = p > 0 ? leastJitter(ts, p) : 0;
-      if (p > 0 && trial((e) => encodeTsGrid(e, ts, p, j)) < best) {
-        tsMode = TS_GRID;
-        j0 = j;
-      }
-    }
+    if (n > 2) tsMode = chooseTs(ts, p, (j) => (j0 = j));
   }
   const cand = forceXor ? null : chooseValues(values);
   const valMode = cand ? cand.mode : VAL_XOR;
@@ -520,6 +539,55 @@ export function encodeV3(ts: ArrayLike<number>, values: ArrayLike<number>, force
   out.set(head.buf.subarray(0, head.pos), 0);
   out.set(body, head.pos);
   return out;
+}
+
+/** The timestamp layout: by estimate, or by coding the ones whose estimates are close. */
+function chooseTs(ts: ArrayLike<number>, p: number, setJitter: (j: number) => void): number {
+  const j = p > 0 ? leastJitter(ts, p) : 0;
+  const est = [
+    { mode: TS_PERIOD, bits: tsModeBits(ts, p, false) },
+    { mode: TS_DOD, bits: tsModeBits(ts, p, true) },
+    ...(p > 0 ? [{ mode: TS_GRID, bits: tsGridBits(ts, p, j) }] : []),
+  ].sort((a, b) => a.bits - b.bits);
+  const close = est.filter((c) => c.bits <= est[0].bits * CLOSE + 8);
+  let mode = est[0].mode;
+  if (close.length > 1) {
+    let best = Infinity;
+    for (const c of close) {
+      const bytes = trial((e) => (c.mode === TS_GRID ? encodeTsGrid(e, ts, p, j) : encodeTs(e, ts, p, c.mode === TS_DOD)));
+      if (bytes < best) {
+        best = bytes;
+        mode = c.mode;
+      }
+    }
+  }
+  if (mode === TS_GRID) setJitter(j);
+  return mode;
+}
+
+function tsModeBits(ts: ArrayLike<number>, p: number, dod: boolean): number {
+  const m = new CostMeter();
+  let prev = p;
+  for (let i = 1; i < ts.length; i++) {
+    const d = ts[i] - ts[i - 1];
+    m.add(d - prev);
+    if (dod) prev = d;
+  }
+  return m.bits();
+}
+
+function tsGridBits(ts: ArrayLike<number>, p: number, j0: number): number {
+  const k = new CostMeter();
+  let prev = 0;
+  for (let i = 1; i < ts.length; i++) {
+    const t = tick(ts[i], ts[0], p);
+    k.add(t - prev - 1);
+    prev = t;
+  }
+  const ticks = k.bits();
+  const j = new CostMeter();
+  for (let i = 1; i < ts.length; i++) j.add(ts[i] - (ts[0] + tick(ts[i], ts[0], p) * p) - j0);
+  return ticks + j.bits();
 }
 
 /** Ticks of the clock grid from t0 (P > 0). */

@@ -3,22 +3,28 @@ import { CHUNK_FORMAT_V3, ChunkFormatErrorV3, countV3, decodeV3, encodeV3 } from
 import { DOMAIN_DECIMAL, DOMAIN_F32, DOMAIN_F32_SHORTEST, count, deltaBytes, domain, fits, gridBytes, gridStep, predict, type Domain, type DomainId } from './value-domains.js';
 
 /**
- * The chunk codec: one variable's samples (epoch-ms timestamps and finite doubles) as a compact,
- * lossless byte string. Pure functions, no I/O.
+ * The chunk codec: one variable's samples (epoch-ms timestamps and doubles) as a compact, lossless
+ * byte string. Pure functions, no I/O. New chunks are format 3 (codec-v3.ts: adaptive range-coded
+ * residuals); formats 1 and 2 (the layouts below, varints and deflate) stay readable, and
+ * `encodeChunk(..., { format: 2 })` still writes them (benchmarks, tests).
  *
- * INVARIANTS (test/buffer/chunk-codec.test.ts checks them, including randomized round trips):
+ * INVARIANTS (test/buffer/chunk-codec.test.ts and chunk-codec-v3.test.ts check them, including
+ * randomized round trips):
  *
  *  C1  Lossless: `decodeChunk(encodeChunk(ts, v))` returns every timestamp and every double
- *      bit-exact (−0, subnormals, ±1e308, integers beyond 2^53), in the order given.
+ *      bit-exact (−0, subnormals, ±1e308, integers beyond 2^53; in format 3 also NaN with its
+ *      payload and sign, and ±Inf, though the buffer does not store them), in the order given.
  *  C2  Any order of timestamps: irregular, repeated and backwards timestamps encode (delta-of-delta
  *      is signed); non-integer or huge timestamps fall back to 8-byte doubles.
- *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to the raw layout
- *      when that check fails, so a bug in a clever layout can cost bytes, never data.
+ *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to a layout that
+ *      carries any bits (format 3's XOR; format 2's raw doubles) when that check fails, so a bug in
+ *      a clever layout can cost bytes, never data.
  *  C4  The first byte is the format version; a reader refuses versions it does not know instead
- *      of guessing. A chunk is written as version 1 unless it uses the grid layout (version 2), so
- *      a reader of version 1 meets only chunks it knows or a clear refusal.
+ *      of guessing (format 3 also carries a check byte: a damaged or cut chunk is refused, not
+ *      decoded into other samples). The version lives in the blob, so a new format needs no table
+ *      migration: files hold chunks of every version side by side.
  *
- * Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
+ * Formats 1 and 2. Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
  * 32-bit bit operations so that values up to 2^53 survive):
  *
  *   byte 0   format version (1; 2 when the value layout is 3)

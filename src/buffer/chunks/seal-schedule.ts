@@ -89,6 +89,10 @@ export class SealSchedule implements MaintenanceTask {
   private compactCursor = 0;
   /** Whether compaction may have work (chunks were written since it last found none). */
   private compactPending: boolean;
+  /** Where the next reseal looks for rows below sealed_upto, and when a claim last unsealed (the store's change mark). */
+  private resealCursor = 0;
+  private unsealSeen = { changes: 0, at: 0 };
+  private resealMaybe = true;
   /** The current compaction pass: when it began (monotonic ms), the store's change mark then, whether a seal came since. */
   private pass = { startedAt: 0, changes: 0, sealedSince: false };
   private job: ChunkJob | null = null;
@@ -140,7 +144,19 @@ export class SealSchedule implements MaintenanceTask {
   due(): boolean {
     if (this.job) return true;
     if (this.o.clock.monotonic() < this.retryAt || performance.now() < this.restUntil) return false;
-    return this.eligible(false) > this.sealedUpto || this.compactPending || this.newPassDue();
+    return this.eligible(false) > this.sealedUpto || this.compactPending || this.newPassDue() || this.resealDue();
+  }
+
+  /** Rows may wait below sealed_upto (a claim unsealed, held rows were skipped, or a restart) and no claim unsealed for seal_after. */
+  private resealDue(): boolean {
+    const changes = this.o.store.changes;
+    const now = this.o.clock.monotonic();
+    if (changes !== this.unsealSeen.changes) {
+      this.unsealSeen = { changes, at: now };
+      this.resealMaybe = true;
+    }
+    if (!this.resealMaybe || this.o.tally.rows === 0) return false;
+    return now - this.unsealSeen.at >= this.o.sealAfterMs;
   }
 
   /**
@@ -219,11 +235,49 @@ export class SealSchedule implements MaintenanceTask {
       this.compactTurn = false;
       return true;
     }
-    if (this.startSeal(false, this.sealBudgetRows())) {
+    if (this.startSeal(false, this.sealBudgetRows()) || this.startReseal(this.sealBudgetRows())) {
       this.compactTurn = true;
       return true;
     }
     return this.startCompaction(this.compactBudgetBytes(), deadline);
+  }
+
+  /**
+   * Rows below sealed_upto left by claims that unsealed a chunk and then let its rows go (the
+   * claim took part of them, a call failed): 26 bytes a sample instead of ~1.5, for as long as the
+   * sync path does not take them. Sealed again once no claim unsealed anything for seal_after (the
+   * sync path is idle or far from them: no chase, sealer L3), a run of rows with no chunk and no
+   * hold inside at a time, from the lowest.
+   */
+  private startReseal(maxRows: number): boolean {
+    if (!this.resealDue()) return false;
+    const holds = this.o.holds.all(this.resealCursor);
+    let lo = this.resealCursor;
+    for (let guard = 0; guard < 1_000; guard++) {
+      const first = this.st.firstRowAfter.get(lo, this.sealedUpto + 1) as number | undefined;
+      if (first === undefined || first === null) {
+        // None left below sealed_upto: until a claim unseals again (or held rows are skipped).
+        this.resealCursor = 0;
+        this.resealMaybe = false;
+        return false;
+      }
+      const held = holds.find((h) => h.from <= first && h.to >= first);
+      if (held) {
+        lo = held.to;
+        continue;
+      }
+      let hi = Math.min(this.sealedUpto, first + maxRows - 1);
+      const chunk = this.o.store.firstAfter(first, hi + 1);
+      if (chunk) hi = Math.min(hi, chunk.seq_from - 1);
+      const nextHold = holds.find((h) => h.from > first);
+      if (nextHold) hi = Math.min(hi, nextHold.from - 1);
+      this.resealCursor = hi;
+      this.o.logger.debug({ event: 'buffer_seal_started', seq_from: first, seq_to: hi, reseal: true }, 'sealing rows left by a claim into chunks again');
+      this.job = this.o.sealer.sealJob(first, hi);
+      this.jobStarted = performance.now();
+      return true;
+    }
+    return false;
   }
 
   /** Starts sealing the next range if one is due; false when none is. */
@@ -258,6 +312,7 @@ export class SealSchedule implements MaintenanceTask {
       assertNotNested(this.db, 'sealing');
       this.o.sealer.skipTo(lo - 1);
       this.sealedUpto = lo - 1;
+      this.resealMaybe = true;
     }
     let hi = Math.min(eligible, lo + maxRows - 1);
     let cut = false;
@@ -382,7 +437,7 @@ export class SealSchedule implements MaintenanceTask {
     const t = this.o.tally;
     const ms = performance.now() - this.jobStarted;
     if (job.kind === 'seal') {
-      this.sealedUpto = job.hi;
+      this.sealedUpto = Math.max(this.sealedUpto, job.hi);
       t.rows -= r.rows;
       t.sealed += r.samples;
       t.chunks += r.chunksAfter;

@@ -27,8 +27,11 @@ import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './store.j
  *      discarded, having written nothing.
  *
  * Its own rules:
- *  L3  Rows below `meta.sealed_upto` are never sealed again (a chunk turned back into rows for the
- *      sync path stays rows), so sealing and unsealing cannot chase each other.
+ *  L3  Rows below `meta.sealed_upto` (a chunk turned back into rows for the sync path, held rows
+ *      skipped) are sealed again only by a reseal job, which the schedule starts once no claim
+ *      unsealed anything for seal_after (seal-schedule.ts), so sealing and unsealing cannot chase
+ *      each other. A reseal range holds rows only (no chunk inside it), so its new chunks take seqs
+ *      of that range alone; it never moves `sealed_upto` back.
  *  L4  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
  */
 
@@ -133,7 +136,7 @@ export class Sealer {
     };
   }
 
-  /** Highest seq below which rows are never sealed (L3). */
+  /** Highest seq below which rows are sealed only by a reseal job (L3). */
   sealedUpto(): number {
     return Number((this.st.getUpto.get() as string | undefined) ?? 0);
   }
@@ -320,7 +323,7 @@ class SealJob implements ChunkJob {
         const written = s.writePacked(lo, this.out);
         const deleted = s.st.deleteRows.run(lo, hi).changes;
         if (deleted !== this.count) throw new Error(`sealing ${lo}..${hi} encoded ${this.count} rows but would delete ${deleted}`);
-        s.st.setUpto.run(String(hi));
+        if (hi > s.sealedUpto()) s.st.setUpto.run(String(hi));
         return { samples: this.count, rows: this.count, chunksBefore: 0, chunksAfter: this.out.length, bytesBefore: 0, bytesAfter: written.bytes, newHi: hi };
     });
     if (typeof result === 'string') return this.discard(result);
