@@ -46,6 +46,14 @@ const COMMIT_SHARE = 0.7;
 const INITIAL_COST = { fixedMs: 5, msPerByte: 4e-5 };
 /** Smallest sealing range the cost model may ask for (fewer rows make too many tiny chunks); seal_rows caps it. */
 const MIN_SEAL_ROWS = 2_000;
+/**
+ * Least chunk bytes a compaction window may hold, whatever the cost model says: commits measured
+ * on a busy disk (a sync of 2 to 66 ms for the same 60 kB) can fit a line that leaves windows of a
+ * few kilobytes, and windows that small are passed for good as a few hundred samples per variable
+ * (their headers and first values again). 64 kB is about 40,000 samples and a commit of a few ms
+ * plus its sync, like the least sealing range (MIN_SEAL_ROWS rows, ~80 kB of rows).
+ */
+const MIN_COMPACT_BYTES = 64 * 1024;
 /** After a look that found no job to start, the next look waits this long. */
 const REST_MS = 1_000;
 /** After a failed job (a full disk, a busy file), jobs wait this long. */
@@ -227,7 +235,7 @@ export class SealSchedule implements MaintenanceTask {
    */
   private compactBudgetBytes(): number {
     const cost = this.cost.compact.measured > 0 ? this.cost.compact : this.cost.seal;
-    return cost.budget(this.o.sliceMs * COMMIT_SHARE) / 2;
+    return Math.max(MIN_COMPACT_BYTES, cost.budget(this.o.sliceMs * COMMIT_SHARE) / 2);
   }
 
   private startJob(deadline: number): boolean {

@@ -341,6 +341,17 @@ class SealJob implements ChunkJob {
 const CARRY_SAMPLES = MAX_CHUNK_SAMPLES / 2;
 
 /**
+ * Whether a compaction carries a chunk of `n` samples over as it is (no decoding), `left` being
+ * its variable's samples in the window from this chunk on and nothing of them pending: a chunk at
+ * least half full, unless it and what follows it fit one chunk (a burst's merged chunk and the
+ * short one its last sealing range left: two chunks where one holds both, for good); the last one
+ * has nothing to join.
+ */
+function carriesOver(pending: number, n: number, left: number): boolean {
+  return pending === 0 && n >= CARRY_SAMPLES && (left > MAX_CHUNK_SAMPLES || left === n);
+}
+
+/**
  * How many chunks a compaction turns one variable's chunks of `sizes` samples (in seq order) into:
  * the cuts of CompactJob.mergeOne, counted without decoding (the schedule's "worth it" test, which
  * must not expect a merge to save chunks that carrying over keeps).
@@ -352,7 +363,7 @@ export function mergedChunkCount(sizes: readonly number[]): number {
   let acc = 0;
   let target = 0;
   for (const n of sizes) {
-    if (acc === 0 && n >= CARRY_SAMPLES) {
+    if (carriesOver(acc, n, left)) {
       out++;
       left -= n;
       continue;
@@ -451,7 +462,7 @@ class CompactJob implements ChunkJob {
       this.acc = 0;
     }
     const { seq_from, n } = list[this.nextChunk++];
-    if (this.acc === 0 && n >= CARRY_SAMPLES) {
+    if (carriesOver(this.acc, n, this.left)) {
       const row = s.st.chunkRow.get(seq_from) as EncodedChunk | undefined;
       if (!row || row.n !== n || row.var !== varId) return false;
       this.out.push(row);
