@@ -25,10 +25,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NOISY_MACHINE_NOTE, table } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, ratioText, smokeBanner, table, verdict } from './lib.js';
 
-const RATE = Number(process.env.ALARM_BENCH_RATE ?? 1_000);
-const SECONDS = Number(process.env.ALARM_BENCH_SECONDS ?? 60);
+const RATE = envNumber('ALARM_BENCH_RATE', 1_000, 100);
+const SECONDS = envNumber('ALARM_BENCH_SECONDS', 60, 2);
 const ALARMS = 100;
 const self = fileURLToPath(import.meta.url);
 
@@ -179,6 +179,7 @@ async function main(): Promise<void> {
   if (role === 'bare') return runBare(process.argv[3]);
   if (role === 'gateway') return runGateway(process.argv[3]);
 
+  smokeBanner(`ALARM_BENCH_RATE ${RATE}, ALARM_BENCH_SECONDS ${SECONDS}`);
   const { startAlarmStorm } = await import('../src/sim/alarm-storm.js');
   console.log(`Alarm events benchmark: ${RATE.toLocaleString('en-US')} condition events/s for ${SECONDS} s from ${ALARMS} alarms (a node-opcua server in its own process), per side.`);
   console.log(`${NOISY_MACHINE_NOTE}\n`);
@@ -220,8 +221,8 @@ async function main(): Promise<void> {
     ),
   );
   console.log(`\nstored annotations: ${gw.annotations?.toLocaleString('en-US')}; activations in the outbox exactly (id, started_at, ended_at): ${gw.exact?.toLocaleString('en-US')} of ${raised.activations.toLocaleString('en-US')}`);
-  console.log(`ratio gateway/bare: throughput ${(gw.events / gw.seconds / (bare.events / bare.seconds)).toFixed(3)}, CPU per event ${(gw.cpuUsPerEvent / bare.cpuUsPerEvent).toFixed(2)}x, RSS ${(gw.peakRssMb / bare.peakRssMb).toFixed(2)}x`);
-  console.log(`${gw.exact === raised.activations ? 'PASS' : 'FAIL'}  nothing lost: every activation is one range annotation with the server's times`);
+  console.log(`ratio gateway/bare: throughput ${ratioText(gw.events / gw.seconds, bare.events / bare.seconds, 3)}, CPU per event ${ratioText(gw.cpuUsPerEvent, bare.cpuUsPerEvent)}x, RSS ${ratioText(gw.peakRssMb, bare.peakRssMb)}x`);
+  console.log(verdict(gw.exact === raised.activations, "nothing lost: every activation is one range annotation with the server's times"));
 }
 
 main().catch((err) => {

@@ -15,11 +15,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, getJson, mb, NOISY_MACHINE_NOTE, postJson, rssSampler, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
+import { envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, postJson, rssSampler, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
-const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5_000_000);
-const BASELINE_SECONDS = Number(process.env.BENCH_BASELINE_SECONDS ?? 30);
+const BACKLOG = envNumber('BENCH_BACKLOG', 5_000_000, 200_000);
+const BASELINE_SECONDS = envNumber('BENCH_BASELINE_SECONDS', 30, 3);
+/** Samples in the baseline's buffer: more than the sync path sends in BASELINE_SECONDS (~4,700/s). */
+const BASELINE_BACKLOG = SMOKE ? 50_000 : 1_000_000;
+/** Left out of the sync rate and of the freshness: the gateway's start-up and token request. */
+const START_UP_S = SMOKE ? 2 : 5;
+/**
+ * The import-job threshold (uplink.backfill.threshold): the default (5 min of sync capacity,
+ * ~400,000 samples) under the full backlog; the smallest allowed in a smoke run, so its small
+ * backlog still goes through import jobs.
+ */
+const THRESHOLD = SMOKE ? '10s' : undefined;
 const BACKLOG_VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
 const LIVE_VARS = ['mvr_press1_temperature', 'mvr_press1_pressure', 'mvr_press1_speed', 'mvr_mixer1_power', 'mvr_packer1_rate'];
 const LIVE_PROBE = LIVE_VARS[0];
@@ -29,7 +39,7 @@ function gatewayConfig(dir: string, base: string, httpPort: number, backfill: bo
     gateway: { name: 'drain', data_dir: join(dir, 'data'), status_interval: 0 },
     log: { level: 'info', format: 'json' },
     service: { base_url: `${base}/tracking/v1`, auth_url: base, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
-    uplink: { backfill: { enabled: backfill } },
+    uplink: { backfill: { enabled: backfill, ...(THRESHOLD ? { threshold: THRESHOLD } : {}) } },
     buffer: { path: join(dir, 'buffer.db') },
     http: { enabled: true, port: httpPort },
     generator: [{ name: 'live', variables: LIVE_VARS, interval: 200 }],
@@ -41,15 +51,21 @@ const storedBacklog = async (base: string) => {
   return BACKLOG_VARS.reduce((n, v) => n + (counts[v] ?? 0), 0);
 };
 
+smokeBanner(`BENCH_BACKLOG ${BACKLOG.toLocaleString('en-US')}, BENCH_BASELINE_SECONDS ${BASELINE_SECONDS}, baseline backlog ${BASELINE_BACKLOG.toLocaleString('en-US')}, uplink.backfill.threshold ${THRESHOLD}`);
 const root = mkdtempSync(join(tmpdir(), 'gw-bench-drain-'));
 const emu = await startEmulatorProcess({ port: await freePort(), dir: root, jobDelayMs: 200 });
 let gw: Proc | null = null;
 try {
   // ---- baseline: sync path only
   const baseDir = join(root, 'baseline');
-  await prefillBuffer(join(baseDir, 'buffer.db'), 1_000_000, BACKLOG_VARS, Date.UTC(2026, 9, 1));
+  await prefillBuffer(join(baseDir, 'buffer.db'), BASELINE_BACKLOG, BACKLOG_VARS, Date.UTC(2026, 9, 1));
   gw = await startGatewayProcess(gatewayConfig(baseDir, emu.base, await freePort(), false), baseDir);
-  await new Promise((r) => setTimeout(r, 5_000));
+  await new Promise((r) => setTimeout(r, START_UP_S * 1_000));
+  // On a busy machine the first batch can take longer than that: the window starts after it.
+  for (const deadline = performance.now() + 120_000; (await storedBacklog(emu.base)) === 0; ) {
+    if (performance.now() > deadline) throw new Error('the baseline gateway delivered nothing in 2 minutes');
+    await new Promise((r) => setTimeout(r, 200));
+  }
   const b0 = await storedBacklog(emu.base);
   await new Promise((r) => setTimeout(r, BASELINE_SECONDS * 1000));
   const b1 = await storedBacklog(emu.base);
@@ -82,19 +98,21 @@ try {
   await gw.stop();
   gw = null;
 
-  const steady = ages.slice(5); // the first seconds include start-up and the token request
-  const maxAge = Math.max(...steady);
+  const steady = ages.slice(START_UP_S); // one a second; the first include start-up and the token request
   const sorted = [...steady].sort((a, b) => a - b);
-  const p50 = sorted[Math.floor(sorted.length / 2)];
+  // None when the drain was over within the start-up seconds: then nothing was measured.
+  const freshness = sorted.length > 0 ? { p50: sorted[Math.floor(sorted.length / 2)], max: sorted[sorted.length - 1] } : null;
   const syncOnlySeconds = BACKLOG / syncRate;
   process.stdout.write(`\nBacklog drain: ${BACKLOG.toLocaleString('en-US')} samples, ${LIVE_VARS.length} live variables at 5 Hz, budget 1,400/min\n\n`);
   process.stdout.write(
     `${table([
       { path: 'baseline: sync path only (measured rate, projected)', 'samples/s': Math.round(syncRate), 'drain time s': Math.round(syncOnlySeconds), 'peak RSS MB': '-', 'freshest age s (p50 / max)': '-' },
-      { path: 'gateway: import jobs + live sync path', 'samples/s': Math.round(BACKLOG / seconds), 'drain time s': Math.round(seconds), 'peak RSS MB': mb(peak), 'freshest age s (p50 / max)': `${p50.toFixed(1)} / ${maxAge.toFixed(1)}` },
+      { path: 'gateway: import jobs + live sync path', 'samples/s': Math.round(BACKLOG / seconds), 'drain time s': Math.round(seconds), 'peak RSS MB': mb(peak), 'freshest age s (p50 / max)': freshness ? `${freshness.p50.toFixed(1)} / ${freshness.max.toFixed(1)}` : 'not measured' },
     ])}\n\nimport jobs: ${jobs}; speed-up over the sync path alone = ${(syncOnlySeconds / seconds).toFixed(1)}x\n`,
   );
-  process.stdout.write(`${verdict(maxAge <= 5, `freshest live value upstream <= 5 s old during the drain (max ${maxAge.toFixed(1)} s)`)}\n${NOISY_MACHINE_NOTE}\n`);
+  if (freshness) process.stdout.write(`${verdict(freshness.max <= 5, `freshest live value upstream <= 5 s old during the drain (max ${freshness.max.toFixed(1)} s)`)}\n`);
+  else process.stdout.write(`freshness not measured: the drain took ${seconds.toFixed(1)} s, within the ${START_UP_S} s of start-up left out (BENCH_BACKLOG larger measures it)\n`);
+  process.stdout.write(`${NOISY_MACHINE_NOTE}\n`);
 } finally {
   await gw?.stop();
   await emu.stop();

@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { ROOT } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 /** The merge of issue 21 into main: sealing and compaction inside commit(), no incremental vacuum. */
 export const DEFAULT_BASELINE_REF = 'ed3440f';
@@ -61,11 +62,16 @@ export async function loadBaseline(ref = process.env.BASELINE_REF ?? DEFAULT_BAS
 }
 
 export async function loadCurrent(): Promise<BufferModule> {
-  const [db, sb, metrics] = await Promise.all([import('../src/buffer/file/database.js'), import('../src/buffer/sample-buffer.js'), import('../src/core/metrics.js')]);
+  const [db, sb, metrics] = await Promise.all([import('../src/store/file/database.js'), import('../src/buffer/sample-buffer.js'), import('../src/core/metrics.js')]);
   return {
     label: 'buffer v3 (this checkout)',
-    openDatabase: (path, logger) => db.openBufferDatabase(path, { synchronous: 'full', logger, integrityCheck: false }).db,
-    SampleBuffer: sb.SampleBuffer as unknown as BufferModule['SampleBuffer'],
+    openDatabase: (path, logger) => db.openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false }).db,
+    // This checkout's buffer runs on the store's owners of the file (src/store), the baseline's on the connection.
+    SampleBuffer: class extends sb.SampleBuffer {
+      constructor(db: Database, options: Record<string, unknown>) {
+        super(gatewayStore(db), options as unknown as ConstructorParameters<typeof sb.SampleBuffer>[1]);
+      }
+    } as unknown as BufferModule['SampleBuffer'],
     createMetrics: metrics.createMetrics,
     dispose: () => undefined,
   };

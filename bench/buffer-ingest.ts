@@ -16,16 +16,19 @@ import BetterSqlite3 from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
-const N = Number(process.env.BENCH_SAMPLES ?? 3_000_000);
+const N = envNumber('BENCH_SAMPLES', 3_000_000, 20_000);
 /** Distinct variables (BENCH_VARIABLES=100000: a whole plant, one sample each per second). */
-const VARIABLES = Number(process.env.BENCH_VARIABLES ?? 5_000);
+const VARIABLES = envNumber('BENCH_VARIABLES', 5_000, 1_000);
+/** Samples of the warm-up runs, at most the measured ones. */
+const WARM_UP = Math.min(100_000, N);
 const BATCH = 100;
 const T0 = Date.parse('2026-11-22T00:00:00Z');
 
@@ -38,8 +41,8 @@ function samples(from: number, n: number) {
 
 async function gatewayBuffer(dir: string, n: number): Promise<number> {
   const logger = silentLogger();
-  const { db } = openBufferDatabase(join(dir, 'gw.db'), { synchronous: 'full', logger, integrityCheck: false });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'gw.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 1e12, whenFull: 'drop_oldest', logger, metrics: createMetrics(), clock: systemClock });
   const batches = Array.from({ length: Math.ceil(n / BATCH) }, (_, b) => samples(b * BATCH, Math.min(BATCH, n - b * BATCH)));
   const t0 = performance.now();
   // Sources append without waiting for each other; a commit covers everything that arrived.
@@ -77,9 +80,10 @@ function rawInserts(dir: string, n: number): number {
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-ingest-'));
 try {
+  smokeBanner(`BENCH_SAMPLES ${N.toLocaleString('en-US')}, BENCH_VARIABLES ${VARIABLES.toLocaleString('en-US')}`);
   // Warm-up: small runs so the JIT and the page cache are in the same state for both.
-  await gatewayBuffer(dir, 100_000);
-  rawInserts(dir, 100_000);
+  await gatewayBuffer(dir, WARM_UP);
+  rawInserts(dir, WARM_UP);
   rmSync(join(dir, 'gw.db'), { force: true });
   rmSync(join(dir, 'raw.db'), { force: true });
   for (const f of ['gw.db-wal', 'gw.db-shm', 'raw.db-wal', 'raw.db-shm']) rmSync(join(dir, f), { force: true });

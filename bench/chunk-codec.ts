@@ -11,17 +11,19 @@
  * text: ISO 8601 time, name, value), which is what a builder does with each decoded sample.
  *
  *   npx tsx bench/chunk-codec.ts
+ *   BENCH_SMOKE=1 npx tsx bench/chunk-codec.ts    # 8,000 samples of the sensor corpus (figures mean nothing)
  *   BENCH_CORPORA=sensor,suthaharan BENCH_SMALL=400000 npx tsx bench/chunk-codec.ts
  */
 import { decodeChunkInto, encodeChunk, sameSamples, type DecodedChunk } from '../src/buffer/chunks/codec.js';
 import { toIsoUtc } from '../src/core/time.js';
 import { byVariable, CORPUS_NAMES, loadCorpora, textReference } from './corpora.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envList, envNumber, NOISY_MACHINE_NOTE, ratioText, smokeBanner, table, verdict } from './lib.js';
 
-const N = Number(process.env.BENCH_SMALL ?? 400_000);
-const CHUNK = Number(process.env.BENCH_CHUNK ?? 4096);
+const N = envNumber('BENCH_SMALL', 400_000, 8_000);
+const CHUNK = envNumber('BENCH_CHUNK', 4096);
 const T0 = Date.parse('2026-11-01T00:00:00Z');
-const names = (process.env.BENCH_CORPORA ?? CORPUS_NAMES.join(',')).split(',').map((s) => s.trim());
+const names = envList('BENCH_CORPORA', CORPUS_NAMES.join(','), 'sensor');
+smokeBanner(`BENCH_SMALL ${N.toLocaleString('en-US')}, BENCH_CORPORA ${names.join(',')}`);
 
 interface Cut {
   cls: string;
@@ -78,13 +80,15 @@ for (const corpus of loadCorpora(names, T0, N, (l) => process.stdout.write(`${l}
   const sum = (bs: Buffer[]) => bs.reduce((a, b) => a + b.length, 0);
   const b2 = sum(v2.r);
   const b3 = sum(v3.r);
-  const rate = (ms: number) => Math.round(n / (ms / 1000));
+  // A smoke run's timings can round to nothing: a rate over at least a microsecond.
+  const rate = (ms: number) => Math.round(n / (Math.max(ms, 0.001) / 1000));
   rows.push({
     corpus: corpus.name,
     samples: n,
     variables: new Set(cs.map((c) => c.name)).size,
     'format 2 B/sample': (b2 / n).toFixed(3),
     'format 3 B/sample': (b3 / n).toFixed(3),
+    'ratio 2/3': `${ratioText(b2, b3)}x`,
     'xz -9e': ref.xz ? (ref.xz.bytes / n).toFixed(3) : 'xz absent',
     'zstd -19': ref.zstd ? (ref.zstd.bytes / n).toFixed(3) : 'zstd absent',
     'encode 2/3 k/s': `${Math.round(rate(v2.ms) / 1000)} / ${Math.round(rate(v3.ms) / 1000)}`,

@@ -24,22 +24,24 @@ import BetterSqlite3 from 'better-sqlite3';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { loadBaseline, loadCurrent, stallMeter, type BufferModule } from './baseline-buffer.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
+import { GATEWAY_SCHEMAS } from '../src/runtime/store-schemas.js';
 
-const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20_000_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
+const BACKLOG = envNumber('BENCH_BACKLOG', 20_000_000, 50_000);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
+smokeBanner(`BENCH_BACKLOG ${BACKLOG.toLocaleString('en-US')}, BENCH_SECONDS ${SECONDS}`);
 /** Page size of the backlog file: a new file's (2 KB) unless set (4096: a file of an earlier version). */
 const PAGE_SIZE = process.env.BENCH_PAGE_SIZE ? Number(process.env.BENCH_PAGE_SIZE) : undefined;
 const T0 = Date.parse('2026-11-01T00:00:00Z');
 
 /** A file holding `n` unsealed rows of the plant corpus, written with plain SQL. */
 function backlogFile(path: string, n: number): void {
-  openBufferDatabase(path, { synchronous: 'normal', logger: silentLogger(), integrityCheck: false, pageSize: PAGE_SIZE }).db.close();
+  openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'normal', logger: silentLogger(), integrityCheck: false, pageSize: PAGE_SIZE }).db.close();
   const db = new BetterSqlite3(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = OFF');
@@ -192,7 +194,7 @@ try {
   }
   const b = results.get(baseline)!;
   const c = results.get(current)!;
-  process.stdout.write(`\nCommit latency (from when the group commit was due to its resolution; commit_interval 100 ms, 2,000 samples/s live) while a ${(BACKLOG / 1e6).toFixed(0)} M backlog is sealed and compacted, ${SECONDS} s each (${NOISY_MACHINE_NOTE})\n\n${table(rows)}\n\n`);
+  process.stdout.write(`\nCommit latency (from when the group commit was due to its resolution; commit_interval 100 ms, 2,000 samples/s live) while a ${BACKLOG >= 1e6 ? `${(BACKLOG / 1e6).toFixed(0)} M` : BACKLOG.toLocaleString('en-US')} backlog is sealed and compacted, ${SECONDS} s each (${NOISY_MACHINE_NOTE})\n\n${table(rows)}\n\n`);
   process.stdout.write(`commit latency p99: ${(b.commit.p99 / c.commit.p99).toFixed(1)}x lower than the baseline; max: ${(b.commit.max / c.commit.max).toFixed(1)}x lower\n`);
   process.stdout.write(`${verdict(c.commit.p99 < 100, `commit latency p99 < 100 ms while sealing (${c.commit.p99.toFixed(1)} ms)`)}\n`);
 } finally {

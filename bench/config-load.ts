@@ -19,16 +19,18 @@
  *   BENCH_VARIABLES=30000 npx tsx bench/config-load.ts
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDocument, stringify } from 'yaml';
 import { readFileSync } from 'node:fs';
 import { entryYaml } from '../src/console/config-source.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 
-const VARIABLES = Number(process.env.BENCH_VARIABLES ?? 100_000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+// Smoke: 4,000 nodes (~0.4 MB), above the 256 kB from which the lean reader and the console's entry by lines apply.
+const VARIABLES = envNumber('BENCH_VARIABLES', 100_000, 4_000);
+const RUNS = envNumber('BENCH_RUNS', 3, 1);
+smokeBanner(`BENCH_VARIABLES ${VARIABLES.toLocaleString('en-US')}, BENCH_RUNS ${RUNS}`);
 
 const dir = mkdtempSync(join(tmpdir(), 'config-load-'));
 const file = join(dir, 'gateway.yaml');
@@ -46,6 +48,7 @@ writeFileSync(
 );
 
 const dist = new URL('../dist/config/load.js', import.meta.url).href;
+if (!existsSync(new URL(dist))) throw new Error('run `npm run build` first: the configuration is read by the compiled gateway (dist/config/load.js)');
 const child = (mode: 'gateway' | 'baseline') => `
   import { readFileSync } from 'node:fs';
   import { setFlagsFromString } from 'node:v8';

@@ -16,9 +16,11 @@
  */
 import { parseDocument } from 'yaml';
 import { checkConfigText } from '../src/console/config-check.js';
-import { measureBlock, median, NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, measureBlock, median, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 15);
+const RUNS = envNumber('BENCH_RUNS', 15, 2);
+const WARM_UP_RUNS = SMOKE ? 1 : 3;
+smokeBanner(`BENCH_RUNS ${RUNS}`);
 const TARGET_MS = 50;
 
 function configText(bad: boolean, bytes = 60_000): string {
@@ -54,9 +56,9 @@ const rows: Array<Record<string, string | number>> = [];
 const results = new Map<string, Sample[]>();
 for (const c of cases) {
   const samples: Sample[] = [];
-  for (let i = 0; i < RUNS + 3; i++) {
+  for (let i = 0; i < RUNS + WARM_UP_RUNS; i++) {
     const s = await measureBlock(c.run);
-    if (i >= 3) samples.push(s); // 3 warm-up runs
+    if (i >= WARM_UP_RUNS) samples.push(s);
   }
   results.set(c.name, samples);
 }
@@ -69,11 +71,11 @@ for (const c of cases) {
     'total ms (median)': Number(median(s.map((x) => x.totalMs)).toFixed(1)),
     'longest block ms (median)': Number(median(s.map((x) => x.blockMs)).toFixed(1)),
     'longest block ms (max)': Number(max(s.map((x) => x.blockMs)).toFixed(1)),
-    'block / YAML parse': Number((median(s.map((x) => x.blockMs)) / median(base.map((x) => x.totalMs))).toFixed(2)),
+    'ratio block / YAML parse': Number((median(s.map((x) => x.blockMs)) / median(base.map((x) => x.totalMs))).toFixed(2)),
   });
 }
 
-console.log(`Console dry-run check, ${valid.length.toLocaleString('en-US')} characters; ${RUNS} runs per case after 3 warm-up runs`);
+console.log(`Console dry-run check, ${valid.length.toLocaleString('en-US')} characters; ${RUNS} runs per case after ${WARM_UP_RUNS} warm-up runs`);
 console.log(`Problems in the bad text: ${report.problems.length} reported + ${report.more_problems} more`);
 console.log(`First check in this process (cold: JIT, first use of the schemas): total ${cold.totalMs.toFixed(0)} ms, longest block ${cold.blockMs.toFixed(0)} ms\n`);
 console.log(table(rows));

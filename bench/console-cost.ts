@@ -15,11 +15,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createParser } from 'eventsource-parser';
-import { cpuSecondsOf, freePort, mb, NOISY_MACHINE_NOTE, rssSampler, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
+import { cpuSecondsOf, envNumber, freePort, mb, NOISY_MACHINE_NOTE, rssSampler, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
 
-const LIVE = Number(process.env.BENCH_LIVE ?? 5_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
-const WARMUP_S = 15;
+const LIVE = envNumber('BENCH_LIVE', 5_000, 200);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
+const WARMUP_S = SMOKE ? 2 : 15;
+/** The console's page loaded and its stream open this long before the window. */
+const CONSOLE_SETTLE_MS = SMOKE ? 1_000 : 3_000;
+smokeBanner(`BENCH_LIVE ${LIVE}, BENCH_SECONDS ${SECONDS}, warm-up ${WARMUP_S} s`);
 
 const { DEMO_FIXTURE } = await import('../src/emulator/demo-fixture.js');
 const liveVars = Array.from({ length: LIVE }, (_, i) => `mvr_live_${i + 1}`);
@@ -75,7 +78,7 @@ async function run(name: string, withConsole: boolean): Promise<Run> {
           /* aborted at the end */
         }
       })();
-      await new Promise((r) => setTimeout(r, 3_000));
+      await new Promise((r) => setTimeout(r, CONSOLE_SETTLE_MS));
     }
     const pid = gw.child.pid!;
     const cpu0 = cpuSecondsOf(pid);
@@ -108,7 +111,9 @@ try {
       { gateway: 'console open', 'CPU % of a core': withConsole.cpuPct, 'RSS avg MB': withConsole.rssMb, 'RSS peak MB': withConsole.peakMb, 'live events': withConsole.events, 'stream B/s': withConsole.bytesPerS },
     ])}\n\n`,
   );
-  process.stdout.write(`ratio CPU ${(withConsole.cpuPct / baseline.cpuPct).toFixed(2)}x, RSS ${(withConsole.rssMb / baseline.rssMb).toFixed(2)}x\n`);
+  // A window too short for a clock tick of the baseline's CPU has no CPU ratio.
+  const cpuRatio = baseline.cpuPct > 0 ? `${(withConsole.cpuPct / baseline.cpuPct).toFixed(2)}x` : 'n/a (the baseline used no measurable CPU in the window)';
+  process.stdout.write(`ratio CPU ${cpuRatio}, RSS ${(withConsole.rssMb / baseline.rssMb).toFixed(2)}x\n`);
   process.stdout.write(`${verdict(extraCpu <= 5, `extra CPU ${extraCpu.toFixed(2)} % of one core (target <= 5 %)`)}\n`);
   process.stdout.write(`${verdict(extraRss <= 30, `extra RSS ${extraRss.toFixed(1)} MB (target <= 30 MB)`)}\n`);
   process.stdout.write(`${NOISY_MACHINE_NOTE}\n`);

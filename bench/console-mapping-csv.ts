@@ -23,9 +23,11 @@ import { Document, parseDocument } from 'yaml';
 import { parseYamlDocumentSliced } from '../src/config/load.js';
 import { ConfigMerge, fedVariables } from '../src/console/config-merge.js';
 import { importMappingsCsv, mappingsCsvOf } from '../src/console/mapping-csv.js';
-import { measureBlock, median, NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, measureBlock, median, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 15);
+const RUNS = envNumber('BENCH_RUNS', 15, 2);
+const WARM_UP_RUNS = SMOKE ? 1 : 3;
+smokeBanner(`BENCH_RUNS ${RUNS}`);
 const pause = (): Promise<void> => nextTurn().then(() => undefined);
 const TARGET_MS = 50;
 
@@ -88,9 +90,9 @@ const rows: Array<Record<string, string | number>> = [];
 const results = new Map<string, Sample[]>();
 for (const c of cases) {
   const samples: Sample[] = [];
-  for (let i = 0; i < RUNS + 3; i++) {
+  for (let i = 0; i < RUNS + WARM_UP_RUNS; i++) {
     const s = await measureBlock(c.run);
-    if (i >= 3) samples.push(s);
+    if (i >= WARM_UP_RUNS) samples.push(s);
   }
   results.set(c.name, samples);
 }
@@ -102,11 +104,11 @@ for (const c of cases) {
     'total ms (median)': Number(median(s.map((x) => x.totalMs)).toFixed(1)),
     'longest block ms (median)': Number(median(s.map((x) => x.blockMs)).toFixed(1)),
     'longest block ms (max)': Number(max(s.map((x) => x.blockMs)).toFixed(1)),
-    'block / YAML parse': Number((median(s.map((x) => x.blockMs)) / median(base.map((x) => x.totalMs))).toFixed(2)),
+    'ratio block / YAML parse': Number((median(s.map((x) => x.blockMs)) / median(base.map((x) => x.totalMs))).toFixed(2)),
   });
 }
 
-console.log(`Build page writes on a ${text.length.toLocaleString('en-US')}-character configuration (${registers} registers); ${RUNS} runs per case after 3 warm-up runs`);
+console.log(`Build page writes on a ${text.length.toLocaleString('en-US')}-character configuration (${registers} registers); ${RUNS} runs per case after ${WARM_UP_RUNS} warm-up runs`);
 console.log(`Import check: ${check.added} added, ${check.unchanged} unchanged, ${check.problems.length} problems\n`);
 console.log(table(rows));
 const worst = Math.max(...cases.slice(1).map((c) => median(results.get(c.name)!.map((x) => x.blockMs))));

@@ -24,6 +24,9 @@
  *   BENCH_SECONDS=30 nice -n 5 npx tsx bench/fleet-budget.ts    # shorter measuring windows
  *   BENCH_ONLY=recompute npx tsx bench/fleet-budget.ts          # the fake-peer part only (~1 min)
  *
+ * BENCH_SMOKE=1 (bench/README.md): 2 gateways (one busy, one that joins, is killed and comes back
+ * idle), the shortest sharing timings the configuration allows.
+ *
  * Targets: aggregate >= 90 % of the limit, 429s <= 2 % of requests, every gateway within +-25 % of the
  * fair share; join and give-back within 60 s; an idle gateway's share used by the others. Fake
  * peers: the share never below the floor (budget / max_gateways), no stall over 100 ms.
@@ -40,23 +43,37 @@ import { RequestBudget } from '../src/uplink/budget.js';
 import { BudgetSharing, type Announcement, type ShareChannel } from '../src/uplink/budget-sharing.js';
 import { budgetSharingSchema } from '../src/uplink/config.js';
 import { FormerBudgetSharing } from './former-budget-sharing.js';
-import { freePort, getJson, NOISY_MACHINE_NOTE, postJson, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
+import { envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, requirePeer, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
 const LIMIT = 1_500;
-const FLEET_BUDGET = Number(process.env.BENCH_FLEET_BUDGET ?? 1_400);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
-const N = 4;
+const FLEET_BUDGET = envNumber('BENCH_FLEET_BUDGET', 1_400);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
+const WARMUP = envNumber('BENCH_WARMUP', 20, 3);
+/** Gateways behind the address (smoke: 2, one busy and one that joins, is killed and comes back idle). */
+const N = SMOKE ? 2 : 4;
+/** The gateway that joins late, is killed and comes back idle: the last one. */
+const LAST = N - 1;
+const LAST_NAME = `gw${N}`;
 const VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
 /** Enough backlog that no gateway runs dry in any phase (at most ~6 min at the whole limit). */
-const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 700_000);
+// Smoke: ~40 s of the whole budget for the gateway that stays busy through the fleet run.
+const BACKLOG = envNumber('BENCH_BACKLOG', 700_000, 200_000);
+/** After the last gateway joined, before the window with all of them. */
+const AFTER_JOIN_S = SMOKE ? 2 : 10;
+/**
+ * The sharing's timing: the defaults (announce every 2 s, lease 15 s, MQTT keep-alive 5 s), or in a
+ * smoke run the shortest allowed, so a SIGKILLed gateway's share comes back within seconds.
+ */
+const SHARING_TIMING = SMOKE ? { announce_interval: '500ms', lease: '2s' } : {};
+const FLEET_KEEPALIVE = SMOKE ? '1s' : '5s';
 const MOSQUITTO = '/usr/sbin/mosquitto';
 
 type Stats = { requests: Record<string, Record<string, number>> };
 const emuCount = (s: Stats, status?: string) =>
   Object.entries(s.requests).reduce((n, [route, by]) => n + (route.startsWith('GET /_') || route.startsWith('POST /_') ? 0 : status ? by[status] ?? 0 : Object.values(by).reduce((a, b) => a + b, 0)), 0);
 
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
 const now = () => performance.now() / 1000;
 
@@ -155,11 +172,11 @@ async function startGw(i: number, opts: { emuBase: string; perMinute: number; sh
       gateway: { name, data_dir: join(dir, 'data'), status_interval: 0 },
       log: { level: 'info', format: 'json' },
       service: { base_url: `${opts.emuBase}/tracking/v1`, auth_url: opts.emuBase, organisation_id: 'org_demo', auth: { mode: 'client_credentials', client_id: 'demo-gateway', client_secret: 'demo-secret' } },
-      uplink: { requests_per_minute: opts.perMinute, max_in_flight: 4, backfill: { enabled: false }, budget_sharing: { mode: opts.sharing ? 'fleet' : 'off' } },
+      uplink: { requests_per_minute: opts.perMinute, max_in_flight: 4, backfill: { enabled: false }, budget_sharing: { mode: opts.sharing ? 'fleet' : 'off', ...(opts.sharing ? SHARING_TIMING : {}) } },
       buffer: { path: bufferPath },
       http: { enabled: true, host: '127.0.0.1', port },
       ...(opts.idle ? { generator: [{ name: 'live', variables: VARS, interval: '1s' }] } : {}),
-      ...(opts.broker ? { fleet: { mqtt: { url: opts.broker, prefix: `bench/${opts.run}`, interval: '5s', keepalive: '5s' } } } : {}),
+      ...(opts.broker ? { fleet: { mqtt: { url: opts.broker, prefix: `bench/${opts.run}`, interval: '5s', keepalive: FLEET_KEEPALIVE } } } : {}),
     },
     dir,
   );
@@ -212,7 +229,7 @@ const row = (label: string, w: Window, names: string[], fair: number | null) => 
 
 // ---- fake peers: what they cost one gateway's budget sharing (in this process)
 
-const FAKE_PEERS = Number(process.env.BENCH_FAKE_PEERS ?? 15_000);
+const FAKE_PEERS = envNumber('BENCH_FAKE_PEERS', 15_000, 1_000);
 /** Announcements per burst: about what one 64 kB socket read holds (~110 bytes each). */
 const BURST = 500;
 
@@ -246,6 +263,7 @@ async function fakePeerCost(impl: 'former' | 'today', fakes: number) {
   return { impl, fakes, share: budget.ratePerMinute, members, cpuS: (cpu.user + cpu.system) / 1e6, feedS, longestMs: longest, floor: FLEET_BUDGET / maxGateways };
 }
 
+smokeBanner(`BENCH_FAKE_PEERS ${FAKE_PEERS.toLocaleString('en-US')}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}, BENCH_BACKLOG ${BACKLOG.toLocaleString('en-US')}; ${N} gateways; budget sharing announce 500 ms, lease 2 s, keep-alive 1 s`);
 {
   process.stdout.write(`fake peers: ${FAKE_PEERS.toLocaleString('en-US')} fake announcements fed to today's budget sharing and to the former one ...\n`);
   const runs: Array<Awaited<ReturnType<typeof fakePeerCost>>> = [];
@@ -277,6 +295,7 @@ async function fakePeerCost(impl: 'former' | 'today', fakes: number) {
   }
 }
 
+requirePeer(existsSync(MOSQUITTO), `${MOSQUITTO} is missing: the fleet shares its budget through a real mosquitto (apt-get install mosquitto; scripts/install-test-deps)`);
 const emu = await startEmulatorProcess({ port: await freePort(), rateLimit: LIMIT, dir: root });
 const broker = await startMosquitto(root);
 const watchList: Gw[] = [];
@@ -311,10 +330,10 @@ try {
     await sleep(WARMUP);
     baselines.push({ label, w: await measure(emu.base, gws, SECONDS) });
     if (perMinute === LIMIT / N) {
-      // The same fixed split with gw4 idle: what it leaves unused stays unused.
-      await stopAll([gws[3]]);
-      gws[3] = await startGw(3, { emuBase: emu.base, perMinute, sharing: false, idle: true, run: 'base-idle' });
-      watchList.push(gws[3]);
+      // The same fixed split with the last one idle: what it leaves unused stays unused.
+      await stopAll([gws[LAST]]);
+      gws[LAST] = await startGw(LAST, { emuBase: emu.base, perMinute, sharing: false, idle: true, run: 'base-idle' });
+      watchList.push(gws[LAST]);
       await sleep(WARMUP);
       baselineIdle = await measure(emu.base, gws, SECONDS);
     }
@@ -322,83 +341,84 @@ try {
   }
 
   // ---- fleet: shared budget through mosquitto
-  process.stdout.write('fleet: 3 gateways start ...\n');
+  process.stdout.write(`fleet: ${plural(LAST, 'gateway')} start ...\n`);
   await postJson(`${emu.base}/_emulator/reset`, {});
   const fleetOpts = { emuBase: emu.base, perMinute: FLEET_BUDGET, sharing: true, broker: broker.url, run: 'fleet' };
-  const first3 = await Promise.all([0, 1, 2].map((i) => startGw(i, fleetOpts)));
-  watchList.push(...first3);
+  const busy = names.slice(0, LAST);
+  const firsts = await Promise.all(busy.map((_, i) => startGw(i, fleetOpts)));
+  watchList.push(...firsts);
   await sleep(WARMUP);
-  const three = await measure(emu.base, first3, Math.min(SECONDS, 30));
+  const before = await measure(emu.base, firsts, Math.min(SECONDS, 30));
 
-  process.stdout.write('fleet: the 4th joins ...\n');
+  process.stdout.write(`fleet: ${LAST_NAME} joins ...\n`);
   const tJoin = now();
-  let g4 = await startGw(3, fleetOpts);
-  watchList.push(g4);
-  const fair4 = FLEET_BUDGET / N;
+  let last = await startGw(LAST, fleetOpts);
+  watchList.push(last);
+  const fairAll = FLEET_BUDGET / N;
   let joinS: number | null = null;
   while (now() - tJoin < 120) {
     await sleep(1);
-    if (watch.perMinute('gw4', 5) >= 0.75 * fair4) {
+    if (watch.perMinute(LAST_NAME, 5) >= 0.75 * fairAll) {
       joinS = now() - tJoin;
       break;
     }
   }
-  await sleep(10);
-  process.stdout.write('fleet: 4 gateways steady ...\n');
-  const four = await measure(emu.base, [...first3, g4], SECONDS);
+  await sleep(AFTER_JOIN_S);
+  process.stdout.write(`fleet: ${N} gateways steady ...\n`);
+  const all = await measure(emu.base, [...firsts, last], SECONDS);
 
-  process.stdout.write('fleet: the 4th is killed (SIGKILL) ...\n');
+  process.stdout.write(`fleet: ${LAST_NAME} is killed (SIGKILL) ...\n`);
   const tKill = now();
-  await g4.proc.stop('SIGKILL');
-  watchList.splice(watchList.indexOf(g4), 1);
-  watch.forget('gw4');
+  await last.proc.stop('SIGKILL');
+  watchList.splice(watchList.indexOf(last), 1);
+  watch.forget(LAST_NAME);
   let giveBackS: number | null = null;
   while (now() - tKill < 120) {
     await sleep(1);
     // Rates over samples taken after the kill only (a window of up to 5 s, at least 2 s).
     const w = Math.min(5, now() - tKill - 1);
-    const sum = first3.reduce((n, g) => n + watch.perMinute(g.name, w), 0);
+    const sum = firsts.reduce((n, g) => n + watch.perMinute(g.name, w), 0);
     if (w >= 2 && sum >= 0.9 * FLEET_BUDGET) {
       giveBackS = now() - tKill;
       break;
     }
   }
 
-  process.stdout.write('fleet: the 4th comes back idle (20 samples/s live) ...\n');
-  g4 = await startGw(3, { ...fleetOpts, idle: true, run: 'fleet-idle' });
-  watchList.push(g4);
+  process.stdout.write(`fleet: ${LAST_NAME} comes back idle (20 samples/s live) ...\n`);
+  last = await startGw(LAST, { ...fleetOpts, idle: true, run: 'fleet-idle' });
+  watchList.push(last);
   await sleep(WARMUP);
-  const idle = await measure(emu.base, [...first3, g4], SECONDS);
-  await stopAll([...first3, g4]);
+  const idle = await measure(emu.base, [...firsts, last], SECONDS);
+  await stopAll([...firsts, last]);
 
   // ---- report
   const fairLimit = LIMIT / N;
-  process.stdout.write(`\nFour gateways, one address: emulator limit ${LIMIT}/min per IP, ${SECONDS} s windows after ${WARMUP} s warm-up; fleet budget ${FLEET_BUDGET}/min shared through mosquitto\n\n`);
+  process.stdout.write(`\n${N} gateways, one address: emulator limit ${LIMIT}/min per IP, ${SECONDS} s windows after ${WARMUP} s warm-up; fleet budget ${FLEET_BUDGET}/min shared through mosquitto\n\n`);
   process.stdout.write(
     `${table([
       ...baselines.map((b) => row(`baseline ${b.label}`, b.w, names, fairLimit)),
-      ...(baselineIdle ? [row(`baseline A, 3 busy + gw4 idle`, baselineIdle, names, null)] : []),
-      row('fleet: 3 gateways', three, names.slice(0, 3), FLEET_BUDGET / 3),
-      row('fleet: 4 gateways (after the join)', four, names, fair4),
-      row('fleet: 3 busy + gw4 idle', idle, names, null),
+      ...(baselineIdle ? [row(`baseline A, ${LAST} busy + ${LAST_NAME} idle`, baselineIdle, names, null)] : []),
+      row(`fleet: ${plural(LAST, 'gateway')}`, before, busy, FLEET_BUDGET / LAST),
+      row(`fleet: ${N} gateways (after the join)`, all, names, fairAll),
+      row(`fleet: ${LAST} busy + ${LAST_NAME} idle`, idle, names, null),
     ])}\n\n`,
   );
-  const fairFour = fairness(four, names, fair4);
-  const busyFair = (FLEET_BUDGET - idle.perGateway.gw4) / 3;
-  const busyOk = names.slice(0, 3).every((n) => idle.perGateway[n] >= 0.9 * busyFair && idle.perGateway[n] > fair4 * 1.1);
+  const fairAllOk = fairness(all, names, fairAll);
+  const busyFair = (FLEET_BUDGET - idle.perGateway[LAST_NAME]) / LAST;
+  const busyOk = busy.every((n) => idle.perGateway[n] >= 0.9 * busyFair && idle.perGateway[n] > fairAll * 1.1);
   const base = baselines[0].w;
-  process.stdout.write(`ratio fleet / baseline A (aggregate) = ${(four.aggregate / base.aggregate).toFixed(3)}; fleet 429s ${four.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
-  process.stdout.write(`join: gw4 reached 75 % of its fair share after ${joinS === null ? 'never (120 s)' : `${joinS.toFixed(1)} s`}; give-back after SIGKILL: ${giveBackS === null ? 'never (120 s)' : `${giveBackS.toFixed(1)} s`}\n`);
-  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy three) = ${(names.slice(0, 3).reduce((n, k) => n + idle.perGateway[k], 0) / names.slice(0, 3).reduce((n, k) => n + baselineIdle!.perGateway[k], 0)).toFixed(3)}\n`);
-  process.stdout.write(`idle: gw4 used ${Math.round(idle.perGateway.gw4)}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
+  process.stdout.write(`ratio fleet / baseline A (aggregate) = ${(all.aggregate / base.aggregate).toFixed(3)}; fleet 429s ${all.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
+  process.stdout.write(`join: ${LAST_NAME} reached 75 % of its fair share after ${joinS === null ? 'never (120 s)' : `${joinS.toFixed(1)} s`}; give-back after SIGKILL: ${giveBackS === null ? 'never (120 s)' : `${giveBackS.toFixed(1)} s`}\n`);
+  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy ${LAST}) = ${(busy.reduce((n, k) => n + idle.perGateway[k], 0) / busy.reduce((n, k) => n + baselineIdle!.perGateway[k], 0)).toFixed(3)}\n`);
+  process.stdout.write(`idle: ${LAST_NAME} used ${Math.round(idle.perGateway[LAST_NAME])}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
   process.stdout.write(
     [
-      verdict(four.aggregate >= 0.9 * LIMIT, `aggregate >= 90 % of the limit with 4 gateways (${((four.aggregate / LIMIT) * 100).toFixed(1)} %)`),
-      verdict(four.r429 <= 0.02 * four.requests, `429s <= 2 % of requests (${((four.r429 / Math.max(1, four.requests)) * 100).toFixed(2)} %)`),
-      verdict(fairFour.ok, `every gateway within +-25 % of the fair share (worst ${(fairFour.worst * 100).toFixed(0)} %)`),
+      verdict(all.aggregate >= 0.9 * LIMIT, `aggregate >= 90 % of the limit with ${N} gateways (${((all.aggregate / LIMIT) * 100).toFixed(1)} %)`),
+      verdict(all.r429 <= 0.02 * all.requests, `429s <= 2 % of requests (${((all.r429 / Math.max(1, all.requests)) * 100).toFixed(2)} %)`),
+      verdict(fairAllOk.ok, `every gateway within +-25 % of the fair share (worst ${(fairAllOk.worst * 100).toFixed(0)} %)`),
       verdict(joinS !== null && joinS <= 60, `a joining gateway gets its share within 60 s (${joinS?.toFixed(1) ?? '-'} s)`),
       verdict(giveBackS !== null && giveBackS <= 60, `a killed gateway's share is used by the others within 60 s (${giveBackS?.toFixed(1) ?? '-'} s)`),
-      verdict(busyOk && idle.aggregate >= 0.85 * LIMIT, `an idle gateway's share is used by the busy ones (${names.slice(0, 3).map((n) => Math.round(idle.perGateway[n])).join(' / ')} /min each vs fair ${Math.round(fair4)} with 4 busy)`),
+      verdict(busyOk && idle.aggregate >= 0.85 * LIMIT, `an idle gateway's share is used by the busy ones (${busy.map((n) => Math.round(idle.perGateway[n])).join(' / ')} /min each vs fair ${Math.round(fairAll)} with ${N} busy)`),
     ].join('\n') + `\n${NOISY_MACHINE_NOTE}\n`,
   );
 } finally {

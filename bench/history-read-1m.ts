@@ -28,9 +28,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envNumber, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
-const VALUES = Number(process.env.HIST1M_VALUES ?? 1_000_000);
+const VALUES = envNumber('HIST1M_VALUES', 1_000_000, 20_000);
+/**
+ * The limited gateway's max_message_size: its default (4 MiB), which the full answer exceeds; in a
+ * smoke run the smallest allowed, 128 KiB, which the smoke answer (20,000 values, ~360 kB) exceeds.
+ */
+const LIMITED = SMOKE ? '128KiB' : undefined;
 const GAP_MS = 60_000;
 /** Targets for the gateway: a block the watchdog and the live values do not notice, and bounded memory. */
 const BLOCK_LIMIT_MS = 500;
@@ -109,7 +115,7 @@ async function runBare(p: Payload): Promise<Result> {
 
 async function runGateway(p: Payload, maxMessageSize: string | undefined): Promise<Result> {
   const [{ openBufferDatabase }, { SampleBuffer }, { GapLedger }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/file/database.js'),
+    import('../src/store/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/buffer/gaps.js'),
     import('../src/core/clock.js'),
@@ -122,9 +128,9 @@ async function runGateway(p: Payload, maxMessageSize: string | undefined): Promi
   const dir = mkdtempSync(join(tmpdir(), 'opcua-bench-hist1m-gw-'));
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
-  const gaps = new GapLedger(db, metrics);
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const gaps = new GapLedger(gatewayStore(db).owner('gaps'), metrics);
   const variable = 'mvr_huge';
   // The gateway's last run committed the variable a minute ago, and recorded the gap since.
   const from = Date.now() - GAP_MS;
@@ -171,12 +177,13 @@ async function main(): Promise<void> {
   if (role === 'server') return runServer();
   if (role === 'bare' || role === 'gateway' || role === 'gateway-unbounded') {
     const payload = JSON.parse(process.env.HIST1M_PAYLOAD ?? '{}') as Payload;
-    const r = role === 'bare' ? await runBare(payload) : await runGateway(payload, role === 'gateway-unbounded' ? '128MiB' : undefined);
+    const r = role === 'bare' ? await runBare(payload) : await runGateway(payload, role === 'gateway-unbounded' ? '128MiB' : LIMITED);
     process.send?.(r);
     setTimeout(() => process.exit(0), 200);
     return;
   }
 
+  smokeBanner(`HIST1M_VALUES ${VALUES.toLocaleString('en-US')}, the limited gateway's max_message_size ${LIMITED}`);
   console.log(`One HistoryRead answer of ${VALUES.toLocaleString('en-US')} values (a server that ignores numValuesPerNode), read by a bare node-opcua client and by the gateway's history backfill.`);
   console.log(`${NOISY_MACHINE_NOTE}\n`);
   const server = child('server');

@@ -5,6 +5,59 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 export const NOISY_MACHINE_NOTE =
   'Note: shared machines are noisy (other processes compete for CPU and disk). Compare the ratio, not the absolute figures, and run twice before trusting a small difference.';
 
+// ---------------------------------------------------------------- smoke runs (BENCH_SMOKE=1)
+
+/**
+ * BENCH_SMOKE=1: the test suite's smoke run (test/bench/) runs every benchmark once at its smallest
+ * meaningful sizes, to prove that it still runs and prints its table, ratio and verdicts. Figures
+ * from a run that small mean nothing (no warm-up to speak of, no load): never quote them.
+ */
+export const SMOKE = process.env.BENCH_SMOKE === '1';
+
+/** How a smoke run's first line starts; the smoke test looks for it as the sign that the bench honours BENCH_SMOKE. */
+export const SMOKE_BANNER = 'BENCH_SMOKE=1: smallest sizes';
+
+/**
+ * A number from the environment variable `name`: its value when set, else `smoke` under
+ * BENCH_SMOKE=1, else `normal`. A variable given by hand wins over both, so a smoke run can still
+ * be resized. A value that is not a number stops the bench with the variable's name.
+ */
+export function envNumber(name: string, normal: number, smoke: number = normal): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return SMOKE ? smoke : normal;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw new Error(`${name}=${JSON.stringify(raw)}: not a number`);
+  return n;
+}
+
+/** A comma-separated list from the environment variable `name`, with the same precedence as envNumber. */
+export function envList(name: string, normal: string, smoke: string = normal): string[] {
+  const raw = process.env[name];
+  const text = raw === undefined || raw.trim() === '' ? (SMOKE ? smoke : normal) : raw;
+  return text.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+/** Under BENCH_SMOKE=1, prints the banner with the sizes the bench picked (`sizes`: "BENCH_SAMPLES 20,000, ..."). */
+export function smokeBanner(sizes: string): void {
+  if (SMOKE) console.log(`${SMOKE_BANNER} ${sizes}. The figures below only show that the bench runs; they are not measurements.\n`);
+}
+
+/** Exit code of a bench that cannot run here for want of a peer: the smoke test skips it with a notice (fails under CI). */
+export const PEER_MISSING_EXIT = 77;
+
+/** Stops the bench with PEER_MISSING_EXIT and a SKIPPED line when `available` is false (`what`: the peer and how to get it). */
+export function requirePeer(available: boolean, what: string): void {
+  if (available) return;
+  console.log(`SKIPPED: ${what}`);
+  process.exit(PEER_MISSING_EXIT);
+}
+
+/** a / b as text; a baseline too small to divide by (an idle side at a smoke size) says so instead of "Infinity". */
+export function ratioText(a: number, b: number, digits = 2): string {
+  if (!Number.isFinite(a) || !Number.isFinite(b) || b <= 0) return 'n/a (baseline ~0)';
+  return (a / b).toFixed(digits);
+}
+
 export function table(rows: Array<Record<string, string | number>>): string {
   const cols = Object.keys(rows[0] ?? {});
   const cell = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 })) : v);

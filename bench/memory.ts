@@ -18,12 +18,15 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, getJson, mb, NOISY_MACHINE_NOTE, postJson, ROOT, rssOf, rssSampler, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
+import { envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, postJson, ROOT, rssOf, rssSampler, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
-const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20_000_000);
-const LIVE = Number(process.env.BENCH_LIVE ?? 5_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
+const BACKLOG = envNumber('BENCH_BACKLOG', 20_000_000, 100_000);
+const LIVE = envNumber('BENCH_LIVE', 5_000, 200);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
+/** How long the baseline process idles before its RSS is read. */
+const BASELINE_IDLE_MS = SMOKE ? 1_000 : 5_000;
+smokeBanner(`BENCH_BACKLOG ${BACKLOG.toLocaleString('en-US')}, BENCH_LIVE ${LIVE}, BENCH_SECONDS ${SECONDS}`);
 const BACKLOG_VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
 
 // A fixture with the live variables besides the demo ones.
@@ -40,8 +43,13 @@ try {
   await prefillBuffer(dbPath, BACKLOG, BACKLOG_VARS, Date.UTC(2026, 8, 1));
 
   // Baseline: Node.js + better-sqlite3 with the same file open, idle.
-  const base = spawn(process.execPath, ['-e', `const D=require('better-sqlite3');const d=new D(${JSON.stringify(dbPath)});d.pragma('journal_mode=WAL');d.prepare('select count(*) from samples').get();setInterval(()=>{},1000)`], { cwd: ROOT });
-  await new Promise((r) => setTimeout(r, 5_000));
+  const base = spawn(process.execPath, ['-e', `const D=require('better-sqlite3');const d=new D(${JSON.stringify(dbPath)});d.pragma('journal_mode=WAL');d.prepare('select count(*) from samples').get();console.log('ready');setInterval(()=>{},1000)`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  // Idle from when it has the file open (a busy machine can take seconds to start node).
+  await new Promise<void>((resolve, reject) => {
+    base.stdout!.once('data', () => resolve());
+    base.once('exit', (code) => reject(new Error(`the baseline process exited (${code}) before it had the buffer open`)));
+  });
+  await new Promise((r) => setTimeout(r, BASELINE_IDLE_MS));
   const baselineRss = rssOf(base.pid!);
   base.kill();
 

@@ -29,11 +29,12 @@ import { startModbusSimulator, type ModbusSimulator } from '../src/sim/modbus-de
 import { modbusSectionSchema, type ModbusSectionConfig } from '../src/sources/modbus/config.js';
 import { createModbusSources, type ModbusSource } from '../src/sources/modbus/index.js';
 import { planSection } from '../src/sources/modbus/plan.js';
+import { envNumber, smokeBanner, table } from './lib.js';
 
-const SECONDS = Number(process.env.MODBUS_BENCH_SECONDS ?? 15);
-const WARMUP = Number(process.env.MODBUS_BENCH_WARMUP ?? 3);
-const DEVICES = Number(process.env.MODBUS_BENCH_DEVICES ?? 10);
-const HZ = Number(process.env.MODBUS_BENCH_HZ ?? 10);
+const SECONDS = envNumber('MODBUS_BENCH_SECONDS', 15, 2);
+const WARMUP = envNumber('MODBUS_BENCH_WARMUP', 3, 1);
+const DEVICES = envNumber('MODBUS_BENCH_DEVICES', 10, 2);
+const HZ = envNumber('MODBUS_BENCH_HZ', 10);
 const SELF = fileURLToPath(import.meta.url);
 
 /**
@@ -196,6 +197,7 @@ async function main(): Promise<void> {
     return;
   }
 
+  smokeBanner(`MODBUS_BENCH_SECONDS ${SECONDS}, MODBUS_BENCH_WARMUP ${WARMUP}, MODBUS_BENCH_DEVICES ${DEVICES}`);
   const sim = child('sim');
   const simPorts = await new Promise<number[]>((resolve) => sim.once('message', (m: { ports: number[] }) => resolve(m.ports)));
   const values = registersOfDevice(0).length;
@@ -209,30 +211,30 @@ async function main(): Promise<void> {
   const source = await phase('source', simPorts, sim);
   sim.send({ cmd: 'exit' });
 
-  const row = (name: string, r: PhaseResult & { serverRequests: number }) => [
-    name,
-    r.cyclesPerSecondPerDevice.toFixed(2),
-    (r.serverRequests / Math.max(1, r.cycles)).toFixed(2),
-    r.cpuPercent.toFixed(1),
-    r.rssMb.toFixed(0),
-    (r.samples / SECONDS).toFixed(0),
-  ];
-  const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : 'n/a');
-  const rows = [
-    ['', 'cycles/s/device', 'requests/cycle', 'CPU % of a core', 'RSS MB', 'samples/s'],
-    row('bare modbus-serial loop', baseline),
-    row('gateway modbus source', source),
-    [
-      'ratio source / bare',
-      ratio(source.cyclesPerSecondPerDevice, baseline.cyclesPerSecondPerDevice),
-      ratio(source.serverRequests / Math.max(1, source.cycles), baseline.serverRequests / Math.max(1, baseline.cycles)),
-      ratio(source.cpuPercent, baseline.cpuPercent),
-      ratio(source.rssMb, baseline.rssMb),
-      '',
-    ],
-  ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+  const row = (side: string, r: PhaseResult & { serverRequests: number }, samples: boolean) => ({
+    side,
+    'cycles/s/device': r.cyclesPerSecondPerDevice.toFixed(2),
+    'requests/cycle': (r.serverRequests / Math.max(1, r.cycles)).toFixed(2),
+    'CPU % of a core': r.cpuPercent.toFixed(1),
+    'RSS MB': r.rssMb.toFixed(0),
+    // The bare loop reads the registers and decodes nothing: it makes no samples.
+    'samples/s': samples ? (r.samples / SECONDS).toFixed(0) : '-',
+  });
+  const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : 'n/a (baseline 0)');
+  console.log(
+    table([
+      row('bare modbus-serial loop', baseline, false),
+      row('gateway modbus source', source, true),
+      {
+        side: 'ratio source / bare',
+        'cycles/s/device': ratio(source.cyclesPerSecondPerDevice, baseline.cyclesPerSecondPerDevice),
+        'requests/cycle': ratio(source.serverRequests / Math.max(1, source.cycles), baseline.serverRequests / Math.max(1, baseline.cycles)),
+        'CPU % of a core': ratio(source.cpuPercent, baseline.cpuPercent),
+        'RSS MB': ratio(source.rssMb, baseline.rssMb),
+        'samples/s': '',
+      },
+    ]),
+  );
   console.log(`\nrequests/cycle is counted at the simulated devices (every request they received in the window / cycles completed).`);
 }
 

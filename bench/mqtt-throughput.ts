@@ -45,7 +45,7 @@ import { cpus, loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
@@ -54,14 +54,15 @@ import { SourceStats } from '../src/core/source.js';
 import type { SourceContext } from '../src/sources/context.js';
 import { mqttSectionSchema } from '../src/sources/mqtt/config.js';
 import { createMqttSources } from '../src/sources/mqtt/index.js';
-import { table } from './lib.js';
+import { envNumber, smokeBanner, table } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const MESSAGES = Number(process.env.MQTT_BENCH_MESSAGES ?? 200_000);
-const ROUNDS = Number(process.env.MQTT_BENCH_ROUNDS ?? 5);
-const INFLIGHT = Number(process.env.MQTT_BENCH_INFLIGHT ?? 20_000);
-const COMMIT_MS = Number(process.env.MQTT_BENCH_COMMIT_MS ?? 100);
-const PENDING = Number(process.env.MQTT_BENCH_PENDING ?? 20_000);
+const MESSAGES = envNumber('MQTT_BENCH_MESSAGES', 200_000, 2_000);
+const ROUNDS = envNumber('MQTT_BENCH_ROUNDS', 5, 1);
+const INFLIGHT = envNumber('MQTT_BENCH_INFLIGHT', 20_000);
+const COMMIT_MS = envNumber('MQTT_BENCH_COMMIT_MS', 100);
+const PENDING = envNumber('MQTT_BENCH_PENDING', 20_000);
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const CPU_PROFILE = process.env.MQTT_BENCH_CPU_PROFILE;
 
@@ -247,8 +248,8 @@ async function gateway(url: string, clientId: string, topic: string, c: Case, n:
   const dir = mkdtempSync(join(tmpdir(), 'mqtt-bench-buffer-'));
   const metrics = createMetrics();
   const logger = silentLogger();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: COMMIT_MS, maxBytes: 10_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: COMMIT_MS, maxBytes: 10_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
   const section = mqttSectionSchema.parse({ connections: [{ name: 'bench', url, client_id: clientId, clean: false, max_pending_messages: PENDING, subscriptions: [{ topic, ...c.subscription }] }] });
   const ctx: SourceContext = { sink: buffer, logger, stats: new SourceStats('bench', 'mqtt', metrics, systemClock), metrics, clock: systemClock, dataDir: dir };
   const [source] = createMqttSources(section, () => ctx);
@@ -291,6 +292,7 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  smokeBanner(`MQTT_BENCH_MESSAGES ${MESSAGES.toLocaleString('en-US')}, MQTT_BENCH_ROUNDS ${ROUNDS}`);
   const broker = await startBroker();
   console.log(`MQTT throughput: broker → committed buffer (QoS 1, PUBACK after commit), ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'})`);
   console.log(`broker: ${broker.name}; gateway max_pending_messages ${PENDING}; buffer: SQLite synchronous=full, commit_interval ${COMMIT_MS} ms; ${ROUNDS} rounds, median shown`);

@@ -13,16 +13,19 @@
  *
  *   npx tsx bench/opcua-browse-tree.ts
  *   BENCH_RUNS=9 npx tsx bench/opcua-browse-tree.ts
+ *   BENCH_BULK=20000 npx tsx bench/opcua-browse-tree.ts       # a larger PLC (the former request's limit follows)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { browseOpcua, browseSchema } from '../src/console/build-tools.js';
 import { startOpcuaSimulator } from '../src/sim/opcua-server.js';
-import { median, NOISY_MACHINE_NOTE, table } from './lib.js';
+import { envNumber, median, NOISY_MACHINE_NOTE, smokeBanner, table } from './lib.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const BULK = 5_000;
+const RUNS = envNumber('BENCH_RUNS', 5, 1);
+/** Variables in the simulator's Bulk folder (BENCH_BULK; the former first request's node limit is the same). */
+const BULK = envNumber('BENCH_BULK', 5_000, 500);
+smokeBanner(`BENCH_RUNS ${RUNS}, BENCH_BULK ${BULK}`);
 const dir = mkdtempSync(join(tmpdir(), 'bench-browse-tree-'));
 const sim = await startOpcuaSimulator({ securityModes: ['None'], bulkVariables: BULK, pkiDir: join(dir, 'sim') });
 const pki = join(dir, 'console-pki');
@@ -46,7 +49,7 @@ async function measure(label: string, body: Record<string, unknown>) {
 
 try {
   await browseOpcua(browseSchema.parse({ endpoint: sim.endpointUrl }), pki); // the console's certificate, made once
-  const before = await measure('before: whole tree, depth 4, max_nodes 5000', { depth: 4, max_nodes: 5_000 });
+  const before = await measure(`before: whole tree, depth 4, max_nodes ${BULK}`, { depth: 4, max_nodes: BULK });
   const first = await measure('tree: Objects folder, depth 1', {});
   const press = await measure('tree: expand Press1', { root: 'nsu=urn:edge-gateway:sim:press1;s=Press1', path: 'Press1' });
   const bulk = await measure(`tree: expand Bulk (${BULK} variables)`, { root: 'nsu=urn:edge-gateway:sim:press1;s=Bulk', path: 'Bulk' });

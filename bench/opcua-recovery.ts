@@ -75,17 +75,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataValue } from 'node-opcua';
 import type { MonitoredItemStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, rssSampler, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const list = (v: string | undefined, d: string) => (v ?? d).split(',').map((s) => s.trim()).filter(Boolean);
-const STEPS = list(process.env.BENCH_STEPS, '10000,30000,100000').map(Number);
-const RESTARTS = list(process.env.BENCH_RESTARTS, 'kill,stop') as RestartKind[];
+const STEPS = envList('BENCH_STEPS', '10000,30000,100000', '200').map(Number);
+const RESTARTS = envList('BENCH_RESTARTS', 'kill,stop', 'kill') as RestartKind[];
 const SIDES = list(process.env.BENCH_SIDES, 'bare,gateway') as Side[];
-const DOWNTIME_MS = Number(process.env.BENCH_DOWNTIME ?? 5) * 1_000;
-const SETTLE_MS = Number(process.env.BENCH_SETTLE ?? 10) * 1_000;
-const SMALL_LIMIT = Number(process.env.BENCH_SMALL_LIMIT ?? 1_000);
-const SMALL_AT = Number(process.env.BENCH_SMALL_AT ?? STEPS[0]);
+const DOWNTIME_MS = envNumber('BENCH_DOWNTIME', 5, 1) * 1_000;
+const SETTLE_MS = envNumber('BENCH_SETTLE', 10, 1) * 1_000;
+// Smoke: no second run with small limits (it would double the time).
+const SMALL_LIMIT = envNumber('BENCH_SMALL_LIMIT', 1_000, 0);
+const SMALL_AT = envNumber('BENCH_SMALL_AT', STEPS[0]);
 const DEADLINE_MS = Number(process.env.BENCH_DEADLINE ?? 900) * 1_000;
 /** Diagnosis only (not the default settings): the gateway without its historical backfill, whose AccessLevel reads share the connect. */
 const HISTORY_OFF = process.env.BENCH_HISTORY_OFF === '1';
@@ -671,6 +672,7 @@ async function main(): Promise<void> {
   }
   if (!existsSync(join(import.meta.dirname, '..', 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
   for (const k of RESTARTS) if (k !== 'kill' && k !== 'stop') throw new Error(`BENCH_RESTARTS: unknown kind ${JSON.stringify(k)} (kill, stop)`);
+  smokeBanner(`BENCH_STEPS ${STEPS.join(',')}, BENCH_RESTARTS ${RESTARTS.join(',')}, BENCH_DOWNTIME ${DOWNTIME_MS / 1_000}, BENCH_SETTLE ${SETTLE_MS / 1_000}, BENCH_SMALL_LIMIT ${SMALL_LIMIT}`);
   console.log(`OPC UA set-up and recovery: ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} items (sampling ${SAMPLING_MS / 1000} s, publishing 1 s)${HISTORY_OFF ? ', gateway with history.backfill off' : ''}; restarts ${RESTARTS.join(', ')}, ${DOWNTIME_MS / 1000} s down; small limits (${SMALL_LIMIT}) at ${SMALL_AT}.\n`);
   const setupRows: Array<Record<string, string | number>> = [];
   const recRows: Array<Record<string, string | number>> = [];

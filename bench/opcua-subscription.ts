@@ -20,10 +20,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { envNumber, ratioText, smokeBanner, table } from './lib.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
-const ITEMS = Number(process.env.OPCUA_BENCH_ITEMS ?? 5_000);
-const SECONDS = Number(process.env.OPCUA_BENCH_SECONDS ?? 60);
-const WARMUP = Number(process.env.OPCUA_BENCH_WARMUP ?? 10);
+const ITEMS = envNumber('OPCUA_BENCH_ITEMS', 5_000, 100);
+const SECONDS = envNumber('OPCUA_BENCH_SECONDS', 60, 2);
+const WARMUP = envNumber('OPCUA_BENCH_WARMUP', 10, 1);
+/** Longest wait for the gateway's source to monitor every item before its warm-up starts. */
+const MONITORED_DEADLINE_MS = 10 * 60_000;
 const self = fileURLToPath(import.meta.url);
 
 interface PhaseResult {
@@ -88,7 +92,7 @@ async function runBare(endpointUrl: string, nodeIds: string[]): Promise<PhaseRes
 
 async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<PhaseResult> {
   const [{ openBufferDatabase }, { SampleBuffer }, { systemClock }, { silentLogger }, { createMetrics }, { SourceStats }, { opcuaServerSchema }, { OpcuaSource }] = await Promise.all([
-    import('../src/buffer/file/database.js'),
+    import('../src/store/file/database.js'),
     import('../src/buffer/sample-buffer.js'),
     import('../src/core/clock.js'),
     import('../src/core/logger.js'),
@@ -100,8 +104,8 @@ async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<Phase
   const dir = mkdtempSync(join(tmpdir(), 'opcua-bench-gw-'));
   const logger = silentLogger();
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 4_000_000_000, whenFull: 'drop_oldest', logger, metrics, clock: systemClock });
   const cfg = opcuaServerSchema.parse({
     name: 'bench',
     endpoint: endpointUrl,
@@ -112,7 +116,15 @@ async function runGateway(endpointUrl: string, nodeIds: string[]): Promise<Phase
   const stats = new SourceStats('bench', 'opcua', metrics, systemClock);
   const source = new OpcuaSource(cfg, { sink: buffer, logger, stats, metrics, clock: systemClock, dataDir: dir }, { path: 'opcua.servers[0]' });
   await source.start();
-  const result = await measure('gateway', () => buffer.stats().committedTotal, () => Number(source.status().detail?.nodes_monitored ?? 0));
+  // start() returns while the source connects in the background: like the bare side, which has its
+  // items once created, the warm-up starts when every item is monitored.
+  const monitored = () => Number(source.status().detail?.nodes_monitored ?? 0);
+  const deadline = performance.now() + MONITORED_DEADLINE_MS;
+  while (monitored() < nodeIds.length) {
+    if (performance.now() > deadline) throw new Error(`the gateway's source monitored ${monitored()} of ${nodeIds.length} items after ${MONITORED_DEADLINE_MS / 60_000} min`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const result = await measure('gateway', () => buffer.stats().committedTotal, monitored);
   await source.close();
   await buffer.close();
   rmSync(dir, { recursive: true, force: true });
@@ -143,6 +155,7 @@ async function main(): Promise<void> {
     return;
   }
 
+  smokeBanner(`OPCUA_BENCH_ITEMS ${ITEMS}, OPCUA_BENCH_SECONDS ${SECONDS}, OPCUA_BENCH_WARMUP ${WARMUP}`);
   console.log(`OPC UA subscription benchmark: ${ITEMS.toLocaleString('en-US')} items changing every 1 s, ${WARMUP} s warm-up + ${SECONDS} s measured per side.`);
   console.log('Shared, noisy machine: compare the ratio, and run twice before trusting a small difference.\n');
   const server = child('server');
@@ -154,13 +167,9 @@ async function main(): Promise<void> {
       results.push(await firstMessage<PhaseResult>(child(side, { endpointUrl, nodeIds })));
     }
     const [bare, gw] = results;
-    const row = (r: PhaseResult) => `| ${r.side.padEnd(8)} | ${r.monitored.toLocaleString('en-US').padStart(9)} | ${r.perSecond.toFixed(0).padStart(10)} | ${r.cpuPercent.toFixed(1).padStart(7)} | ${r.peakRssMb.toFixed(0).padStart(12)} |`;
-    console.log('\n| side     | monitored | values/s   | CPU %   | peak RSS MB  |');
-    console.log('|----------|-----------|------------|---------|--------------|');
-    console.log(row(bare));
-    console.log(row(gw));
+    console.log(`\n${table([bare, gw].map((r) => ({ side: r.side, monitored: r.monitored, 'values/s': Math.round(r.perSecond), 'CPU %': Number(r.cpuPercent.toFixed(1)), 'peak RSS MB': Math.round(r.peakRssMb) })))}`);
     console.log(`\nexpected values/s: ${ITEMS.toLocaleString('en-US')} (every item changes once per second)`);
-    console.log(`ratio gateway/bare: throughput ${(gw.perSecond / bare.perSecond).toFixed(3)}, CPU ${(gw.cpuPercent / bare.cpuPercent).toFixed(2)}x, RSS ${(gw.peakRssMb / bare.peakRssMb).toFixed(2)}x`);
+    console.log(`ratio gateway/bare: throughput ${ratioText(gw.perSecond, bare.perSecond, 3)}, CPU ${ratioText(gw.cpuPercent, bare.cpuPercent)}x, RSS ${ratioText(gw.peakRssMb, bare.peakRssMb)}x`);
     console.log('(gateway = decode + bounded queue + durable SQLite group commit; bare = node-opcua only, values dropped)');
   } finally {
     server.send('stop');

@@ -21,13 +21,14 @@ import { startEmulator, type EmulatorHandle } from '../src/emulator/index.js';
 import { startGateway, type GatewayHandle, type StartOptions } from '../src/runtime/gateway.js';
 import { DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANISATION_ID } from '../src/emulator/demo-fixture.js';
 import { formerUplinkHealth } from './former-uplink-health.js';
-import { NOISY_MACHINE_NOTE, table, verdict } from './lib.js';
+import { envList, envNumber, NOISY_MACHINE_NOTE, smokeBanner, table, verdict } from './lib.js';
 
-const OUTAGES = (process.env.BENCH_OUTAGES ?? '10,60,600').split(',').map(Number);
-const REPEATS = Number(process.env.BENCH_REPEATS ?? 1);
+const OUTAGES = envList('BENCH_OUTAGES', '10,60,600', '2').map(Number);
+const REPEATS = envNumber('BENCH_REPEATS', 1);
 // The demo fixture's 20 generated variables (all known to the emulator: no refusals in the way).
 const VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
-const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 40);
+const INTERVAL_MS = envNumber('BENCH_INTERVAL_MS', 40);
+smokeBanner(`BENCH_OUTAGES ${OUTAGES.join(',')}`);
 const TARGET_S = 5;
 
 interface Rig {

@@ -82,13 +82,13 @@ import { loadavg, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BulkStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, rssSampler, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, ratioText, requirePeer, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const PROTOCOLS = (process.env.BENCH_PROTOCOLS ?? 'opcua,mqtt,sparkplug,modbus').split(',').map((s) => s.trim()).filter(Boolean);
-const STEPS = (process.env.BENCH_STEPS ?? (process.env.BENCH_KILL === '1' ? '10000,30000' : '10000,30000,100000')).split(',').map(Number);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 20);
+const PROTOCOLS = envList('BENCH_PROTOCOLS', 'opcua,mqtt,sparkplug,modbus');
+const STEPS = envList('BENCH_STEPS', process.env.BENCH_KILL === '1' ? '10000,30000' : '10000,30000,100000', '100').map(Number);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 2);
+const WARMUP = envNumber('BENCH_WARMUP', 20, 1);
 const SETUP_DEADLINE_MS = 600_000;
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const MODBUS_DEVICES = 50;
@@ -735,6 +735,8 @@ interface GatewayFigures extends Measured {
   pendingMax: number;
   loopP99Max: number;
   loopMaxMax: number;
+  /** /metrics scrapes the loop figures come from (one per 5 s of window): none in a window under 5 s. */
+  loopScrapes: number;
   /** OPC UA: most notifications the server held harvested and unsent for the gateway (5 s samples). */
   serverBacklogMax: number;
   /** OPC UA: share of the 1 s looks where the server held notifications and no Publish request of the gateway's. */
@@ -857,7 +859,7 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
     );
     await killTask;
     const kill = killing && restarted ? await killCheck(p, n, src, emu, status, restarted, backlogAfterRestartMax, windowFromMs) : null;
-    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0, kill };
+    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, loopScrapes: Math.floor(scrape / 5), serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0, kill };
   } finally {
     await gw?.stop();
     await emu.stop();
@@ -1088,6 +1090,8 @@ async function main(): Promise<void> {
   }
 
   if (!existsSync(join(import.meta.dirname, '..', 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
+  smokeBanner(`BENCH_STEPS ${STEPS.join(',')}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}`);
+  requirePeer(!PROTOCOLS.some((p) => p === 'mqtt' || p === 'sparkplug') || existsSync(MOSQUITTO), `${MOSQUITTO} is missing: MQTT and Sparkplug B go through a real mosquitto (apt-get install mosquitto; scripts/install-test-deps)`);
   console.log(`Plant scale: ${PROTOCOLS.join(', ')} at ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} variables changing at 1 Hz; ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
   const rows: Array<Record<string, string | number>> = [];
   const accounting: Array<Record<string, string | number>> = [];
@@ -1112,8 +1116,8 @@ async function main(): Promise<void> {
         const pct = (r: number) => `${((r / n) * 100).toFixed(1)} %`;
         const pub = (m: Measured) => (m.published === null ? '' : `, sent ${Math.round(m.published)}`);
         rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'bare client', 'CPU cores': bare.cores.toFixed(3), 'source CPU': bare.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(bare.peakRss)} / ${mb(bare.steadyRss)}`, 'rate /s (of expected)': `${Math.round(bare.rate)} (${pct(bare.rate)}${pub(bare)})`, 'set-up s': bare.setupS === null ? '-' : bare.setupS.toFixed(1), 'fresh p50/p99 s': '-', 'backlog max': '-', 'pending max': '-', 'oldest unsent s': '-', 'loop p99/max ms': '-', load: loadBare });
-        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}`, load: loadGw });
-        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': (g.cores / bare.cores).toFixed(2), 'source CPU': '', 'RSS peak/steady MB': `${(g.peakRss / bare.peakRss).toFixed(2)} / ${(g.steadyRss / bare.steadyRss).toFixed(2)}`, 'rate /s (of expected)': (g.rate / bare.rate).toFixed(3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
+        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': g.loopScrapes > 0 ? `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}` : 'not measured (window < 5 s)', load: loadGw });
+        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': ratioText(g.cores, bare.cores), 'source CPU': '', 'RSS peak/steady MB': `${ratioText(g.peakRss, bare.peakRss)} / ${ratioText(g.steadyRss, bare.steadyRss)}`, 'rate /s (of expected)': ratioText(g.rate, bare.rate, 3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
         process.stdout.write(`${table(rows.slice(-3))}\n\n`);
         if (g.kill) {
           kills.push(killRow(`${p} ${n.toLocaleString('en-US')}`, g.kill));

@@ -26,7 +26,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openBufferDatabase } from '../src/buffer/file/database.js';
+import { openBufferDatabase } from '../src/store/file/database.js';
 import { SampleBuffer } from '../src/buffer/sample-buffer.js';
 import { TREND_GRACE_MS } from '../src/buffer/trend.js';
 import { TrendKeeper } from '../src/console/trend-keeper.js';
@@ -34,11 +34,14 @@ import { BUCKET_MS, ValueRing } from '../src/console/value-ring.js';
 import type { Clock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { mb, median, NOISY_MACHINE_NOTE, table } from './lib.js';
+import { envList, envNumber, mb, median, NOISY_MACHINE_NOTE, smokeBanner, table } from './lib.js';
 import { PlantCorpus } from './plant-corpus.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../src/runtime/store-schemas.js';
 
-const VARIABLES = (process.env.BENCH_VARIABLES ?? '5000,100000').split(',').map(Number);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 660);
+const VARIABLES = envList('BENCH_VARIABLES', '5000,100000', '200').map(Number);
+// Smoke: three 10 s buckets taken.
+const SECONDS = envNumber('BENCH_SECONDS', 660, 30);
+smokeBanner(`BENCH_VARIABLES ${VARIABLES.join(',')}, BENCH_SECONDS ${SECONDS}`);
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
 
 
@@ -54,8 +57,8 @@ async function run(n: number): Promise<Record<string, string | number>> {
   let now = T0;
   const clock: Clock = { now: () => now, monotonic: () => performance.now() };
   const metrics = createMetrics();
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'full', logger: silentLogger() });
-  const buffer = new SampleBuffer(db, { commitIntervalMs: 100, maxBytes: 2_000_000_000, whenFull: 'drop_oldest', logger: silentLogger(), metrics, clock });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
+  const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 100, maxBytes: 2_000_000_000, whenFull: 'drop_oldest', logger: silentLogger(), metrics, clock });
   try {
     const corpus = new PlantCorpus(T0, n / 1_000);
     const names = corpus.variables.map((v) => v.name);
@@ -113,7 +116,7 @@ async function run(n: number): Promise<Record<string, string | number>> {
       'take ms p50': Number(take.toFixed(1)),
       'take ms max': Number(Math.max(...takes).toFixed(1)),
       'commit ms': Number(commit.toFixed(1)),
-      'take / commit': Number((take / commit).toFixed(2)),
+      'ratio take / commit': Number((take / commit).toFixed(2)),
       'slices / take': Number((slices.count / Math.max(1, takes.length)).toFixed(1)),
       'slices ≤ 50 ms': `${Math.round((100 * slices.upTo50ms) / Math.max(1, slices.count))} %`,
       'take kB': Math.round(perTake / 1024),

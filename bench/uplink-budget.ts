@@ -16,12 +16,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { freePort, getJson, NOISY_MACHINE_NOTE, postJson, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
+import { envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
-const BUDGET = Number(process.env.BENCH_BUDGET ?? 6_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
+const BUDGET = envNumber('BENCH_BUDGET', 6_000, 1_500);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
+const WARMUP = envNumber('BENCH_WARMUP', 10, 2);
+/** Seconds of sending the backlog holds beyond the warm-up and the window. */
+const BACKLOG_MARGIN_S = SMOKE ? 5 : 30;
+smokeBanner(`BENCH_BUDGET ${BUDGET}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}`);
 const LIMIT = Math.ceil((BUDGET * 1_500) / 1_400);
 const VARS = Array.from({ length: 20 }, (_, i) => `mvr_gen_${i + 1}`);
 
@@ -76,7 +79,7 @@ try {
   });
 
   const gwDir = join(dir, 'gw');
-  const backlog = Math.ceil(((BUDGET / 60) * 200 * (SECONDS + WARMUP + 30)) / 1) ;
+  const backlog = Math.ceil((BUDGET / 60) * 200 * (SECONDS + WARMUP + BACKLOG_MARGIN_S));
   await prefillBuffer(join(gwDir, 'buffer.db'), backlog, VARS, Date.UTC(2026, 1, 1));
   const gateway = await measure(emu.base, async () => {
     const gw = await startGatewayProcess(

@@ -71,6 +71,8 @@ class Tally {
   readonly outcomes = new Map<string, number>();
   readonly refused = new Map<string, number>();
   queued = 0;
+  /** Whether new activations fit, looked at once before the batch (C4 of alarm-store.ts, A4 of store.ts). */
+  constructor(readonly room: { alarms: boolean; outbox: boolean } = { alarms: true, outbox: true }) {}
   add(source: string, outcome: Outcome): void {
     const k = `${source}\u0000${outcome}`;
     this.outcomes.set(k, (this.outcomes.get(k) ?? 0) + 1);
@@ -102,20 +104,21 @@ export class AlarmAnnotator implements ConditionEventTarget {
       this.refreshGauge();
       return;
     }
-    this.o.alarms.db.transaction(() => {
+    this.o.alarms.write('close conditions of servers without events', () => {
       for (const row of orphans) this.closeInferred(row, now, `the server "${row.server}" is no longer configured with events`, new Tally());
-    })();
+    });
     this.o.logger.warn({ closed: orphans.map((r) => ({ server: r.server, condition: r.conditionName, since: toIsoUtc(r.startedAt) })) }, 'open machine conditions of servers no longer configured with events closed (end inferred)');
     this.o.onQueued();
     this.refreshGauge();
   }
 
   conditionNotices(source: string, notices: readonly ConditionNotice[]): void {
-    const t = new Tally();
+    // Room for new activations is looked at once per batch, outside its write (making room is a write of its own).
+    const t = new Tally({ alarms: this.o.alarms.hasRoom(), outbox: this.o.store.hasRoom() });
     try {
-      this.o.alarms.db.transaction(() => {
+      this.o.alarms.write('a batch of condition events', () => {
         for (const n of notices) this.handle(source, n, t);
-      })();
+      });
     } catch (err) {
       // Rolled back as a whole; the source refreshes, which starts a new bracket.
       this.refreshing.delete(source);
@@ -221,6 +224,7 @@ export class AlarmAnnotator implements ConditionEventTarget {
         this.o.alarms.update(this.withStates(known, e, now));
         return t.add(source, 'updated');
       }
+      if (!t.room.alarms) return this.refuseFull(source, e, t, 'alarms');
       const machine = rule.machine;
       const row = this.rowOf({ key, source, e, rule, machine, state: 'open', conditionId, externalId: alarmExternalId(this.o.gatewayName, 'r', source, conditionId, at), at, now, active: true, standIn });
       this.o.alarms.insert(row);
@@ -292,7 +296,8 @@ export class AlarmAnnotator implements ConditionEventTarget {
       externalId: row.externalId,
       origin: 'alarm',
     };
-    const { created } = this.o.store.insert(annotation, now);
+    // The end of an admitted activation is always taken (C4), whatever room the outbox has left.
+    const { created } = this.o.store.insert(annotation, now, { completes: true });
     this.o.alarms.update({ ...row, state: 'closed', endedAt, endInferred: inferred, active: inferred ? row.active : false, updatedAt: now });
     for (const o of operator) this.o.alarms.link(o.externalId, row.externalId, now);
     if (created) t.queued += 1;
@@ -389,6 +394,8 @@ export class AlarmAnnotator implements ConditionEventTarget {
   }
 
   private instant(source: string, e: ConditionEvent, rule: MatchedRule | null, key: string, externalId: string, at: number, standIn: EventTimeSource | undefined, t: Tally): void {
+    if (!t.room.alarms) return this.refuseFull(source, e, t, 'alarms');
+    if (!t.room.outbox) return this.refuseFull(source, e, t, 'annotations');
     const now = this.o.clock.now();
     const machine = rule?.machine ?? this.rules.machineOf(source);
     const row = this.rowOf({ key, source, e, rule, machine, state: 'instant', conditionId: e.conditionId ?? e.eventId, externalId, at, now, active: e.active, standIn });
@@ -400,6 +407,13 @@ export class AlarmAnnotator implements ConditionEventTarget {
     );
     if (created) t.queued += 1;
     t.add(source, 'instant');
+  }
+
+  /** A new activation while `space` is full (C4): refused, counted (event and store) and said at most once a minute. */
+  private refuseFull(source: string, e: ConditionEvent, t: Tally, space: 'alarms' | 'annotations'): void {
+    t.refuse(source, 'store_full');
+    if (space === 'alarms') this.o.alarms.refused();
+    this.throttle.warn(`store_full:${space}`, { source, condition: e.conditionName, event_id: e.eventId, space }, `a new machine condition from ${source} was refused: the ${space} space is full (store.${space}_max_bytes); conditions already active still end and are annotated`);
   }
 
   status(): Record<string, unknown> {

@@ -1,9 +1,11 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { EventTimeSource } from '../core/condition-event.js';
+import type { StoreOwner, WriteTx } from '../store/store.js';
 import type { AlarmCategory } from './alarm-config.js';
 
 /**
- * Machine conditions (issue 26) in the buffer's SQLite file, beside the annotation outbox:
+ * Machine conditions in the gateway's SQLite file, an owner of its own beside the annotation outbox
+ * (src/store/README.md: the `alarms` owner, with its own space, store.alarms_max_bytes):
  *
  * - `alarm_conditions`: one row per activation of a condition. `open` while the condition is
  *   active (its range annotation is queued when it ends), then `closed`; `instant` for an unmapped
@@ -22,12 +24,13 @@ import type { AlarmCategory } from './alarm-config.js';
  *      and never neither. The row's external_id is derived from (gateway, server, condition, the
  *      time it became active), so a condition seen again after a restart or a ConditionRefresh maps
  *      to the same row and the same annotation.
- *  C3  Written only inside the caller's transaction of a batch of events, so one Publish response
- *      costs one commit (synchronous = FULL: one fsync) whatever its number of events.
+ *  C3  Written only inside the caller's transaction of a batch of events (`write`), so one Publish
+ *      response costs one commit (synchronous = FULL: one fsync) whatever its number of events.
+ *  C4  Bounded by store.alarms_max_bytes: at the bound, rows that ended (their annotation is in the
+ *      outbox already) and old links and flags go, oldest first (`makeRoom`); beyond that the
+ *      annotator refuses new activations (counted), while active conditions still end (C2).
  *
- * The tables are created here (CREATE TABLE IF NOT EXISTS) rather than by a buffer migration: they
- * belong to this component, an older gateway opening the file ignores them, and the buffer's
- * schema steps stay the buffer's.
+ * The tables are schema/ALARMS_SCHEMA (idempotent statements, no step of the file's schema).
  */
 
 export type AlarmRowState = 'open' | 'closed' | 'instant';
@@ -89,71 +92,7 @@ export interface AnnotationFlag {
   createdAt: number;
 }
 
-const SCHEMA = `
-  CREATE TABLE IF NOT EXISTS alarm_conditions (
-    key               TEXT    PRIMARY KEY,        -- <server>|<condition id>|<active since ms>
-    server            TEXT    NOT NULL,           -- opcua.servers[].name
-    condition_id      TEXT    NOT NULL,           -- ConditionId (node id text), or EventId for plain events
-    state             TEXT    NOT NULL,           -- open | closed | instant
-    external_id       TEXT    NOT NULL UNIQUE,
-    machine           TEXT,
-    condition_name    TEXT,
-    source_name       TEXT    NOT NULL,
-    source_node       TEXT,
-    event_type        TEXT    NOT NULL,
-    event_type_name   TEXT,
-    severity          INTEGER NOT NULL,
-    message           TEXT    NOT NULL,
-    reason_code       TEXT,
-    category          TEXT,
-    rule_text         TEXT,
-    machine_variables TEXT    NOT NULL,           -- JSON list of ids
-    started_at        INTEGER NOT NULL,           -- epoch ms: became active
-    ended_at          INTEGER,                    -- epoch ms: became inactive (or inferred)
-    end_inferred      TEXT,                       -- why the end is inferred, null when reported
-    active            INTEGER,
-    acked             INTEGER,
-    confirmed         INTEGER,
-    retain            INTEGER,
-    first_event_id    TEXT    NOT NULL,
-    last_event_id     TEXT    NOT NULL,
-    last_event_at     INTEGER NOT NULL,
-    seen_at           INTEGER NOT NULL,
-    created_at        INTEGER NOT NULL,
-    updated_at        INTEGER NOT NULL
-  );
-  -- time_sources (JSON, or null): added after the first release, see TIME_SOURCES_COLUMN.
-  CREATE INDEX IF NOT EXISTS alarm_conditions_by_condition ON alarm_conditions (server, condition_id, started_at);
-  -- C1, enforced: one open activation per condition (and the lookup of every event).
-  CREATE UNIQUE INDEX IF NOT EXISTS alarm_conditions_open ON alarm_conditions (server, condition_id) WHERE state = 'open';
-  CREATE INDEX IF NOT EXISTS alarm_conditions_by_state ON alarm_conditions (state, server);
-  CREATE INDEX IF NOT EXISTS alarm_conditions_by_machine ON alarm_conditions (machine, state, ended_at);
-  -- Reconciliation looks up a machine's annotations ending after a time (reconcile.ts); without it
-  -- every closed condition would scan the whole outbox.
-  CREATE INDEX IF NOT EXISTS annotation_outbox_by_machine ON annotation_outbox (machine, ended_at);
-  CREATE TABLE IF NOT EXISTS annotation_links (
-    operator   TEXT    NOT NULL,                  -- external_id of the operator's annotation
-    alarm      TEXT    NOT NULL,                  -- external_id of the condition's annotation
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (operator, alarm)
-  ) WITHOUT ROWID;
-  CREATE INDEX IF NOT EXISTS annotation_links_by_alarm ON annotation_links (alarm);
-  CREATE TABLE IF NOT EXISTS annotation_flags (
-    external_id TEXT    NOT NULL,
-    flag        TEXT    NOT NULL,                 -- contradicted_by_machine_state
-    detail      TEXT    NOT NULL,
-    created_at  INTEGER NOT NULL,
-    PRIMARY KEY (external_id, flag)
-  ) WITHOUT ROWID;
-`;
 
-/** Which stand-ins gave a row's times (JSON {start, end}); added to files made before it existed. */
-const TIME_SOURCES_COLUMN = 'time_sources';
-
-function addTimeSourcesColumn(db: Database): void {
-  const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck(true).all('alarm_conditions') as string[];
-  if (!columns.includes(TIME_SOURCES_COLUMN)) db.exec(`ALTER TABLE alarm_conditions ADD COLUMN ${TIME_SOURCES_COLUMN} TEXT`);
-}
 
 interface DbRow {
   key: string;
@@ -264,12 +203,13 @@ function params(a: AlarmRow) {
   };
 }
 
+/** Rows the full policy deletes per step (oldest first). */
+const ROOM_STEP = 500;
+
 export class AlarmStore {
   private readonly st: Record<string, Statement>;
 
-  constructor(readonly db: Database) {
-    db.exec(SCHEMA);
-    addTimeSourcesColumn(db);
+  constructor(private readonly db: StoreOwner) {
     const columns = Object.keys(params({ machineVariables: [] } as unknown as AlarmRow));
     this.st = {
       insert: db.prepare(`INSERT INTO alarm_conditions (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')}) ON CONFLICT (key) DO NOTHING`),
@@ -293,7 +233,26 @@ export class AlarmStore {
       flagsOf: db.prepare('SELECT external_id, flag, detail, created_at FROM annotation_flags WHERE external_id = ?'),
       purgeLinks: db.prepare('DELETE FROM annotation_links WHERE created_at < ?'),
       purgeFlags: db.prepare('DELETE FROM annotation_flags WHERE created_at < ?'),
+      dropEnded: db.prepare("DELETE FROM alarm_conditions WHERE key IN (SELECT key FROM alarm_conditions WHERE state != 'open' ORDER BY updated_at LIMIT ?)"),
+      dropLinks: db.prepare('DELETE FROM annotation_links WHERE (operator, alarm) IN (SELECT operator, alarm FROM annotation_links ORDER BY created_at LIMIT ?)'),
+      dropFlags: db.prepare('DELETE FROM annotation_flags WHERE (external_id, flag) IN (SELECT external_id, flag FROM annotation_flags ORDER BY created_at LIMIT ?)'),
     };
+    db.fullPolicy({ text: 'conditions that ended, old links and flags go first, oldest first; then new activations are refused (active ones still end)', makeRoom: () => this.dropOldest() });
+  }
+
+  /** Runs `fn` as one write of the conditions (C3): a batch of events, or closing orphans. */
+  write<T>(what: string, fn: (tx: WriteTx) => T): T {
+    return this.db.write(what, fn);
+  }
+
+  /** Whether a new activation fits (C4), making room first when over the bound and no write runs. */
+  hasRoom(): boolean {
+    return this.db.hasRoom();
+  }
+
+  /** Counts a new activation refused for lack of room (C4). */
+  refused(): void {
+    this.db.countRefusal();
   }
 
   /** Inserts a new row; false when the key exists already (the same activation seen again). */
@@ -349,8 +308,9 @@ export class AlarmStore {
     return (this.st.overlapping.all({ machine, from, to }) as DbRow[]).map(toRow);
   }
 
+  /** Links an operator's downtime and a condition (joins a write running now). */
   link(operator: string, alarm: string, now: number): void {
-    this.st.link.run(operator, alarm, now);
+    this.db.write('link a downtime and a condition', () => this.st.link.run(operator, alarm, now), { join: true });
   }
 
   linksOf(externalId: string): AnnotationLink[] {
@@ -358,7 +318,7 @@ export class AlarmStore {
   }
 
   flag(externalId: string, flag: string, detail: string, now: number): void {
-    this.st.flag.run(externalId, flag, detail, now);
+    this.db.write('flag an annotation', () => this.st.flag.run(externalId, flag, detail, now), { join: true });
   }
 
   flagsOf(externalId: string): AnnotationFlag[] {
@@ -367,6 +327,11 @@ export class AlarmStore {
 
   /** Deletes closed and instant rows, links and flags last changed before `before` (with the outbox's retention). */
   purge(before: number): number {
-    return this.db.transaction(() => this.st.purge.run(before).changes + this.st.purgeLinks.run(before).changes + this.st.purgeFlags.run(before).changes)();
+    return this.db.write('purge machine conditions', () => this.st.purge.run(before).changes + this.st.purgeLinks.run(before).changes + this.st.purgeFlags.run(before).changes);
+  }
+
+  /** The full policy (C4): ended rows, links and flags, oldest first, until below 90 % of the bound; returns the rows. */
+  private dropOldest(): number {
+    return this.db.deleteOldest('delete the oldest ended conditions (store.alarms_max_bytes)', ROOM_STEP, () => this.st.dropEnded.run(ROOM_STEP).changes + this.st.dropLinks.run(ROOM_STEP).changes + this.st.dropFlags.run(ROOM_STEP).changes);
   }
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { GapLedger, GapReason, GapRow } from '../buffer/gaps.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { SourceInfo } from '../sources/inventory.js';
 import { EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_CHARS, MAX_MACHINE_VARIABLES, MAX_TEXT_CHARS, type NewAnnotation, type SiteRef } from './model.js';
@@ -52,9 +53,12 @@ export interface GapAnnotatorOptions {
 
 export class GapAnnotator {
   private timer: NodeJS.Timeout | null = null;
+  private readonly throttle: LogThrottle;
   createdTotal = 0;
 
-  constructor(private readonly o: GapAnnotatorOptions) {}
+  constructor(private readonly o: GapAnnotatorOptions) {
+    this.throttle = new LogThrottle(o.logger, 60_000, () => o.clock.monotonic());
+  }
 
   start(): void {
     this.run();
@@ -73,7 +77,8 @@ export class GapAnnotator {
     try {
       for (const gap of this.o.ledger.annotatable(this.o.minDurationMs)) queued += this.annotate(gap);
     } catch (err) {
-      this.o.logger.warn({ err: describeError(err) }, 'gap annotations not created now; retried shortly');
+      // Tried every POLL_MS; a full outbox or disk says so once a minute, not at every try.
+      this.throttle.warn('failed', { err: describeError(err) }, 'gap annotations not created now; retried shortly');
     }
     if (queued > 0) this.o.onQueued();
     return queued;

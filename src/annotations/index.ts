@@ -1,4 +1,3 @@
-import type { Database } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import type { ConditionRouter } from '../core/condition-event.js';
@@ -8,6 +7,7 @@ import type { Metrics } from '../core/metrics.js';
 import type { Sample, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
 import type { LocalHttpServer } from '../http/server.js';
+import type { StoreOwner } from '../store/store.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 import { AlarmAnnotator } from './alarm-annotator.js';
@@ -32,8 +32,8 @@ export interface AnnotationsDeps {
   annotations: AnnotationsSection;
   /** gateway.name: the gateway in annotation texts and the MQTT trigger's topics. */
   gatewayName: string;
-  /** The buffer's database (the outbox lives in the same SQLite file). */
-  db: Database;
+  /** Its two owners of the gateway's file (src/store/README.md): the outbox and downtimes, the machine conditions. */
+  owners: { annotations: StoreOwner; alarms: StoreOwner };
   client: TrackingClient;
   health: UplinkHealth;
   /** The local HTTP server, before it listens; null when http.enabled is false. */
@@ -77,7 +77,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const cfg = deps.annotations;
   if (!cfg) return null;
   const { logger, metrics, clock, gatewayName } = deps;
-  const store = new AnnotationStore(deps.db);
+  const store = new AnnotationStore(deps.owners.annotations);
   let closed = false;
 
   const refreshGauges = () => {
@@ -106,7 +106,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   const detector = new DowntimeDetector({ rules: cfg.detectors, service, store, gatewayName, logger: logger.child({ part: 'detector' }), clock });
   detector.restore();
   // Issue 26: machine conditions, and their reconciliation with what operators record.
-  const alarmStore = new AlarmStore(deps.db);
+  const alarmStore = new AlarmStore(deps.owners.alarms);
   const reconciler = new Reconciler({ alarms: alarmStore, store, service, detector, logger: logger.child({ part: 'reconcile' }), clock });
   service.reconciler = reconciler;
   const views = new AnnotationViews(store, alarmStore);

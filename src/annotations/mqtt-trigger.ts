@@ -25,7 +25,9 @@ import { isObject, show } from './validate.js';
  * Delivery: a QoS 1 message is acknowledged only after the annotation (or the downtime change) is
  * committed to the outbox: mqtt.js sends PUBACK when `handleMessage` calls back, and the outbox
  * write is synchronous inside it (MQTT §4.3.2). When the outbox cannot be written, no PUBACK goes
- * out and the connection is renewed, so the broker sends the message again (§4.4). A message
+ * out and the connection is renewed, so the broker sends the message again (§4.4). When the outbox
+ * is at its bound (store.annotations_max_bytes) the message is refused for good: acknowledged,
+ * counted (outcome store_full) and logged at most once a minute. A message
  * redelivered after a lost PUBACK is harmless: a full annotation without external_id gets an id
  * derived from the payload (the same message maps to the same annotation), and a repeated
  * start/stop finds the downtime already open/closed and is counted as `duplicate`. QoS 2 is not
@@ -42,12 +44,12 @@ export interface TriggerOptions {
   clock: Clock;
 }
 
-type Outcome = 'ok' | 'duplicate' | 'invalid' | 'malformed' | 'oversize' | 'not_stored';
+type Outcome = 'ok' | 'duplicate' | 'invalid' | 'malformed' | 'oversize' | 'not_stored' | 'store_full';
 
 export class MqttTrigger {
   private client: MqttClient | null = null;
   private readonly throttle: LogThrottle;
-  private readonly counts: Record<Outcome, number> = { ok: 0, duplicate: 0, invalid: 0, malformed: 0, oversize: 0, not_stored: 0 };
+  private readonly counts: Record<Outcome, number> = { ok: 0, duplicate: 0, invalid: 0, malformed: 0, oversize: 0, not_stored: 0, store_full: 0 };
   private connected = false;
   private lastError: string | null = null;
   private lastProblem: { outcome: Outcome; message: string; at: number } | null = null;
@@ -189,6 +191,9 @@ export class MqttTrigger {
     } catch (err) {
       if (err instanceof AnnotationError) {
         if (err.status === 503) return this.problem('not_stored', `message on ${topic} could not be stored: ${err.message}`, err.code);
+        // The outbox at its bound (store.annotations_max_bytes): refused for good, so acknowledged
+        // (a redelivery would only be refused again), counted and logged.
+        if (err.status === 507) return this.problem('store_full', `message on ${topic} refused: ${err.message}`, err.code);
         if (err.code === 'downtime_open' || err.code === 'no_open_downtime') {
           this.o.logger.info({ topic, code: err.code, message: err.message }, 'annotation trigger message ignored');
           return 'duplicate';

@@ -1,4 +1,3 @@
-import type { Statement } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -51,16 +50,10 @@ export interface ReconcilerOptions {
 }
 
 export class Reconciler {
-  private readonly operatorOverlapping: Statement;
   flagged = 0;
   linked = 0;
 
-  constructor(private readonly o: ReconcilerOptions) {
-    const origins = OPERATOR_ORIGINS.map((x) => `'${x}'`).join(', ');
-    this.operatorOverlapping = o.alarms.db.prepare(
-      `SELECT external_id, text, started_at, ended_at FROM annotation_outbox WHERE machine = ? AND type = 'range' AND origin IN (${origins}) AND started_at < ? AND ended_at > ? ORDER BY started_at LIMIT 20`,
-    );
-  }
+  constructor(private readonly o: ReconcilerOptions) {}
 
   /**
    * The machine's side of an operator's downtime being stopped: its conditions overlapping
@@ -103,12 +96,7 @@ export class Reconciler {
   /** Operator downtimes (queued, or open on the panel) overlapping a condition that is being closed. */
   alarmClosing(row: AlarmRow, from: number, to: number): OperatorOverlap[] {
     const machine = row.machine!;
-    const out: OperatorOverlap[] = (this.operatorOverlapping.all(machine, to, from) as Array<{ external_id: string; text: string; started_at: number; ended_at: number }>).map((r) => ({
-      externalId: r.external_id,
-      text: r.text,
-      startedAt: r.started_at,
-      endedAt: r.ended_at,
-    }));
+    const out: OperatorOverlap[] = this.o.store.operatorOverlapping(machine, from, to);
     const open = this.o.store.downtime(manualKey(machine));
     if (open && open.startedAt < to) {
       // Still open on the panel: linked under the id its annotation will have when stopped.

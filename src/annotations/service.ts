@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
+import { StoreFullError } from '../store/store.js';
 import type { Metrics } from '../core/metrics.js';
 import { toIsoUtc } from '../core/time.js';
 import type { AnnotationsConfig, MachineConfig } from './config.js';
@@ -250,12 +251,19 @@ export class AnnotationService {
     this.o.onQueued();
   }
 
-  /** Runs an outbox write; a storage failure (disk full, I/O error) becomes a 503 the caller sees. */
+  /**
+   * Runs an outbox write. The outbox at its bound (store.annotations_max_bytes, A4 of store.ts)
+   * becomes a 507 naming the bound; a storage failure (disk full, I/O error) a 503.
+   */
   private write<T>(fn: () => T): T {
     try {
       return fn();
     } catch (err) {
       if (err instanceof AnnotationError) throw err;
+      // Refused, not failed: the sender is told (507); the MQTT trigger logs it at most once a minute.
+      if (err instanceof StoreFullError) {
+        throw new AnnotationError(507, 'outbox_full', `the annotation was NOT saved: ${err.message}. Queued annotations are delivered once the tracking service is reachable, which makes room`, undefined, undefined, { bytes: err.bytes, max_bytes: err.maxBytes });
+      }
       const code = errorCode(err, 'STORAGE_ERROR');
       this.o.logger.error({ err: describeError(err), code }, 'annotation outbox write failed; nothing was saved');
       throw new AnnotationError(503, 'storage_unavailable', `the annotation was NOT saved: the gateway cannot write its database (${code}); try again, and check the disk`);

@@ -1,9 +1,11 @@
-import type { Database, Statement } from 'better-sqlite3';
-import type { DeliveryState, NewAnnotation, Origin, OutboxEntry, SiteRef } from './model.js';
+import type { Statement } from 'better-sqlite3';
+import type { StoreOwner } from '../store/store.js';
+import { OPERATOR_ORIGINS, type DeliveryState, type NewAnnotation, type Origin, type OutboxEntry, type SiteRef } from './model.js';
 
 /**
- * The annotation outbox and the open downtimes, in the buffer's SQLite file (tables created by
- * migration 2 in src/buffer/file/migrations.ts).
+ * The annotation outbox and the open downtimes, in the gateway's SQLite file: the `annotations`
+ * owner of the store (src/store/README.md; tables of schema.ts), with its own space,
+ * store.annotations_max_bytes.
  *
  * INVARIANTS
  *  A1  An annotation and its external_id are written in one transaction; the id never changes, so
@@ -14,9 +16,14 @@ import type { DeliveryState, NewAnnotation, Origin, OutboxEntry, SiteRef } from 
  *  A3  Stopping a downtime inserts its range annotation and deletes the open downtime in one
  *      transaction: a crash leaves either the open downtime or the queued annotation, never both
  *      and never neither.
+ *  A4  Bounded by store.annotations_max_bytes, never by deleting a queued entry: at the bound,
+ *      delivered and refused entries go first, oldest first (`makeRoom`, also before
+ *      annotations.retention); beyond that a new annotation or a new downtime is refused with a
+ *      StoreFullError (HTTP 507, a counted MQTT refusal). What completes something admitted
+ *      before (stopping an open downtime, the end of a condition) is always taken.
  *
- * better-sqlite3 is synchronous and every write here is one short transaction, so they cannot
- * interleave with the sample buffer's group commits on the same connection.
+ * Every write is the store's (write.ts): one short transaction, or a part joining the caller's
+ * (a gap's annotations, a batch of condition events).
  */
 
 export interface DowntimeRow {
@@ -108,10 +115,13 @@ function toDowntime(r: DowntimeDbRow): DowntimeRow {
   };
 }
 
+/** Finished entries the full policy deletes per step (oldest first). */
+const ROOM_STEP = 500;
+
 export class AnnotationStore {
   private readonly st: Record<string, Statement>;
 
-  constructor(private readonly db: Database) {
+  constructor(private readonly db: StoreOwner) {
     this.st = {
       insert: db.prepare(
         `INSERT INTO annotation_outbox (external_id, type, occurred_at, started_at, ended_at, text, machine_variables, site, machine, origin, state, attempts, created_at, updated_at)
@@ -132,6 +142,10 @@ export class AnnotationStore {
       counts: db.prepare('SELECT state, count(*) AS n FROM annotation_outbox GROUP BY state'),
       oldestQueued: db.prepare("SELECT min(created_at) FROM annotation_outbox WHERE state = 'queued'").pluck(true),
       purge: db.prepare("DELETE FROM annotation_outbox WHERE state != 'queued' AND updated_at < ?"),
+      dropFinished: db.prepare("DELETE FROM annotation_outbox WHERE seq IN (SELECT seq FROM annotation_outbox WHERE state != 'queued' ORDER BY updated_at LIMIT ?)"),
+      operatorOverlapping: db.prepare(
+        `SELECT external_id, text, started_at, ended_at FROM annotation_outbox WHERE machine = ? AND type = 'range' AND origin IN (${OPERATOR_ORIGINS.map((x) => `'${x}'`).join(', ')}) AND started_at < ? AND ended_at > ? ORDER BY started_at LIMIT 20`,
+      ),
       downtimeGet: db.prepare('SELECT * FROM downtimes WHERE key = ?'),
       downtimeAll: db.prepare('SELECT * FROM downtimes ORDER BY started_at'),
       downtimeInsert: db.prepare(
@@ -141,19 +155,34 @@ export class AnnotationStore {
       downtimeDelete: db.prepare('DELETE FROM downtimes WHERE key = ?'),
       downtimeUpdate: db.prepare('UPDATE downtimes SET reason = ?, text = ? WHERE key = ?'),
     };
+    db.fullPolicy({ text: 'delivered and refused annotations go first, oldest first; queued ones are kept and new ones refused', makeRoom: () => this.dropFinished() });
   }
 
   /**
    * Queues an annotation. When its external_id is already in the outbox (a caller replaying its
    * own idempotency key, or a redelivered MQTT message) nothing is written and the existing entry
-   * is returned with `created: false`.
+   * is returned with `created: false`. A new one is admitted only with room (A4: StoreFullError
+   * otherwise), unless `completes` says it ends something admitted before. Joins a write running
+   * now (a gap's annotations, a batch of condition events).
    */
-  insert(a: NewAnnotation, now: number): { entry: OutboxEntry; created: boolean } {
-    return this.db.transaction(() => {
-      const r = this.st.insert.run(this.params(a, now));
-      const entry = this.byExternalId(a.externalId)!;
-      return { entry, created: r.changes === 1 };
-    })();
+  insert(a: NewAnnotation, now: number, options: { completes?: boolean } = {}): { entry: OutboxEntry; created: boolean } {
+    const existing = this.byExternalId(a.externalId);
+    if (existing) return { entry: existing, created: false };
+    if (!options.completes) this.db.admit('a new annotation');
+    return this.db.write(
+      'queue an annotation',
+      () => {
+        const r = this.st.insert.run(this.params(a, now));
+        const entry = this.byExternalId(a.externalId)!;
+        return { entry, created: r.changes === 1 };
+      },
+      { join: true },
+    );
+  }
+
+  /** Whether a new annotation fits now (A4). */
+  hasRoom(): boolean {
+    return this.db.hasRoom();
   }
 
   byExternalId(externalId: string): OutboxEntry | undefined {
@@ -173,15 +202,15 @@ export class AnnotationStore {
   }
 
   markDelivered(seq: number, serviceId: string | null, requestId: string | null, note: string | null, now: number): void {
-    this.st.delivered.run(serviceId, requestId ?? null, note, now, now, seq);
+    this.db.write('an annotation delivered', () => this.st.delivered.run(serviceId, requestId ?? null, note, now, now, seq));
   }
 
   markRefused(seq: number, refusal: string, requestId: string | null, now: number): void {
-    this.st.refused.run(refusal, requestId ?? null, now, seq);
+    this.db.write('an annotation refused', () => this.st.refused.run(refusal, requestId ?? null, now, seq));
   }
 
   markAttemptFailed(seq: number, error: string, requestId: string | null, now: number): void {
-    this.st.attemptFailed.run(error, requestId ?? null, now, seq);
+    this.db.write('an annotation attempt failed', () => this.st.attemptFailed.run(error, requestId ?? null, now, seq));
   }
 
   recent(limit: number, filter: { state?: DeliveryState; machine?: string } = {}): OutboxEntry[] {
@@ -205,7 +234,17 @@ export class AnnotationStore {
 
   /** Deletes delivered and refused entries last changed before `before` (A2). Returns the count. */
   purge(before: number): number {
-    return this.st.purge.run(before).changes;
+    return this.db.write('purge the outbox', () => this.st.purge.run(before).changes);
+  }
+
+  /** Operator range annotations of `machine` overlapping (from, to) (reconcile.ts), at most 20. */
+  operatorOverlapping(machine: string, from: number, to: number): Array<{ externalId: string; text: string; startedAt: number; endedAt: number }> {
+    return (this.st.operatorOverlapping.all(machine, to, from) as Array<{ external_id: string; text: string; started_at: number; ended_at: number }>).map((r) => ({ externalId: r.external_id, text: r.text, startedAt: r.started_at, endedAt: r.ended_at }));
+  }
+
+  /** The full policy (A4): finished entries, oldest first, until below 90 % of the bound; returns how many. */
+  private dropFinished(): number {
+    return this.db.deleteOldest('delete the oldest finished annotations (store.annotations_max_bytes)', ROOM_STEP, () => this.st.dropFinished.run(ROOM_STEP).changes);
   }
 
   // ---------------------------------------------------------------- downtimes
@@ -221,7 +260,9 @@ export class AnnotationStore {
 
   /** Records an open downtime; false when one is already open under `key`. */
   openDowntime(d: DowntimeRow): boolean {
-    return this.db.transaction(() => {
+    if (this.st.downtimeGet.get(d.key)) return false;
+    this.db.admit('a new downtime');
+    return this.db.write('open a downtime', () => {
       if (this.st.downtimeGet.get(d.key)) return false;
       this.st.downtimeInsert.run({
         key: d.key,
@@ -236,16 +277,16 @@ export class AnnotationStore {
         created_at: d.createdAt,
       });
       return true;
-    })();
+    });
   }
 
   updateDowntimeNotes(key: string, reason: string | null, text: string | null): void {
-    this.st.downtimeUpdate.run(reason, text, key);
+    this.db.write('note a downtime', () => this.st.downtimeUpdate.run(reason, text, key));
   }
 
   /** Forgets an open downtime without an annotation (cancelled, or shorter than a rule's minimum). */
   discardDowntime(key: string): boolean {
-    return this.st.downtimeDelete.run(key).changes === 1;
+    return this.db.write('discard a downtime', () => this.st.downtimeDelete.run(key).changes === 1);
   }
 
   /**
@@ -253,11 +294,11 @@ export class AnnotationStore {
    * downtime was no longer open (closed by a concurrent request).
    */
   closeDowntime(key: string, annotation: NewAnnotation, now: number): { entry: OutboxEntry; created: boolean } | null {
-    return this.db.transaction(() => {
+    return this.db.write('close a downtime', () => {
       if (this.st.downtimeDelete.run(key).changes !== 1) return null;
       const r = this.st.insert.run(this.params(annotation, now));
       return { entry: this.byExternalId(annotation.externalId)!, created: r.changes === 1 };
-    })();
+    });
   }
 
   private params(a: NewAnnotation, now: number) {

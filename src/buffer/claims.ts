@@ -1,8 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import type { ChunkRow, ChunkStore } from './chunks/store.js';
-import { inOwnTransaction } from './file/transactions.js';
 import type { Holds } from './holds.js';
 import type { Ingest } from './ingest.js';
 import { fromRowValue } from './row-value.js';
@@ -10,6 +9,7 @@ import type { SetAsideInfo, SetAsideMove } from './set-aside.js';
 import type { Tally } from './tally.js';
 import type { BufferedRow } from './types.js';
 import type { VariableDictionary } from './variables.js';
+import type { StoreOwner } from '../store/store.js';
 
 /**
  * The sync path's claims: which samples it sends next, and what happens to them after.
@@ -31,7 +31,7 @@ export class Claims {
   private readonly st: { newestSeqs: Statement; rowBySeq: Statement; oldestBetween: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly o: { logger: Logger; clock: Clock; holds: Holds; store: ChunkStore; tally: Tally; dict: VariableDictionary; ingest: Ingest; setAsideMove: SetAsideMove; changed: () => void },
   ) {
     this.st = {
@@ -131,21 +131,16 @@ export class Claims {
     const all = groups.filter((g) => g.rows.length > 0);
     if (all.length === 0) return;
     const now = this.o.clock.now();
-    let moved: { fromRows: number; fromChunks: number } | undefined;
-    try {
-      moved = inOwnTransaction(this.db, 'setAside', () => {
-        const sum = { fromRows: 0, fromChunks: 0 };
-        for (const g of all) {
-          const m = this.o.setAsideMove.moveInTransaction(g.rows, g.info, now);
-          sum.fromRows += m.fromRows;
-          sum.fromChunks += m.fromChunks;
-        }
-        return sum;
-      });
-    } finally {
-      // Reached without `moved` only when the transaction threw (and rolled back).
-      this.o.setAsideMove.settle(moved !== undefined);
-    }
+    // Alone (not joined): the counts below change once this has committed (B8).
+    const moved = this.db.write('setAside', () => {
+      const sum = { fromRows: 0, fromChunks: 0 };
+      for (const g of all) {
+        const m = this.o.setAsideMove.move(g.rows, g.info, now);
+        sum.fromRows += m.fromRows;
+        sum.fromChunks += m.fromChunks;
+      }
+      return sum;
+    });
     for (const g of all) for (const r of g.rows) this.o.holds.unclaim(r.seq);
     this.o.tally.rows -= moved.fromRows;
     if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());
@@ -183,7 +178,7 @@ export class Claims {
    * chunk holds a few dozen samples, and draining fell to 700–1,000 samples/s (issue 25).
    */
   private unsealAll(chunks: readonly ChunkRow[]): void {
-    const n = inOwnTransaction(this.db, 'unseal', () => {
+    const n = this.db.write('unseal', () => {
       let sum = 0;
       for (const c of chunks) sum += this.o.store.unseal(c);
       return sum;

@@ -1,10 +1,13 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Metrics } from '../core/metrics.js';
+import type { OwnerSchema } from '../store/migrations.js';
+import type { StoreOwner } from '../store/store.js';
 
 /**
  * The gap ledger (issue 14 §2): a durable record of every interval in which a source, or some of
- * its variables, produced no data when it should have. It lives in the buffer file (table `gaps`,
- * migration 3), so a power cut neither loses a gap nor forgets that history already filled it.
+ * its variables, produced no data when it should have. It lives in the gateway's file (table
+ * `gaps`, an owner of its own: src/store/README.md), so a power cut neither loses a gap nor
+ * forgets that history already filled it.
  *
  * INVARIANTS
  *  G1  At most one open gap (to_ts NULL) per (source, scope). `open` returns the open one instead
@@ -14,6 +17,9 @@ import type { Metrics } from '../core/metrics.js';
  *  G3  A gap is annotated (issue 14 §3) at most once: the annotation ids are written in the same
  *      transaction as the outbox rows (see src/annotations/gap-annotator.ts).
  *  G4  `gateway_gap_seconds_total{reason}` grows once per gap, when it closes, by its duration.
+ *  G5  Bounded by store.gaps_max_bytes: after a write that went over it the oldest closed gaps are
+ *      deleted (open ones stay); a new gap is refused (StoreFullError) only when open gaps alone
+ *      fill it. The ledger never takes the samples' room (their bound is their own).
  *
  * Times are epoch ms of the gateway clock (the moment a source went away, or came back); the
  * backfill itself uses the device's source timestamps.
@@ -62,8 +68,8 @@ interface DbRow {
   updated_at: number;
 }
 
-/** Migration 3: the gap ledger and the per-variable last committed timestamp (src/buffer/last-committed.ts). */
-export const GAPS_MIGRATION = `
+/** Step 4 of the file's schema: the gap ledger and the per-variable last committed timestamp (src/buffer/last-committed.ts, the samples owner's). */
+const GAPS_STEP = `
   -- Per machine variable, the newest sample timestamp ever committed (written in the commit
   -- transaction; only grows). Where an OPC UA historical backfill starts after a gap.
   CREATE TABLE last_committed (variable TEXT PRIMARY KEY, ts INTEGER NOT NULL) WITHOUT ROWID;
@@ -86,6 +92,9 @@ export const GAPS_MIGRATION = `
   );
   CREATE INDEX gaps_by_source ON gaps (source, scope, to_ts);
 `;
+
+/** The gap ledger's tables in the gateway's file (src/store/README.md). */
+export const GAPS_SCHEMA: OwnerSchema = { owner: 'gaps', tables: ['gaps'], steps: [{ version: 4, up: GAPS_STEP }] };
 
 function toRow(r: DbRow): GapRow {
   return {
@@ -125,11 +134,14 @@ export interface GapView {
   annotation: { state: string; external_id: string } | null;
 }
 
+/** Closed gaps the full policy deletes per step (oldest first). */
+const ROOM_STEP = 500;
+
 export class GapLedger {
   private readonly st: Record<string, Statement>;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly metrics: Metrics | null = null,
   ) {
     this.st = {
@@ -151,26 +163,33 @@ export class GapLedger {
       outboxState: db.prepare('SELECT state FROM annotation_outbox WHERE external_id = ?').pluck(true),
       getMeta: db.prepare('SELECT value FROM meta WHERE key = ?').pluck(true),
       setMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value'),
+      dropClosed: db.prepare('DELETE FROM gaps WHERE id IN (SELECT id FROM gaps WHERE to_ts IS NOT NULL ORDER BY id LIMIT ?)'),
     };
+    // store.gaps_max_bytes (src/store/README.md S5): the oldest closed gaps go; open ones stay.
+    db.fullPolicy({ text: 'the oldest closed gaps are deleted; open gaps are kept', afterWrite: true, makeRoom: () => this.dropOldestClosed() });
   }
 
   /**
    * Opens a gap, or returns the one already open for (source, scope) (G1). `to` may be given for a
-   * gap known only after the fact (a buffer drop episode); it is then recorded closed.
+   * gap known only after the fact (a buffer drop episode); it is then recorded closed. Throws
+   * StoreFullError when open gaps alone fill the ledger's space.
    */
   open(g: { source: string; scope?: GapScope; variables: readonly string[] | null; from: number; to?: number; reason: GapReason; filled: 'no' | 'pending' }, now: number): GapRow {
     const scope = g.scope ?? 'source';
-    return this.db.transaction(() => {
+    return this.db.write('open a gap', (tx) => {
       const existing = g.to === undefined ? (this.st.openFor.get(g.source, scope) as DbRow | undefined) : undefined;
       if (existing) return toRow(existing);
+      this.db.admit(`a new gap of ${g.source}`);
       const id = Number(
         this.st.insert.run({ source: g.source, scope, variables: g.variables === null ? null : JSON.stringify([...g.variables]), from: Math.trunc(g.from), to: g.to === undefined ? null : Math.trunc(g.to), reason: g.reason, filled: g.filled, now }).lastInsertRowid,
       );
       const row = toRow(this.st.byId.get(id) as DbRow);
-      if (row.to !== null) this.countClosed(row);
-      this.refreshGauge();
+      tx.onCommit(() => {
+        if (row.to !== null) this.countClosed(row);
+        this.refreshGauge();
+      });
       return row;
-    })();
+    });
   }
 
   /** The open gap of (source, scope), if any. */
@@ -181,20 +200,22 @@ export class GapLedger {
 
   /** Closes the open gap of (source, scope) at `to`; returns it, or undefined when none was open. */
   closeOpen(source: string, scope: GapScope, to: number, now: number): GapRow | undefined {
-    return this.db.transaction(() => {
+    return this.db.write('close a gap', (tx) => {
       const r = this.st.openFor.get(source, scope) as DbRow | undefined;
       if (!r) return undefined;
       this.st.close.run(Math.max(r.from_ts, Math.trunc(to)), now, r.id);
       const row = toRow(this.st.byId.get(r.id) as DbRow);
-      this.countClosed(row);
-      this.refreshGauge();
+      tx.onCommit(() => {
+        this.countClosed(row);
+        this.refreshGauge();
+      });
       return row;
-    })();
+    });
   }
 
   /** Widens a gap (a buffer drop episode that keeps dropping). */
   extend(id: number, from: number, to: number, now: number): void {
-    this.st.extend.run(Math.trunc(from), Math.trunc(to), now, id);
+    this.db.write('widen a gap', () => this.st.extend.run(Math.trunc(from), Math.trunc(to), now, id));
   }
 
   get(id: number): GapRow | undefined {
@@ -210,7 +231,7 @@ export class GapLedger {
   /** Records what the historical backfill achieved for a gap (G2). */
   setFilled(id: number, filled: Exclude<GapFilled, 'pending'>, values: number, note: string | null, now: number): void {
     const before = this.get(id);
-    this.st.setFilled.run(filled, values, note, now, id);
+    this.db.write('record a gap\'s backfill', () => this.st.setFilled.run(filled, values, note, now, id));
     if (before && before.filled === 'pending' && (filled === 'yes' || filled === 'partial')) this.metrics?.gapFilled.inc({ result: filled });
   }
 
@@ -239,22 +260,27 @@ export class GapLedger {
     return (this.st.annotatable.all(minMs) as DbRow[]).map(toRow);
   }
 
-  /** Records the annotations made from a gap; false when it was annotated already (G3). Call inside the outbox transaction. */
+  /** Records the annotations made from a gap; false when it was annotated already (G3). Joins a write running now. */
   setAnnotations(id: number, externalIds: readonly string[], now: number): boolean {
-    return this.st.setAnnotations.run(JSON.stringify([...externalIds]), now, id).changes === 1;
+    return this.db.write('record a gap\'s annotations', () => this.st.setAnnotations.run(JSON.stringify([...externalIds]), now, id).changes === 1, { join: true });
   }
 
   /**
    * Records the annotations made from a gap and, in the same transaction, writes their outbox rows
-   * (`writeOutbox`: the annotation store's inserts, on this same file), so a gap is annotated at
-   * most once (G3). False, with nothing written, when it was annotated already.
+   * (`writeOutbox`: the annotation store's inserts, which join this write), so a gap is annotated
+   * at most once (G3). False, with nothing written, when it was annotated already.
    */
   annotate(id: number, externalIds: readonly string[], now: number, writeOutbox: () => void): boolean {
-    return this.db.transaction(() => {
+    return this.db.write('annotate a gap', () => {
       if (!this.setAnnotations(id, externalIds, now)) return false;
       writeOutbox();
       return true;
-    })();
+    });
+  }
+
+  /** The full policy (G5): the oldest closed gaps, until the ledger is below 90 % of its bound; returns how many. */
+  private dropOldestClosed(): number {
+    return this.db.deleteOldest('delete the oldest closed gaps (store.gaps_max_bytes)', ROOM_STEP, () => this.st.dropClosed.run(ROOM_STEP).changes);
   }
 
   // ------------------------------------------------------------ the gateway's own life
@@ -266,7 +292,7 @@ export class GapLedger {
   }
 
   heartbeat(now: number): void {
-    this.st.setMeta.run(ALIVE_KEY, String(Math.trunc(now)));
+    this.db.write('the gateway\'s heartbeat', () => this.st.setMeta.run(ALIVE_KEY, String(Math.trunc(now))));
   }
 
   refreshGauge(): void {

@@ -1,6 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { ImportLedger } from './imports/ledger.js';
 import type { SeqRange } from './types.js';
+import type { StoreOwner } from '../store/store.js';
 
 /**
  * Who holds which samples (README.md B4): the sync path's claims, import-job ranges and sync-only
@@ -26,7 +27,7 @@ export class Holds {
   private readonly st: { insertSyncOnly: Statement; deleteSyncOnly: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly ledger: ImportLedger,
   ) {
     this.syncOnly = db.prepare('SELECT seq_from AS "from", seq_to AS "to" FROM sync_only_ranges ORDER BY seq_from').all() as SeqRange[];
@@ -103,19 +104,25 @@ export class Holds {
     return this.syncOnly;
   }
 
-  /** Records a sync-only range durably (one statement: its own transaction). */
+  /** Records a sync-only range durably; the list in memory follows once it committed (B8). */
   markSyncOnly(range: SeqRange): void {
-    this.st.insertSyncOnly.run(range.from, range.to);
-    this.syncOnly = [...this.syncOnly.filter((r) => r.from !== range.from), range].sort((a, b) => a.from - b.from);
+    this.db.write('mark a sync-only range', (tx) => {
+      this.st.insertSyncOnly.run(range.from, range.to);
+      tx.onCommit(() => {
+        this.syncOnly = [...this.syncOnly.filter((r) => r.from !== range.from), range].sort((a, b) => a.from - b.from);
+      });
+    });
   }
 
-  /** Forgets sync-only ranges (their samples are all gone), in one transaction. */
+  /** Forgets sync-only ranges (their samples are all gone), in one transaction (B8 as above). */
   forgetSyncOnly(ranges: readonly SeqRange[]): void {
     if (ranges.length === 0) return;
-    this.db.transaction(() => {
+    this.db.write('forget sync-only ranges', (tx) => {
       for (const r of ranges) this.st.deleteSyncOnly.run(r.from);
-    }).immediate();
-    this.syncOnly = this.syncOnly.filter((r) => !ranges.includes(r));
+      tx.onCommit(() => {
+        this.syncOnly = this.syncOnly.filter((r) => !ranges.includes(r));
+      });
+    });
   }
 
   // ---------------------------------------------------------------- queries

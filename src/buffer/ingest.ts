@@ -1,4 +1,4 @@
-import type { Database, Statement, Transaction } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
@@ -6,15 +6,14 @@ import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
 import type { FullPolicy } from './capacity/full-policy.js';
-import type { DiskUsage } from './capacity/disk.js';
 import type { LossLabel, Losses } from './capacity/losses.js';
-import { assertNotNested } from './file/transactions.js';
 import type { Holds } from './holds.js';
 import type { LastCommitted } from './last-committed.js';
 import { toRowValue } from './row-value.js';
 import type { Tally } from './tally.js';
 import type { TurnShare } from './turn-share.js';
 import type { VariableDictionary } from './variables.js';
+import type { StoreOwner } from '../store/store.js';
 
 /**
  * Ingest: appends wait in memory for the next group commit, which writes them as rows in one
@@ -86,7 +85,8 @@ export interface IngestRooms {
   holds: Holds;
   losses: Losses;
   full: FullPolicy;
-  usage: DiskUsage;
+  /** Why the disk-full state holds (src/store/README.md S6), or null when the disk has room. */
+  diskFull: () => string | null;
   lastCommitted: LastCommitted;
   /** The turn's budget the buffer's sliced work shares (turn-share.ts, B7). */
   share: TurnShare;
@@ -118,10 +118,11 @@ export class Ingest {
   private writableNow = true;
   private lastError: { code: string; message: string; at: number } | null = null;
   private writeFailures = 0;
+  private refusing: string | null = null;
   private readonly st: { insert: Statement; insertMany: Statement; setNextSeq: Statement; getNextSeq: Statement; deleteSeq: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly o: IngestOptions,
     private readonly r: IngestRooms,
   ) {
@@ -136,7 +137,6 @@ export class Ingest {
     const maxSeq = (db.prepare('SELECT max(seq) FROM samples').pluck(true).get() as number | null) ?? 0;
     const maxChunkSeq = (db.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true).get() as number | null) ?? 0;
     this.nextSeq = Math.max(Number(storedNext ?? 1), maxSeq + 1, maxChunkSeq + 1);
-    this.commitTx = db.transaction((batch: PendingAppend[], acks: number[], refuse: boolean) => this.commitBody(batch, acks, refuse));
   }
 
   /** The seq the next committed sample gets (samples up to `nextSeq − 1` are committed). */
@@ -242,8 +242,6 @@ export class Ingest {
     }, this.o.commitIntervalMs);
   }
 
-  private readonly commitTx: Transaction<(batch: PendingAppend[], acks: number[], refuse: boolean) => number>;
-
   /** The commit transaction's body: the rows, `meta.next_seq`, the acks' deletes. */
   private commitBody(batch: PendingAppend[], acks: number[], refuse: boolean): number {
     let inserted = 0;
@@ -328,13 +326,14 @@ export class Ingest {
     this.pendingCount -= samples;
     this.ackQueue = acks === this.ackQueue ? [] : this.ackQueue.slice(acks.length);
     const sliced = this.hasWork;
-    const refuse = this.o.whenFull === 'refuse_new' && this.r.full.overLimit();
+    const refusal = this.refusal();
+    const refuse = refusal !== null;
     const started = performance.now();
     const seqBefore = this.nextSeq;
     const varsBefore = this.r.dict.size;
     try {
-      assertNotNested(this.db, 'a group commit');
-      const inserted = this.commitTx.immediate(batch, acks, refuse);
+      // Alone, never inside another write (a NestedWriteError otherwise): B1 and B8 rest on it.
+      const inserted = this.db.write('a group commit', () => this.commitBody(batch, acks, refuse));
       this.lastCommitAt = performance.now();
       // After the commit, never inside it (last-committed.ts L1): written on the maintenance schedule.
       if (inserted > 0) this.r.lastCommitted.record(this.committedIds, this.committedTs, inserted);
@@ -349,8 +348,9 @@ export class Ingest {
       m.bufferCommitSeconds.observe((performance.now() - started) / 1000);
       if (inserted < samples && !refuse) m.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
       this.markWritable();
-      if (refuse) this.refuse(batch, 'BUFFER_FULL', `refused: buffer full (buffer.when_full = refuse_new): ${this.r.usage.usedBytes()} bytes in use, buffer.max_bytes is ${this.o.maxBytes}`);
+      if (refusal !== null) this.refuse(batch, 'BUFFER_FULL', refusal);
       else for (const p of batch) p.resolve();
+      if (samples > 0) this.refusing = refusal;
       this.r.afterCommit({ inserted, acks: acks.length });
     } catch (err) {
       // Roll back in-memory state; the transaction rolled back the file.
@@ -373,6 +373,25 @@ export class Ingest {
         this.commit();
       });
     } else if (this.pending.length > 0) this.scheduleCommit();
+  }
+
+  /**
+   * Why new samples are refused now (buffer.when_full = refuse_new), or null: the samples are at
+   * buffer.max_bytes (their own space: side tables do not count), or the disk is full
+   * (src/store/README.md S6: the backlog is delivered in the reserve's room and intake resumes by
+   * itself once the disk has room again).
+   */
+  private refusal(): string | null {
+    if (this.o.whenFull !== 'refuse_new') return null;
+    if (this.r.full.overLimit()) return `refused: buffer full (buffer.when_full = refuse_new): the samples use ${this.db.bytes} bytes, buffer.max_bytes is ${this.o.maxBytes}`;
+    const disk = this.r.diskFull();
+    if (disk !== null) return `refused: ${disk}; buffer.when_full = refuse_new keeps what is stored: the backlog is delivered, which frees space, and new samples are taken again by themselves once the disk has room`;
+    return null;
+  }
+
+  /** Why the last commit refused its new samples, or null when it took them. */
+  get refusingReason(): string | null {
+    return this.refusing;
   }
 
   /** Samples and acks one slice takes together (acks at least a quarter): what the last commits did in sliceMs. */
@@ -433,7 +452,8 @@ export class Ingest {
     const batch = this.pending;
     this.pending = [];
     this.pendingCount = 0;
-    this.refuse(batch, 'BUFFER_FULL', 'refused: buffer full: the disk is full (SQLITE_FULL) and buffer.when_full = refuse_new');
+    this.refusing = 'refused: buffer full: the disk is full (SQLITE_FULL) and buffer.when_full = refuse_new';
+    this.refuse(batch, 'BUFFER_FULL', this.refusing);
   }
 
   /** Commits what is pending and stops: later appends are refused. */

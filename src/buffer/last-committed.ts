@@ -1,7 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
-import { assertNotNested } from './file/transactions.js';
+import type { Statement } from 'better-sqlite3';
 import type { MaintenanceTask } from './maintenance.js';
 import type { VariableDictionary } from './variables.js';
+import type { StoreOwner } from '../store/store.js';
 
 /**
  * Per machine variable, the newest sample timestamp ever committed to the buffer (issue 14 §1):
@@ -54,16 +54,17 @@ export class LastCommitted implements MaintenanceTask {
   private readonly writePart: (ids: Int32Array) => void;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly dict: VariableDictionary,
     private readonly flushMs = FLUSH_MS,
   ) {
     this.upsert = db.prepare('INSERT INTO last_committed (variable, ts) VALUES (?, ?) ON CONFLICT(variable) DO UPDATE SET ts = max(ts, excluded.ts)');
     this.getOne = db.prepare('SELECT ts FROM last_committed WHERE variable = ?').pluck(true);
     this.all = db.prepare('SELECT variable, ts FROM last_committed').raw(true);
-    this.writePart = db.transaction((ids: Int32Array) => {
-      for (const id of ids) this.upsert.run(this.dict.nameOf(id), this.newest[id]);
-    });
+    this.writePart = (ids: Int32Array) =>
+      db.write('writing last_committed', () => {
+        for (const id of ids) this.upsert.run(this.dict.nameOf(id), this.newest[id]);
+      });
   }
 
   /**
@@ -137,7 +138,6 @@ export class LastCommitted implements MaintenanceTask {
 
   private writeUntil(deadline: number): void {
     if (this.tail === this.head) return;
-    assertNotNested(this.db, 'writing last_committed');
     // As many as fit the slice at the last measured pace (at least MIN_PART); dropped from the
     // queue only after their transaction committed, so a failed write (a full disk) keeps them.
     const fit = Number.isFinite(deadline) ? Math.max(MIN_PART, Math.floor((deadline - performance.now()) / this.msPerEntry)) : Infinity;

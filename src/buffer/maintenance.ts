@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
+import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { TurnShare } from './turn-share.js';
 
@@ -23,9 +25,16 @@ import type { TurnShare } from './turn-share.js';
  *    one waits at least d ms. With no work the schedule looks again every `idleMs` (1 s), so an
  *    idle gateway seals its aged rows and gives free pages back without any new commit.
  * Tasks take turns, so one with endless work (sealing a v1 backlog) cannot starve another.
+ *
+ * A task whose slice fails (a full disk, an I/O error) is put off: FAILED_RETRY, 1 s doubling to
+ * a minute, while the others go on; it is said in the log when it first fails, then at most once a
+ * minute with the count, and once when it works again. (A failure retried at once wrote 12,000
+ * warnings in 20 s on a full disk.)
  */
 /** The least a slice works when a commit is due soon. */
 const MIN_SLICE_MS = 5;
+/** A failed task waits this long before its next slice: 1 s doubling to a minute. */
+export const FAILED_RETRY: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, factor: 2 };
 
 export interface MaintenanceTask {
   /** Label in logs and in gateway_buffer_maintenance_seconds{task}. */
@@ -58,11 +67,16 @@ export class Maintenance {
   private stopped = true;
   private running = false;
   private idleWaiters: Array<() => void> = [];
+  /** Per failing task: its failures in a row and when it may run again (performance.now() ms). */
+  private readonly failing = new Map<MaintenanceTask, { failures: number; retryAt: number }>();
+  private readonly failureLog: LogThrottle;
 
   constructor(
     private readonly tasks: readonly MaintenanceTask[],
     private readonly o: MaintenanceOptions,
-  ) {}
+  ) {
+    this.failureLog = new LogThrottle(o.logger, 60_000, () => performance.now());
+  }
 
   start(): void {
     this.stopped = false;
@@ -148,8 +162,9 @@ export class Maintenance {
     let more = false;
     try {
       more = task.slice(Math.min(started + left, commitDue));
+      this.succeeded(task);
     } catch (err) {
-      this.o.logger.warn({ err: describeError(err), task: task.name }, 'a buffer maintenance step failed; it is tried again later');
+      this.failed(task, err);
     } finally {
       this.running = false;
       this.o.share.ran(started);
@@ -158,18 +173,47 @@ export class Maintenance {
     this.o.metrics.bufferMaintenanceSeconds.observe({ task: task.name }, took / 1000);
     if (took > 2 * this.o.sliceMs) this.o.logger.debug({ event: 'buffer_maintenance_long_slice', task: task.name, before: doing, after: task.describe?.(), ms: Math.round(took), slice_ms: this.o.sliceMs }, 'a maintenance slice took longer than planned');
     this.notBefore = performance.now() + took;
-    if (more || this.tasks.some((t) => t.due())) this.later(took);
+    if (more || this.tasks.some((t) => this.ready(t))) this.later(took);
+    else if (this.failing.size > 0) this.later(Math.max(took, Math.min(this.o.idleMs, this.nextRetryIn())));
     else {
       for (const w of this.idleWaiters.splice(0)) w();
       this.later(this.o.idleMs);
     }
   }
 
+  /** Whether `task` has work and is not put off after a failure. */
+  private ready(task: MaintenanceTask): boolean {
+    const f = this.failing.get(task);
+    return (f === undefined || performance.now() >= f.retryAt) && task.due();
+  }
+
+  private nextRetryIn(): number {
+    let at = Infinity;
+    for (const f of this.failing.values()) at = Math.min(at, f.retryAt);
+    return Math.max(1, at - performance.now());
+  }
+
+  private failed(task: MaintenanceTask, err: unknown): void {
+    const f = this.failing.get(task) ?? { failures: 0, retryAt: 0 };
+    f.failures += 1;
+    const delay = backoffDelay(FAILED_RETRY, f.failures);
+    f.retryAt = performance.now() + delay;
+    this.failing.set(task, f);
+    this.failureLog.warn(`failed:${task.name}`, { err: describeError(err), task: task.name, failures: f.failures, retry_in_ms: Math.round(delay) }, `a buffer maintenance step (${task.name}) failed; it is tried again in ${Math.round(delay / 1000)} s, the rest of maintenance goes on`);
+  }
+
+  private succeeded(task: MaintenanceTask): void {
+    const f = this.failing.get(task);
+    if (!f) return;
+    this.failing.delete(task);
+    this.o.logger.info({ task: task.name, failures: f.failures }, `buffer maintenance (${task.name}) works again after ${f.failures} failed attempt${f.failures === 1 ? '' : 's'}`);
+  }
+
   /** The next task with work, taking turns. */
   private nextDue(): MaintenanceTask | null {
     for (let i = 0; i < this.tasks.length; i++) {
       const t = this.tasks[(this.turn + i) % this.tasks.length];
-      if (t.due()) {
+      if (this.ready(t)) {
         this.turn = (this.turn + i + 1) % this.tasks.length;
         return t;
       }

@@ -1,8 +1,8 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import { RateMeter } from '../core/rate-meter.js';
-import type { DiskUsage } from './capacity/disk.js';
+import type { DiskUsage } from '../store/usage.js';
 import type { Losses } from './capacity/losses.js';
 import type { WalBound } from './capacity/wal.js';
 import type { ChunkStore } from './chunks/store.js';
@@ -10,6 +10,7 @@ import type { Holds } from './holds.js';
 import type { Ingest } from './ingest.js';
 import type { Tally } from './tally.js';
 import type { BufferStats } from './types.js';
+import type { StoreOwner } from '../store/store.js';
 
 /** Raw size of a sample for the compression ratio: an 8-byte timestamp and an 8-byte double. */
 const RAW_SAMPLE_BYTES = 16;
@@ -17,6 +18,9 @@ const RAW_SAMPLE_BYTES = 16;
 /**
  * What the buffer reports: its stats (status, console), its gauges (metrics), and the ingest rate.
  * Reads only: the counts (Tally, B8), what the file takes (DiskUsage, WalBound) and who holds what.
+ * Bytes in use, bytes per sample and the capacity are the samples' own (their owner's pages in
+ * the store, src/store/README.md S4): set-aside samples, annotations and the other side tables
+ * have their own bounds and are reported apart (gateway_store_bytes{owner}, status `store`).
  */
 export class Readout {
   /** Samples committed per second, over the last 30 s. */
@@ -24,8 +28,8 @@ export class Readout {
   private readonly st: { oldestRowTs: Statement };
 
   constructor(
-    db: Database,
-    private readonly o: { maxBytes: number; metrics: Metrics; clock: Clock; tally: Tally; usage: DiskUsage; wal: WalBound; holds: Holds; store: ChunkStore; ingest: Ingest; losses: Losses },
+    db: StoreOwner,
+    private readonly o: { maxBytes: number; metrics: Metrics; clock: Clock; tally: Tally; usage: DiskUsage; samplesBytes: () => number; wal: WalBound; holds: Holds; store: ChunkStore; ingest: Ingest; losses: Losses },
   ) {
     this.ingestRate = new RateMeter(() => o.clock.monotonic(), 30);
     this.st = { oldestRowTs: db.prepare('SELECT ts FROM samples ORDER BY seq ASC LIMIT 1').pluck(true) };
@@ -38,7 +42,7 @@ export class Readout {
 
   stats(): BufferStats {
     const { tally: t, usage, wal } = this.o;
-    const used = usage.usedBytes();
+    const used = this.o.samplesBytes();
     const total = t.samples;
     return {
       rows: total,
@@ -64,13 +68,14 @@ export class Readout {
       droppedTotal: this.o.losses.droppedTotal,
       writable: this.o.ingest.writable,
       lastWriteError: this.o.ingest.lastWriteError,
+      refusing: this.o.ingest.refusingReason,
       fullEpisode: this.o.losses.episode,
     };
   }
 
   refreshGauges(): void {
     const { metrics: m, tally: t, usage, wal } = this.o;
-    const used = usage.usedBytes();
+    const used = this.o.samplesBytes();
     const total = t.samples;
     m.bufferRows.set(total);
     m.bufferBytes.set(used);

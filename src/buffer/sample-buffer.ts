@@ -2,16 +2,16 @@
  * The durable store-and-forward buffer for samples: the façade over the buffer's rooms
  * (src/buffer/README.md holds the invariants B1–B9 they keep together, and the room map).
  *
- * The façade builds the rooms on one database connection, hands each only the rooms it needs, runs
- * the after-commit hooks in order, and offers the rest of the gateway narrow views of the buffer
- * (views.ts): what the sync sender uses, what the backfill uses, what status and the console read.
- * Nobody outside src/buffer gets the database handle.
+ * The façade builds the rooms on the store's samples owner (src/store/README.md: the file has one
+ * owner, the store; the buffer writes only through it), hands each room only the rooms it needs,
+ * runs the after-commit hooks in order, and offers the rest of the gateway narrow views of the
+ * buffer (views.ts): what the sync sender uses, what the backfill uses, what status and the console
+ * read. Nobody gets the database handle.
  */
-import type { Database } from 'better-sqlite3';
 import { describeError } from '../core/errors.js';
 import type { AppendOptions, Sample, SampleSink } from '../core/sample.js';
 import { Checkpointer } from './capacity/checkpointer.js';
-import { DEFAULT_RETURN_AFTER_MS, DiskReturn, DiskUsage } from './capacity/disk.js';
+import { DEFAULT_RETURN_AFTER_MS, DiskReturn } from './capacity/disk.js';
 import { FullPolicy } from './capacity/full-policy.js';
 import { Losses } from './capacity/losses.js';
 import { WalBound } from './capacity/wal.js';
@@ -35,6 +35,8 @@ import { TrendStore, type TrendSource, type TrendVisit } from './trend.js';
 import type { BufferedRow, BufferOptions, BufferStats, ImportReader, SeqRange } from './types.js';
 import { VariableDictionary } from './variables.js';
 import type { BackfillBuffer, BufferReadout, SyncBuffer, TrendBuffer } from './views.js';
+import type { Store, StoreOwner } from '../store/store.js';
+import type { DiskUsage } from '../store/usage.js';
 
 export type { BufferedRow, BufferOptions, BufferStats, FullEpisode, ImportReader, SeqRange } from './types.js';
 
@@ -91,8 +93,15 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   /** Samples that were still held in memory (unwritable disk) when the buffer closed. */
   discardedAtClose = 0;
 
+  /** The samples owner's handle on the file (src/store/README.md): the buffer's tables. */
+  private readonly db: StoreOwner;
+
+  /**
+   * The buffer on `store`'s file: the samples owner (its bound is buffer.max_bytes), and the
+   * set-aside and trend owners, each with its own space.
+   */
   constructor(
-    private readonly db: Database,
+    private readonly file: Store,
     options: BufferOptions,
   ) {
     this.opts = {
@@ -114,31 +123,35 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     const o = this.opts;
     const { logger, metrics, clock } = o;
     const changed = () => this.notify();
+    const db = file.owner('samples');
+    this.db = db;
+    db.maxBytes = o.maxBytes;
+    db.fullPolicy({ text: o.whenFull === 'drop_oldest' ? 'buffer.when_full = drop_oldest: the oldest unsent samples are deleted' : 'buffer.when_full = refuse_new: new samples are refused' });
     const dict = new VariableDictionary(db);
     this.share = new TurnShare(o.sliceMs);
     this.lastCommitted = new LastCommitted(db, dict, o.lastCommittedFlushMs);
     this.importLedger = new ImportLedger(db, clock);
-    this.usage = new DiskUsage(db);
+    this.usage = file.usage;
     this.checkpointer = new Checkpointer(db, { logger });
     this.wal = new WalBound(db, { logger, clock, limitBytes: o.walLimitBytes, checkpointing: () => this.checkpointer.running });
     this.store = new ChunkStore(db, o.compressor);
     this.holds = new Holds(db, this.importLedger);
     this.sealer = new Sealer(db, this.store, this.holds);
-    this.losses = new Losses({ logger, metrics, clock, episodeQuietMs: o.episodeQuietMs, maxBytes: o.maxBytes, usedBytes: () => this.usage.usedBytes() });
-    this.full = new FullPolicy(db, { maxBytes: o.maxBytes, logger, usage: this.usage, holds: this.holds, store: this.store, tally: this.tally, dict, losses: this.losses });
+    this.losses = new Losses({ logger, metrics, clock, episodeQuietMs: o.episodeQuietMs, maxBytes: o.maxBytes, usedBytes: () => db.bytes });
+    this.full = new FullPolicy(db, { maxBytes: o.maxBytes, logger, holds: this.holds, store: this.store, tally: this.tally, dict, losses: this.losses });
     this.ingest = new Ingest(db, o, {
       dict,
       tally: this.tally,
       holds: this.holds,
       losses: this.losses,
       full: this.full,
-      usage: this.usage,
+      diskFull: () => file.diskFullReason,
       lastCommitted: this.lastCommitted,
       share: this.share,
       afterCommit: (c) => this.afterCommit(c),
     });
-    this.setAsideStore = new SetAsideStore(db);
-    const setAsideMove = new SetAsideMove(db, this.store, this.setAsideStore.counts);
+    this.setAsideStore = new SetAsideStore(file, { metrics, logger, clock });
+    const setAsideMove = new SetAsideMove(db, this.setAsideStore.owner, this.store, this.setAsideStore.counts);
     this.claims = new Claims(db, { logger, clock, holds: this.holds, store: this.store, tally: this.tally, dict, ingest: this.ingest, setAsideMove, changed });
     this.reader = new SampleReader(db, { store: this.store, tally: this.tally, dict });
     this.ranges = new ImportRanges(db, { clock, holds: this.holds, store: this.store, tally: this.tally, ledger: this.importLedger, reader: this.reader, setAsideMove, changed });
@@ -148,10 +161,10 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     this.tally.rows = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
     this.tally.resync(this.store.totals());
     this.seal = new SealSchedule(db, { ...o, sealer: this.sealer, store: this.store, holds: this.holds, tally: this.tally, lastSeq: () => this.ingest.lastSeq, changed: () => this.refreshGauges(), wrote: () => this.diskReturn.wrote() });
-    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges(), checkpointer: this.checkpointer });
-    this.trend = new TrendStore(db, { clock, logger, maxBytes: o.maxBytes, usage: this.usage, dict, wrote: () => this.diskReturn.wrote() });
+    this.diskReturn = new DiskReturn(db, { keepFreeBytes: o.keepFreeBytes, returnAfterMs: o.returnFreeAfterMs, logger, metrics, usage: this.usage, wal: this.wal, lastCommitAt: () => this.ingest.lastCommitAt, changed: () => this.refreshGauges(), checkpointer: this.checkpointer, diskFull: () => file.diskFull });
+    this.trend = new TrendStore(file.owner('trend'), { clock, logger, dict, wrote: () => this.diskReturn.wrote() });
     this.maintenance = new Maintenance([this.seal, this.diskReturn, this.trend, this.lastCommitted], { sliceMs: o.sliceMs, idleMs: o.maintenanceIdleMs, logger, metrics, commitDueAt: () => this.ingest.commitDueAt, share: this.share });
-    this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
+    this.readout = new Readout(db, { maxBytes: o.maxBytes, metrics, clock, tally: this.tally, usage: this.usage, samplesBytes: () => db.bytes, wal: this.wal, holds: this.holds, store: this.store, ingest: this.ingest, losses: this.losses });
     metrics.bufferWritable.set(1);
     this.refreshGauges();
     this.maintenance.start();
@@ -355,9 +368,9 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
     return this.readout.available();
   }
 
-  /** Bytes in use by the database (pages less free pages): what buffer.max_bytes limits. */
+  /** Bytes the samples use in the file (their owner's pages in use, side tables apart): what buffer.max_bytes limits. */
   usedBytes(): number {
-    return this.usage.usedBytes();
+    return this.db.bytes;
   }
 
   /** Size of the WAL file in bytes (0 when there is none). */
@@ -375,12 +388,12 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
 
   // ---------------------------------------------------------------- shutdown
 
-  /** Commits what is pending, then closes the database. Safe to call twice. */
+  /** Commits what is pending and stops; the file stays open until its store closes (Store.close). Safe to call twice. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.maintenance.stop();
-    // The checkpoint worker ends (after a checkpoint it is running) before the TRUNCATE below.
+    // The checkpoint worker ends (after a checkpoint it is running) before the store's last TRUNCATE.
     const checkpointerEnded = this.checkpointer.close();
     this.seal.cancel();
     this.ingest.stop();
@@ -396,12 +409,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       // A full or failing disk: the table lags (L1), which costs re-reading some history, not data.
       this.opts.logger.warn({ err: describeError(err) }, 'buffer: the newest committed timestamps could not be written at close; a history backfill may re-read up to 30 s');
     }
+    // The worker's checkpoint ends before the store's last TRUNCATE (Store.close, by whoever opened the file).
     await checkpointerEnded;
-    try {
-      this.db.pragma('wal_checkpoint(TRUNCATE)');
-    } catch {
-      // a busy or full disk must not keep the process from exiting; the WAL is replayed at next open
-    }
-    this.db.close();
   }
 }

@@ -1,6 +1,12 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { Clock } from '../core/clock.js';
+import { LogThrottle } from '../core/log-throttle.js';
+import type { Metrics } from '../core/metrics.js';
 import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
+import type { OwnerSchema } from '../store/migrations.js';
+import type { Store, StoreOwner } from '../store/store.js';
 import type { ChunkStore } from './chunks/store.js';
 import { fromRowValue, toRowValue } from './row-value.js';
 import type { BufferedRow } from './types.js';
@@ -63,50 +69,50 @@ export interface SetAsideInfo {
   requestId?: string;
 }
 
+/** The set-aside samples' table in the gateway's file (made by step 1 of the samples' schema: src/buffer/schema.ts). */
+export const SET_ASIDE_SCHEMA: OwnerSchema = { owner: 'set_aside', tables: ['set_aside'] };
+
 /**
- * The buffer's side of setting samples aside (README.md B2c): inside the caller's transaction,
- * each sample is recorded in set_aside and removed from the queue, as a row or from its chunk
- * (chunks/store.ts re-encodes the rest of a chunk over its remaining seqs).
+ * Setting samples aside (README.md B2c), inside the samples owner's write: each sample is recorded
+ * in set_aside (the set-aside owner's part, which joins that write) and removed from the queue, as
+ * a row or from its chunk (chunks/store.ts re-encodes the rest of a chunk over its remaining seqs).
+ * The counts learn of the new set-aside rows once the whole write has committed (B8).
  */
 export class SetAsideMove {
   private readonly st: { insert: Statement; deleteSeq: Statement };
-  /** Rows inserted by the transaction running now, told to the counts once it committed. */
-  private pending: Array<{ variables: string[]; reason: string }> = [];
 
   constructor(
-    db: Database,
+    samples: StoreOwner,
+    private readonly setAside: StoreOwner,
     private readonly store: ChunkStore,
     private readonly counts: SetAsideCounts,
   ) {
     this.st = {
-      insert: db.prepare('INSERT INTO set_aside (variable, ts, value, path, reason, detail, job_id, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
-      deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
+      insert: setAside.prepare('INSERT INTO set_aside (variable, ts, value, path, reason, detail, job_id, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+      deleteSeq: samples.prepare('DELETE FROM samples WHERE seq = ?'),
     };
   }
 
-  /**
-   * Call inside a transaction; returns how many left the rows and how many left chunks. The caller
-   * calls `settle(true)` once its transaction committed, `settle(false)` when it rolled back.
-   */
-  moveInTransaction(rows: readonly BufferedRow[], info: SetAsideInfo, now: number): { fromRows: number; fromChunks: number } {
+  /** Call inside the samples owner's write; returns how many left the rows and how many left chunks. */
+  move(rows: readonly BufferedRow[], info: SetAsideInfo, now: number): { fromRows: number; fromChunks: number } {
     const detail = info.detail === undefined ? null : JSON.stringify(info.detail);
+    this.setAside.write(
+      'set samples aside',
+      (tx) => {
+        for (const r of rows) this.st.insert.run(r.variable, r.ts, toRowValue(r.value), info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
+        tx.onCommit(() => this.counts.added(rows.map((r) => r.variable), info.reason));
+      },
+      { join: true },
+    );
     let fromRows = 0;
     const sealed: number[] = [];
-    this.pending.push({ variables: rows.map((r) => r.variable), reason: info.reason });
     for (const r of rows) {
-      this.st.insert.run(r.variable, r.ts, toRowValue(r.value), info.path, info.reason, detail, info.jobId ?? null, info.requestId ?? null, now);
       if (this.st.deleteSeq.run(r.seq).changes > 0) fromRows++;
       else sealed.push(r.seq);
     }
     // Items of an import job may be sealed: they leave their chunk in this transaction.
     const fromChunks = sealed.length > 0 ? this.store.removeSeqs(sealed) : 0;
     return { fromRows, fromChunks };
-  }
-
-  /** The transaction of the moves since the last call ended: committed, or rolled back. */
-  settle(committed: boolean): void {
-    if (committed) for (const p of this.pending) this.counts.added(p.variables, p.reason);
-    this.pending = [];
   }
 }
 
@@ -120,7 +126,7 @@ export interface SetAsideSummary {
  * memory (issue 24 §4: with thousands of unknown variables set_aside grows by thousands of rows a
  * second, and a `count(*)` for every status read took longer the longer it ran). Read once from
  * the table when first asked, then kept by every change this process makes: the gateway owns the
- * file while it runs (file/owner-lock.ts), so no other process changes set_aside meanwhile. A
+ * file while it runs (src/store/file/owner-lock.ts), so no other process changes set_aside meanwhile. A
  * change whose effect on the counts is not known row by row (an operator's drop or requeue)
  * forgets them; the next read counts again.
  */
@@ -129,7 +135,7 @@ export class SetAsideCounts {
   private all = 0;
   private readonly prefixes = new Map<string, number | null>();
 
-  constructor(private readonly db: Database) {}
+  constructor(private readonly db: StoreOwner) {}
 
   total(): number {
     this.load();
@@ -197,11 +203,42 @@ export class SetAsideCounts {
   }
 }
 
+/** Set-aside samples the full policy deletes per write (oldest first). */
+const ROOM_STEP = 5_000;
+
+export interface SetAsideStoreOptions {
+  metrics?: Metrics | null;
+  logger?: Logger | null;
+  clock?: Clock | null;
+}
+
+/**
+ * The set-aside samples for the operator (list, drop, requeue), an owner of the file of its own
+ * with its own space, store.set_aside_max_bytes (src/store/README.md S5): after a set-aside that
+ * went over it, the oldest set-aside samples are deleted and counted
+ * (gateway_set_aside_dropped_samples_total{reason="store_full"}). Setting aside itself never
+ * fails for lack of room: a refused sample never goes back to the queue.
+ */
 export class SetAsideStore {
   readonly counts: SetAsideCounts;
+  private readonly db: StoreOwner;
+  private readonly samples: StoreOwner;
+  private readonly log: LogThrottle | null;
 
-  constructor(private readonly db: Database) {
-    this.counts = new SetAsideCounts(db);
+  constructor(
+    store: Store,
+    private readonly o: SetAsideStoreOptions = {},
+  ) {
+    this.db = store.owner('set_aside');
+    this.samples = store.owner('samples');
+    this.counts = new SetAsideCounts(this.db);
+    this.log = o.logger ? new LogThrottle(o.logger, 60_000, () => o.clock?.monotonic() ?? performance.now()) : null;
+    this.db.fullPolicy({ text: 'the oldest set-aside samples are deleted (counted in gateway_set_aside_dropped_samples_total{reason="store_full"})', afterWrite: true, makeRoom: () => this.dropOldest() });
+  }
+
+  /** The owner of the set_aside table, for the buffer's moves (SetAsideMove). */
+  get owner(): StoreOwner {
+    return this.db;
   }
 
   summary(): SetAsideSummary {
@@ -224,18 +261,37 @@ export class SetAsideStore {
 
   /**
    * Keeps at most `keep` samples whose reason starts with `prefix`, deleting the oldest beyond
-   * (issue 24 §4: the samples of thousands of unknown variables must not fill the disk). Returns
+   * (the samples of thousands of unknown variables must not fill the set-aside space). Returns
    * how many were deleted; at most `maxStep` per call, so one call stays short.
    */
   trimReason(prefix: string, keep: number, maxStep = 50_000): number {
     const over = this.counts.withReason(prefix) - keep;
     if (over <= 0) return 0;
-    const gone = this.db
-      .prepare('DELETE FROM set_aside WHERE id IN (SELECT id FROM set_aside WHERE substr(reason, 1, ?) = ? AND variable IS NOT NULL ORDER BY id LIMIT ?) RETURNING variable')
-      .pluck(true)
-      .all(prefix.length, prefix, Math.min(over, maxStep)) as string[];
-    this.counts.removed(gone, prefix);
-    return gone.length;
+    const trim = this.db.prepare('DELETE FROM set_aside WHERE id IN (SELECT id FROM set_aside WHERE substr(reason, 1, ?) = ? AND variable IS NOT NULL ORDER BY id LIMIT ?) RETURNING variable').pluck(true);
+    return this.db.write('trim set-aside samples', (tx) => {
+      const gone = trim.all(prefix.length, prefix, Math.min(over, maxStep)) as string[];
+      tx.onCommit(() => this.counts.removed(gone, prefix));
+      return gone.length;
+    });
+  }
+
+  /** The full policy: deletes the oldest set-aside rows until the space is below 90 % of its bound; returns how many. */
+  private dropOldest(): number {
+    const drop = this.db.prepare('DELETE FROM set_aside WHERE id IN (SELECT id FROM set_aside ORDER BY id LIMIT ?) RETURNING variable, reason');
+    let samples = 0;
+    const removed = this.db.deleteOldest('delete the oldest set-aside samples (store.set_aside_max_bytes)', ROOM_STEP, (tx) => {
+      const rows = drop.all(ROOM_STEP) as Array<{ variable: string | null; reason: string }>;
+      tx.onCommit(() => {
+        this.counts.removedRows(rows);
+        samples += rows.filter((r) => r.variable !== null).length;
+      });
+      return rows.length;
+    });
+    if (samples > 0) this.o.metrics?.setAsideDroppedSamples.inc({ reason: 'store_full' }, samples);
+    if (removed > 0) {
+      this.log?.warn('store_full', { dropped: samples, set_aside_bytes: this.db.bytes, max_bytes: this.db.maxBytes }, `set-aside space full (store.set_aside_max_bytes): the oldest ${samples} set-aside samples were deleted`);
+    }
+    return removed;
   }
 
   list(options: { limit?: number; variable?: string } = {}): SetAsideRow[] {
@@ -249,9 +305,12 @@ export class SetAsideStore {
   /** Deletes matching rows; returns how many. */
   drop(filter: SetAsideFilter): number {
     const { where, args } = whereOf(filter);
-    const n = this.db.prepare(`DELETE FROM set_aside WHERE ${where}`).run(...args).changes;
-    this.counts.forget();
-    return n;
+    const del = this.db.prepare(`DELETE FROM set_aside WHERE ${where}`);
+    return this.db.write('drop set-aside samples', (tx) => {
+      const n = del.run(...args).changes;
+      tx.onCommit(() => this.counts.forget());
+      return n;
+    });
   }
 
   /** Sample rows matching `filter` (job-level notes have none). */
@@ -299,8 +358,11 @@ export class SetAsideStore {
       // Each part of a step holds the event loop for tens of milliseconds; the rest of the
       // gateway runs between them.
       await nextTurn();
-      remove.run(...args, afterId, lastId);
-      this.counts.removedRows(rows.map((r) => ({ variable: r[1], reason: r[4] })));
+      const from = afterId;
+      this.db.write('requeue set-aside samples', (tx) => {
+        remove.run(...args, from, lastId);
+        tx.onCommit(() => this.counts.removedRows(rows.map((r) => ({ variable: r[1], reason: r[4] }))));
+      });
       requeued += rows.length;
       afterId = lastId;
       if (rows.length < stepRows) break;
@@ -319,32 +381,38 @@ export class SetAsideStore {
     const { where, args } = whereOf(filter);
     const maxId = (this.db.prepare('SELECT max(id) FROM set_aside').pluck(true).get() as number | null) ?? 0;
     const step = this.stepQuery(where);
-    const getNext = this.db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true);
-    const maxSeq = this.db.prepare('SELECT max(seq) FROM samples').pluck(true);
-    const maxChunkSeq = this.db.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true);
-    const setNext = this.db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
-    const varId = this.db.prepare('SELECT id FROM variables WHERE name = ?').pluck(true);
-    const insVar = this.db.prepare('INSERT INTO variables (name) VALUES (?)');
-    const ins = this.db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)');
+    const samples = this.samples;
+    const getNext = samples.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck(true);
+    const maxSeq = samples.prepare('SELECT max(seq) FROM samples').pluck(true);
+    const maxChunkSeq = samples.prepare('SELECT max(seq_from + n - 1) FROM chunks').pluck(true);
+    const setNext = samples.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    const varId = samples.prepare('SELECT id FROM variables WHERE name = ?').pluck(true);
+    const insVar = samples.prepare('INSERT INTO variables (name) VALUES (?)');
+    const ins = samples.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)');
     const del = this.db.prepare('DELETE FROM set_aside WHERE id = ?');
     let afterId = 0;
     let requeued = 0;
-    const moveStep = this.db.transaction((): number => {
-      const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer, string]>;
-      if (rows.length === 0) return 0;
-      // A seq is never reused (B3), also not one of a sealed chunk.
-      let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1, ((maxChunkSeq.get() as number | null) ?? 0) + 1);
-      for (const [rowId, variable, ts, value] of rows) {
-        const id = (varId.get(variable) as number | undefined) ?? Number(insVar.run(variable).lastInsertRowid);
-        ins.run(seq++, id, ts, value);
-        del.run(rowId);
-      }
-      setNext.run(String(seq));
-      afterId = rows[rows.length - 1][0];
-      return rows.length;
-    });
+    // One step: the samples back into the queue (the samples owner's write) and out of set_aside
+    // (the set-aside owner's part, joining it), in one transaction.
+    const moveStep = (): number =>
+      samples.write('requeue set-aside samples in the file', () => {
+        const rows = step.all(...args, afterId, maxId, stepRows) as Array<[number, string, number, number | Buffer, string]>;
+        if (rows.length === 0) return 0;
+        // A seq is never reused (B3), also not one of a sealed chunk.
+        let seq = Math.max(Number((getNext.get() as string | undefined) ?? 1), ((maxSeq.get() as number | null) ?? 0) + 1, ((maxChunkSeq.get() as number | null) ?? 0) + 1);
+        for (const [, variable, ts, value] of rows) {
+          const id = (varId.get(variable) as number | undefined) ?? Number(insVar.run(variable).lastInsertRowid);
+          ins.run(seq++, id, ts, value);
+        }
+        setNext.run(String(seq));
+        this.db.write('requeue set-aside samples in the file', () => {
+          for (const r of rows) del.run(r[0]);
+        }, { join: true });
+        afterId = rows[rows.length - 1][0];
+        return rows.length;
+      });
     for (;;) {
-      const n = moveStep.immediate();
+      const n = moveStep();
       requeued += n;
       if (n < stepRows) break;
     }

@@ -1,12 +1,12 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import { endianness } from 'node:os';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
-import type { DiskUsage } from './capacity/disk.js';
-import { inOwnTransaction } from './file/transactions.js';
 import type { MaintenanceTask } from './maintenance.js';
+import type { OwnerSchema } from '../store/migrations.js';
+import type { StoreOwner } from '../store/store.js';
 import type { VariableDictionary } from './variables.js';
 
 /**
@@ -30,11 +30,11 @@ import type { VariableDictionary } from './variables.js';
  *      slice. So a power cut or a SIGKILL loses the open bucket and those closed since the last
  *      take (one, now and then two); a clean stop writes the open buckets too (`finish`).
  *  T2  Bounded: rows whose newest bucket is older than TREND_KEEP_MS are pruned; the rows' blobs
- *      together stay under min(TREND_MAX_BYTES, TREND_SHARE × buffer.max_bytes) (the oldest rows
- *      go first; a part larger than that alone is not written, said once in the log); nothing is
- *      written while the buffer is over max_bytes, so the trend never takes the room of samples.
- *      Its pages count in the bytes in use (B9) like every other table's. Rows: one per part of a
- *      take, about TREND_KEEP_MS / bucket takes kept (src/buffer/README.md, bench/trend-flush.ts).
+ *      together stay under the trend's own space, store.trend_max_bytes (the oldest rows go first;
+ *      a part larger than that alone is not written, said once in the log). The trend is an owner
+ *      of the file of its own (src/store/README.md), so it never takes the samples' room and they
+ *      never take its. Rows: one per part of a take, about TREND_KEEP_MS / bucket takes kept
+ *      (src/buffer/README.md, bench/trend-flush.ts).
  *  T3  The newest row wins: a (variable, bucket) written again (a bucket written open at a stop and
  *      completed after the restart, a bucket that got late samples) is read from the newest row
  *      holding it: `read` visits rows newest first.
@@ -45,10 +45,8 @@ import type { VariableDictionary } from './variables.js';
 
 /** Rows are kept while their newest bucket is younger than this: the ring's 10 minutes and one more. */
 export const TREND_KEEP_MS = 11 * 60_000;
-/** The most the trend's blobs take of the file, whatever buffer.max_bytes (T2). */
+/** The trend's space when the store sets none (store.trend_max_bytes' default; T2). */
 export const TREND_MAX_BYTES = 64 * 1024 * 1024;
-/** ... and at most this share of buffer.max_bytes. */
-export const TREND_SHARE = 0.05;
 /**
  * A bucket is taken this long after its end: samples reach the console's ring after their commit
  * (commit_interval, at most 1 s) and a poll's timestamp may lag its arrival a little.
@@ -112,15 +110,12 @@ interface Staged {
 export interface TrendOptions {
   clock: Clock;
   logger: Logger;
-  /** buffer.max_bytes. */
-  maxBytes: number;
-  usage: DiskUsage;
   dict: VariableDictionary;
   /** After a write (a checkpoint falls due). */
   wrote: () => void;
 }
 
-export const TREND_MIGRATION = `
+const TREND_STEP = `
   -- The console's recent trend (src/buffer/trend.ts): one row per part of a take of closed
   -- buckets, the min/max/count of those variables' buckets in one blob. No samples. Pruned after
   -- ~11 minutes.
@@ -135,6 +130,9 @@ export const TREND_MIGRATION = `
     data      BLOB    NOT NULL
   );
 `;
+
+/** The trend's table in the gateway's file (src/store/README.md): step 6 of its schema. */
+export const TREND_SCHEMA: OwnerSchema = { owner: 'trend', tables: ['trend'], steps: [{ version: 6, up: TREND_STEP }] };
 
 export class TrendStore implements MaintenanceTask {
   readonly name = 'trend';
@@ -157,7 +155,7 @@ export class TrendStore implements MaintenanceTask {
   private readonly st: { insert: Statement; remove: Statement; recent: Statement; row: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly o: TrendOptions,
   ) {
     this.st = {
@@ -167,6 +165,8 @@ export class TrendStore implements MaintenanceTask {
       row: db.prepare('SELECT data FROM trend WHERE id = ?').pluck(true),
     };
     this.rows = db.prepare('SELECT id, to_ts AS toTs, length(data) AS bytes FROM trend ORDER BY id').all() as KeptRow[];
+    // T2: every write keeps the blobs under the space, so there is nothing to refuse or to delete after.
+    db.fullPolicy({ text: 'the oldest trend rows go first; a part larger than the whole space is not kept' });
   }
 
   /** Blob bytes kept (T2). */
@@ -183,7 +183,8 @@ export class TrendStore implements MaintenanceTask {
 
   /** The cap on the blobs' bytes (T2). */
   get capBytes(): number {
-    return Math.min(TREND_MAX_BYTES, Math.floor(this.o.maxBytes * TREND_SHARE));
+    const max = this.db.maxBytes;
+    return Number.isFinite(max) ? max : TREND_MAX_BYTES;
   }
 
   /** The kept rows of `bucketMs` whose newest bucket starts at or after `since`, newest first (T3). */
@@ -355,13 +356,11 @@ export class TrendStore implements MaintenanceTask {
         this.warnedTooLarge = true;
         this.o.logger.warn(
           { trend_bytes: insert.data.length, cap_bytes: cap, buckets: insert.n },
-          `the console trend is not kept across restarts: one part of ${insert.n} buckets needs ${insert.data.length} bytes, more than the trend may use (${Math.round(TREND_SHARE * 100)} % of buffer.max_bytes, at most ${TREND_MAX_BYTES} bytes)`,
+          `the console trend is not kept across restarts: one part of ${insert.n} buckets needs ${insert.data.length} bytes, more than the trend may use (store.trend_max_bytes: ${cap} bytes)`,
         );
       }
       insert = null;
     }
-    // A full buffer keeps its room for samples (T2).
-    if (insert && this.o.usage.usedBytes() > this.o.maxBytes) insert = null;
     const drop = new Set<number>();
     let kept = 0;
     for (const r of this.rows) {
@@ -378,7 +377,7 @@ export class TrendStore implements MaintenanceTask {
     }
     if (!insert && drop.size === 0) return;
     const row = insert;
-    const id = inOwnTransaction(this.db, 'a trend write', () => {
+    const id = this.db.write('a trend write', () => {
       for (const d of drop) this.st.remove.run(d);
       return row ? Number(this.st.insert.run(row.bucketMs, row.fromTs, row.toTs, row.n, row.data).lastInsertRowid) : 0;
     });

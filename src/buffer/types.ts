@@ -93,7 +93,7 @@ export interface BufferStats {
   /** Rows a sender may claim now. */
   available: number;
   pendingSamples: number;
-  /** Bytes in use: the database's pages less its free pages (what buffer.max_bytes limits). */
+  /** Bytes the samples use: their owner's pages in use in the file, side tables apart (what buffer.max_bytes limits). */
   usedBytes: number;
   /** Bytes the database file and its WAL take on disk. */
   fileBytes: number;
@@ -107,5 +107,7 @@ export interface BufferStats {
   droppedTotal: number;
   writable: boolean;
   lastWriteError: { code: string; message: string; at: number } | null;
+  /** Why the last commit refused its new samples (refuse_new at max_bytes, or a full disk), or null when it took them. */
+  refusing: string | null;
   fullEpisode: FullEpisode | null;
 }

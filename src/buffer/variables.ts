@@ -1,4 +1,5 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
+import type { StatementSource } from '../store/store.js';
 
 /**
  * The dictionary of machine variable names (table `variables`): a row and a chunk store a small
@@ -12,7 +13,7 @@ export class VariableDictionary {
   private readonly names = new Map<number, string>();
   private readonly insert: Statement;
 
-  constructor(db: Database) {
+  constructor(db: StatementSource) {
     this.insert = db.prepare('INSERT INTO variables (name) VALUES (?)');
     for (const [id, name] of db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>) {
       this.ids.set(name, id);

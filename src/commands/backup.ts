@@ -4,6 +4,9 @@ import { resolve } from 'node:path';
 import { countUnsent } from '../buffer/chunks/store.js';
 import { SetAsideStore } from '../buffer/set-aside.js';
 import { loadConfigFile } from '../config/load.js';
+import { silentLogger } from '../core/logger.js';
+import { GATEWAY_SCHEMAS } from '../runtime/store-schemas.js';
+import { Store } from '../store/store.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway backup (--config FILE | --db PATH) --to PATH
@@ -53,7 +56,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   try {
     check = copy.pragma('integrity_check', { simple: true });
     samples = countUnsent(copy);
-    setAside = new SetAsideStore(copy).total();
+    setAside = new SetAsideStore(new Store(copy, { schemas: GATEWAY_SCHEMAS, logger: silentLogger(), readOnly: true })).total();
   } finally {
     copy.close();
   }

@@ -14,8 +14,9 @@ named by its setting and value.
 
 With --online it then connects to the tracking service: obtains a token with the configured
 credentials, reads every page of GET /machines and GET /machine-variables, and prints a table of
-the machine variables the configuration maps (ok, or missing with the settings that use them) and
-the organisation's variables nothing maps (unmapped). It sends no data.
+the machine variables the configuration maps (ok, or missing with the settings that use them, or
+unit_mismatch where a mapping's unit is not the catalog's) and the organisation's variables nothing
+maps (unmapped). It sends no data.
 
 Options:
   -c, --config FILE   configuration file (YAML or JSON); default $GATEWAY_CONFIG
@@ -27,7 +28,8 @@ Exit codes:
   1  --online: the tracking service or token endpoint could not be reached, or kept failing
   2  the configuration is not valid, or a wrong option
   3  --online: some mapped machine variables do not exist in the organisation
-  4  --online: the credentials or the organisation were refused (401, 403)`;
+  4  --online: the credentials or the organisation were refused (401, 403)
+  5  --online: every mapped variable exists, but a mapping's unit is not the catalog's`;
 
 export async function checkCommand(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, { config: { type: 'string', short: 'c' }, online: { type: 'boolean' } }, HELP);
@@ -57,7 +59,7 @@ async function checkOnline(config: GatewayConfig): Promise<number> {
   const { RequestBudget } = await import('../uplink/budget.js');
   const { TrackingClient } = await import('../uplink/client.js');
   const { CatalogCheckError, fetchCatalog, verifyCredentials } = await import('../uplink/catalog.js');
-  const { CATALOG_EXIT, compareCatalog, renderCatalogReport } = await import('./catalog-check.js');
+  const { CATALOG_EXIT, catalogExit, compareCatalog, renderCatalogReport } = await import('./catalog-check.js');
   const { mappedVariables } = await import('../sources/mapped-variables.js');
   const metrics = createMetrics();
   const budget = new RequestBudget(config.uplink.requests_per_minute, systemClock, metrics);
@@ -72,7 +74,7 @@ async function checkOnline(config: GatewayConfig): Promise<number> {
     write(`  organisation  ${catalog.machines.size.toLocaleString('en-US')} machines (${pages(catalog.pages.machines)}), ${catalog.variables.length.toLocaleString('en-US')} machine variables (${pages(catalog.pages.machine_variables)})\n\n`);
     const comparison = compareCatalog(mappedVariables(config), catalog);
     write(renderCatalogReport(comparison));
-    return comparison.counts.missing > 0 ? CATALOG_EXIT.missing : CATALOG_EXIT.ok;
+    return catalogExit(comparison);
   } catch (err) {
     if (!(err instanceof CatalogCheckError)) throw err;
     process.stderr.write(`edge-gateway check: ${err.message}\n`);

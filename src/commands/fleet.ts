@@ -90,7 +90,7 @@ async function show(client: mqtt.MqttClient, table: { view: FleetView; changed: 
   await new Promise((r) => setTimeout(r, o.wait * 1000));
   if (o.once) {
     const rows = view.rows(Date.now());
-    process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : renderFleetTable(rows));
+    process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : renderFleetTable(rows, view.notKeptDocuments));
     return 0;
   }
   // Live: redraw every second (on a terminal, in place), or when something changed.
@@ -104,7 +104,7 @@ async function show(client: mqtt.MqttClient, table: { view: FleetView; changed: 
     // Also every 5 s when nothing arrived: a silent gateway turns stale without a message.
     if (table.changed || tty || ++ticks % 5 === 0) {
       table.changed = false;
-      const text = `${new Date().toISOString()}  ${prefix}/+ on ${o.broker}${client.connected ? '' : '  (broker unreachable, reconnecting)'}\n\n${renderFleetTable(view.rows(Date.now()))}`;
+      const text = `${new Date().toISOString()}  ${prefix}/+ on ${o.broker}${client.connected ? '' : '  (broker unreachable, reconnecting)'}\n\n${renderFleetTable(view.rows(Date.now()), view.notKeptDocuments)}`;
       process.stdout.write(tty ? `\x1b[2J\x1b[H${text}` : `${text}\n`);
     }
     await new Promise((r) => setTimeout(r, 1_000));

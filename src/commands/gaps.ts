@@ -3,6 +3,10 @@ import { existsSync } from 'node:fs';
 import { request } from 'undici';
 import { GapLedger, type GapView } from '../buffer/gaps.js';
 import { loadConfigFile } from '../config/load.js';
+import { errorCode } from '../core/errors.js';
+import { silentLogger } from '../core/logger.js';
+import { GATEWAY_SCHEMAS } from '../runtime/store-schemas.js';
+import { Store } from '../store/store.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway gaps list [options]
@@ -80,10 +84,11 @@ export async function gapsCommand(argv: string[]): Promise<number> {
     if (!file || !existsSync(file)) throw new UsageError(`buffer file ${file} does not exist`);
     const db = new Database(file, { readonly: true, fileMustExist: true, timeout: 5_000 });
     try {
-      const ledger = new GapLedger(db);
+      const ledger = new GapLedger(new Store(db, { schemas: GATEWAY_SCHEMAS, logger: silentLogger(), readOnly: true }).owner('gaps'));
       gaps = ledger.list({ state, limit }).map((g) => ledger.view(g));
     } catch (err) {
-      if (/no such table/.test(String(err))) gaps = [];
+      // A file older than the gap ledger has none.
+      if (/no such table/.test(String(err)) || errorCode(err, '') === 'BUFFER_SCHEMA_OLDER') gaps = [];
       else throw err;
     } finally {
       db.close();

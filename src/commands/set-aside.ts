@@ -2,9 +2,12 @@ import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { request } from 'undici';
 import { loadConfigFile } from '../config/load.js';
-import { bufferOwnedByRunningGateway } from '../buffer/file/owner-lock.js';
+import { bufferOwnedByRunningGateway } from '../store/file/owner-lock.js';
 import { SetAsideStore, type SetAsideFilter, type SetAsideRow, type SetAsideSummary } from '../buffer/set-aside.js';
 import { GatewayError } from '../core/errors.js';
+import { silentLogger } from '../core/logger.js';
+import { GATEWAY_SCHEMAS } from '../runtime/store-schemas.js';
+import { Store } from '../store/store.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway set-aside list|requeue|drop [options]
@@ -86,7 +89,8 @@ export async function setAsideCommand(argv: string[]): Promise<number> {
   }
   const db = new Database(target.path, { timeout: 5_000 });
   try {
-    const store = new SetAsideStore(db);
+    // Listing only reads (a gateway may be running on the file); requeue and drop write through the store.
+    const store = new SetAsideStore(new Store(db, { schemas: GATEWAY_SCHEMAS, logger: silentLogger(), readOnly: action === 'list' }));
     if (action === 'list') print(store.summary(), store.list({ limit, variable: v.variable }), v.json);
     else if (action === 'requeue') {
       const n = store.requeueInFile(filter);

@@ -201,6 +201,15 @@ function sourceDetail(src: SourceStatus): string | null {
   }
 }
 
+/** "variables 12: 9 good, 2 stale, 1 bad": the counts that are not zero, worst last (core/quality.ts). */
+export function qualityLine(v: SourceStatus['variables']): string | null {
+  if (!v || v.total === 0) return null;
+  const parts = QUALITY_ORDER.filter((q) => v[q] > 0).map((q) => `${n(v[q])} ${q === 'none' ? 'no value yet' : q}`);
+  return `variables ${n(v.total)}: ${parts.join(', ')}`;
+}
+
+const QUALITY_ORDER = ['good', 'uncertain', 'none', 'stale', 'bad'] as const;
+
 export interface RenderOptions {
   /** Samples/s per source measured outside the gateway (two readings); the gateway's own `source_rates` win. */
   sourceRates?: Record<string, number>;
@@ -244,6 +253,8 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
       const indent = ' '.repeat(4);
       const detail = sourceDetail(src);
       if (detail) out.push(`${indent}${detail}`);
+      const quality = qualityLine(src.variables);
+      if (quality) out.push(`${indent}${quality}`);
       const reasons = Object.entries(src.samplesRefused).filter(([, v]) => v > 0);
       if (reasons.length) out.push(`${indent}refused: ${reasons.map(([k, v]) => `${k} ${n(v)}`).join(', ')}`);
       // An error from before the source last connected is history, not a current problem.

@@ -8,6 +8,7 @@ import { generatorSectionSchema } from '../sources/generator/config.js';
 import { modbusSectionSchema } from '../sources/modbus/config.js';
 import { mqttSectionSchema } from '../sources/mqtt/config.js';
 import { opcuaSectionSchema } from '../sources/opcua/config.js';
+import { storeSchema } from '../store/config.js';
 import { serviceSchema, uplinkSchema } from '../uplink/config.js';
 import { durationMs } from './units.js';
 import { formatPath } from './issues.js';
@@ -37,6 +38,7 @@ export const gatewaySchema = z
     service: serviceSchema,
     uplink: uplinkSchema.prefault({}),
     buffer: bufferSchema.prefault({}),
+    store: storeSchema.prefault({}),
     http: httpSchema.prefault({}),
     generator: generatorSectionSchema,
     opcua: opcuaSectionSchema,

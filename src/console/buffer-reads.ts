@@ -1,4 +1,4 @@
-import type { SampleBuffer } from '../buffer/sample-buffer.js';
+import type { BufferReadout } from '../buffer/views.js';
 
 /**
  * What the console reads from the buffer, and nothing more: the size of the queue and the
@@ -12,7 +12,8 @@ export interface ConsoleBufferReads {
   setAsideByVariable(): ReadonlyMap<string | null, number>;
 }
 
-export function consoleBufferReads(buffer: SampleBuffer): ConsoleBufferReads {
+/** The console's reads, over the buffer's readout and its set-aside counts (built by the runtime, which has the buffer). */
+export function consoleBufferReads(buffer: Pick<BufferReadout, 'stats'> & { readonly setAsideStore: { countsByVariable(): ReadonlyMap<string | null, number> } }): ConsoleBufferReads {
   return {
     queue: () => {
       const s = buffer.stats();

@@ -60,6 +60,12 @@ export class ConsoleCatalog {
     this.get().catch(() => undefined);
   }
 
+  /** The copy as it is, without reading (null before the first read); starts a read when there is none. */
+  current(): Catalog | null {
+    if (!this.copy) this.warm();
+    return this.copy?.body ?? null;
+  }
+
   /** Variable id -> machine name, from the copy (null before the first read). */
   machines(): Map<string, string | null> | null {
     return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.machine])) : null;

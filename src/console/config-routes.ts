@@ -8,6 +8,8 @@ import { ConfigError, describeError } from '../core/errors.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
 import { parseBody } from './build-tools.js';
 import type { CheckProblem, ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse, SecretChange } from './api/config.js';
+import type { ConsoleCatalog } from './catalog.js';
+import { catalogFlags } from './catalog-flags.js';
 import { checkConfigText, problemsFor } from './config-check.js';
 import { configDiff, confirmationOf, maskSecrets, secretChanges, unmaskSecrets, writeConfigFile } from './config-edit.js';
 
@@ -16,6 +18,8 @@ export interface ConfigRouteDeps {
   configPath: string | null;
   /** Applies a validated configuration (the gateway's hot reload). */
   reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
+  /** The organisation's catalog (the preview flags unknown variables and other units); absent: not checked. */
+  catalog?: ConsoleCatalog;
 }
 
 /** Checks waiting or running at once; more get 429 (each is sliced, but their number is not). */
@@ -73,7 +77,7 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
 
   type Prepared =
     | { ok: false; problems: CheckProblem[]; more: number }
-    | { ok: true; text: string; parsed: Awaited<ReturnType<typeof checkConfigText>>['parsed']; diff: string; confirm: string; changes: SecretChange[]; warnings: string[] };
+    | { ok: true; text: string; parsed: Awaited<ReturnType<typeof checkConfigText>>['parsed']; diff: string; confirm: string; changes: SecretChange[]; warnings: string[]; config: GatewayConfig };
 
   /** The posted text with its hidden secrets put back, checked, compared with the file. */
   const prepare = async (posted: string): Promise<Prepared> => {
@@ -86,7 +90,7 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
     const changes = secretChanges(before, next.config);
     await nextTurn();
     const diff = configDiff(current, unmasked.text);
-    return { ok: true, text: unmasked.text, parsed: next.parsed, diff, confirm: confirmationOf(diff), changes, warnings: next.warnings };
+    return { ok: true, text: unmasked.text, parsed: next.parsed, diff, confirm: confirmationOf(diff), changes, warnings: next.warnings, config: next.config };
   };
   const refusedWithoutToken = () => deps.config().http.api_token === undefined;
 
@@ -96,7 +100,8 @@ export function registerConfigRoutes(http: LocalHttpServer, deps: ConfigRouteDep
     const p = await oneAtATime(() => prepare(yaml));
     if (!p.ok) return { json: { ok: false, problems: p.problems, more_problems: p.more } satisfies ConfigPreviewResponse };
     const refused = p.changes.length > 0 && refusedWithoutToken();
-    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings } satisfies ConfigPreviewResponse };
+    const catalog = deps.catalog?.current() ?? null;
+    return { json: { ok: true, diff: p.diff, confirm: p.confirm, secret_changes: p.changes, refused, message: refused ? refusalText(p.changes) : null, warnings: p.warnings, catalog: { read_at: catalog?.read_at ?? null, flags: catalogFlags(p.config, catalog) } } satisfies ConfigPreviewResponse };
   }, { name: 'console config preview' });
 
   /** Apply: checked, validated as `run` validates, written over the file (atomically) and reloaded. */

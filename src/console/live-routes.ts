@@ -1,12 +1,14 @@
 import { notBuiltPage, readBundle, registerBundleRoutes } from '../http/bundles.js';
 import type { LocalHttpServer, Reply } from '../http/server.js';
+import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import type { GatewayStatus } from '../status/model.js';
 import type { OverviewResponse } from './api/live.js';
 import { consolePage } from './assets.js';
 import type { BacklogHistory } from './backlog-history.js';
 import type { LiveHub } from './live.js';
-import type { RefusalLog } from './refusal-log.js';
+import { QualityReads, type QualityTables } from './quality-reads.js';
+import { currentRefusals, type RefusalLog } from './refusal-log.js';
 import type { ValueRing } from './value-ring.js';
 
 export interface LiveRouteDeps {
@@ -18,6 +20,8 @@ export interface LiveRouteDeps {
   metrics: Metrics;
   refusals: RefusalLog;
   ring: ValueRing;
+  quality: QualityTables;
+  clock: Clock;
 }
 
 const CSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -43,7 +47,19 @@ export function registerLiveRoutes(http: LocalHttpServer, deps: LiveRouteDeps): 
     // 429s answered by the service since the start (gateway_uplink_retries_total{reason="rate_limited"}).
     const retries = await deps.metrics.uplinkRetries.get();
     const rateLimited = retries.values.filter((v) => v.labels.reason === 'rate_limited').reduce((a, v) => a + v.value, 0);
-    const json: OverviewResponse = { boot: deps.boot, status: deps.status(), backlog: deps.backlog.points(), rate_limited_total: rateLimited, refusals: deps.refusals.recent().slice(0, 50), untracked: deps.ring.untracked };
+    const recent = deps.refusals.recent();
+    const now = deps.clock.now();
+    const status = deps.status();
+    const qualities = new QualityReads(deps.quality, now);
+    // A refusal is a problem while its condition holds (refusal-log.ts currentRefusals).
+    const refusing = currentRefusals(recent, now, {
+      readFineSince: (variable, at) => {
+        const q = qualities.of(variable, null);
+        return q !== null && q.quality === 'good' && q.since !== null && q.since > at;
+      },
+      lastSampleAt: (source) => status.sources.find((s) => s.name === source)?.lastSampleAt ?? null,
+    });
+    const json: OverviewResponse = { boot: deps.boot, status, backlog: deps.backlog.points(), rate_limited_total: rateLimited, refusals: recent.slice(0, 50), refusing, untracked: deps.ring.untracked };
     return { json };
   }, { name: 'console overview' });
 

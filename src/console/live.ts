@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Clock } from '../core/clock.js';
 import type { GatewayStatus } from '../status/model.js';
 import type { LiveHello, LiveTick } from './api/live.js';
+import { QualityChanges, type QualityTables } from './quality-reads.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { ValueRing } from './value-ring.js';
 
@@ -15,6 +16,7 @@ import type { ValueRing } from './value-ring.js';
 export class LiveHub {
   private readonly clients = new Set<ServerResponse>();
   private timer: NodeJS.Timeout | null = null;
+  private readonly qualities = new QualityChanges();
 
   constructor(
     private readonly ring: ValueRing,
@@ -22,6 +24,7 @@ export class LiveHub {
     private readonly status: () => GatewayStatus,
     private readonly boot: string,
     private readonly clock: Clock,
+    private readonly quality: QualityTables = () => new Map(),
     private readonly intervalMs = 1_000,
   ) {}
 
@@ -45,6 +48,7 @@ export class LiveHub {
       // What changed before anyone watched is in the snapshot the page loads.
       for (const e of this.ring.takeDirty()) e.pending = 0;
       this.refusals.takeChanged();
+      this.qualities.reset(this.quality, this.clock.now());
       this.timer = setInterval(() => this.tick(), this.intervalMs);
       this.timer.unref();
     }
@@ -67,7 +71,8 @@ export class LiveHub {
       status = null; // a failing status must not stop the values
     }
     // Every field but the values as an object of the shared model (api/live.ts), the values spliced in as text.
-    const rest: Omit<LiveTick, 'v'> = { boot: this.boot, t: this.clock.now(), status, r: this.refusals.takeChanged() };
+    const now = this.clock.now();
+    const rest: Omit<LiveTick, 'v'> = { boot: this.boot, t: now, status, r: this.refusals.takeChanged(), q: this.qualities.take(this.quality, now) };
     const frame = `event: tick\ndata: ${JSON.stringify(rest).slice(0, -1)},"v":[${v}]}\n\n`;
     for (const res of this.clients) {
       // A console that cannot keep up (a stalled tab) is dropped rather than buffered without end;

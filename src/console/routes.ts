@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
@@ -9,12 +8,13 @@ import type { TrackingClient } from '../uplink/client.js';
 import type { FleetWatch } from '../fleet/index.js';
 import { BacklogHistory } from './backlog-history.js';
 import { registerBuildRoutes } from './build-routes.js';
-import { consoleBufferReads } from './buffer-reads.js';
+import type { ConsoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
 import { registerConfigRoutes } from './config-routes.js';
 import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
 import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
+import type { QualityTables } from './quality-reads.js';
 import { registerMappingRoutes } from './mapping-routes.js';
 import { registerLiveRoutes } from './live-routes.js';
 import type { RefusalLog } from './refusal-log.js';
@@ -29,7 +29,10 @@ export interface ConsoleDeps {
   configPath: string | null;
   ring: ValueRing;
   refusals: RefusalLog;
-  buffer: SampleBuffer;
+  /** The running sources' quality tables (core/quality.ts); absent: no quality shown (a console without sources). */
+  quality?: QualityTables;
+  /** What the console reads of the buffer (buffer-reads.ts), nothing more. */
+  buffer: ConsoleBufferReads;
   client: TrackingClient;
   /** The gateway's clock: wall time for what the pages show, monotonic time for ages. */
   clock: Clock;
@@ -68,13 +71,14 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   const { clock } = deps;
   // This process: a page that sees another boot id reloads the variable list (indexes changed).
   const boot = `${process.pid}-${clock.now()}`;
-  const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot, clock);
-  const buffer = consoleBufferReads(deps.buffer);
+  const quality: QualityTables = deps.quality ?? (() => new Map());
+  const hub = new LiveHub(deps.ring, deps.refusals, deps.status, boot, clock, quality);
+  const buffer = deps.buffer;
   const backlog = new BacklogHistory(() => buffer.queue().rows, clock);
   // The organisation's catalog: machine names of the variables, the build page's mapping (catalog.ts).
   const catalog = new ConsoleCatalog({ client: deps.client, service: () => deps.config().service, clock });
 
-  registerLiveRoutes(http, { boot, title: deps.config().gateway.name, hub, backlog, status: deps.status, metrics: deps.metrics, refusals: deps.refusals, ring: deps.ring });
+  registerLiveRoutes(http, { boot, title: deps.config().gateway.name, hub, backlog, status: deps.status, metrics: deps.metrics, refusals: deps.refusals, ring: deps.ring, quality, clock });
   const configText = () => {
     if (!deps.configPath) return null;
     try {
@@ -83,12 +87,12 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
       return null;
     }
   };
-  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, buffer, catalog, configText });
+  registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, quality, buffer, catalog, configText });
   registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
   registerBuildRoutes(http, { clock, dataDir: deps.dataDir, config: deps.config });
   registerMappingRoutes(http, { config: deps.config, configText });
   registerCatalogRoutes(http, catalog);
-  registerConfigRoutes(http, deps);
+  registerConfigRoutes(http, { ...deps, catalog });
   registerDemoRoutes(http, deps.demo ?? null);
 
   return {

@@ -55,12 +55,15 @@ const NO_SOURCE: VariableSource = { source: null, kind: null, onChange: false };
 export class VariableIndex {
   private readonly sources = new Map<string, VariableSource>();
   private readonly machines = new Map<string, string>();
+  /** The mapping's `unit` of the variables that have one (the first mapping's). */
+  private readonly units = new Map<string, string>();
 
   constructor(private readonly config: GatewayConfig) {
     for (const m of config.annotations?.machines ?? []) for (const v of m.machine_variables ?? []) if (!this.machines.has(v)) this.machines.set(v, m.name ?? m.key);
     const perEntry = new Map<string, VariableSource>();
     const annotationOnly = new Set<string>();
     forEachMappedVariable(config, (id, site) => {
+      if (site.unit !== undefined && !this.units.has(id)) this.units.set(id, site.unit);
       const known = this.sources.get(id);
       // The first setting that is not an annotation decides; a variable named only by annotations has no source.
       if (site.section === 'annotations') {
@@ -95,6 +98,11 @@ export class VariableIndex {
   /** The source of a mapped variable (undefined when not mapped). */
   source(id: string): VariableSource | undefined {
     return this.sources.get(id);
+  }
+
+  /** The unit its mapping gives (`unit`), or null. */
+  unitOf(id: string): string | null {
+    return this.units.get(id) ?? null;
   }
 
   /** Machine name from annotations.machines, when a machine lists the variable. */

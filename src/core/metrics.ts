@@ -32,6 +32,44 @@ function readGauge(config: Omit<GaugeConfiguration<string>, 'collect' | 'labelNa
   });
 }
 
+/** One sample of a labelled gauge read at scrape time. */
+export interface LabelledValue {
+  labels: Record<string, string>;
+  value: number;
+}
+
+/**
+ * A labelled gauge read when scraped, from one reader per key (a source's name): a source built
+ * again by a reload replaces its reader, and its values are read afresh at every scrape, so a
+ * source that is gone leaves no series behind.
+ */
+export type KeyedReadGauge = Gauge & { readFrom(key: string, read: () => readonly LabelledValue[]): () => void };
+
+function keyedReadGauge(config: Omit<GaugeConfiguration<string>, 'collect'>): KeyedReadGauge {
+  const readers = new Map<string, () => readonly LabelledValue[]>();
+  const gauge = new Gauge({
+    ...config,
+    collect() {
+      this.reset();
+      for (const read of readers.values()) {
+        try {
+          for (const v of read()) this.set(v.labels, v.value);
+        } catch {
+          /* a reader that fails (a source closing) leaves its series out of this scrape */
+        }
+      }
+    },
+  });
+  return Object.assign(gauge, {
+    readFrom(key: string, read: () => readonly LabelledValue[]): () => void {
+      readers.set(key, read);
+      return () => {
+        if (readers.get(key) === read) readers.delete(key);
+      };
+    },
+  });
+}
+
 /**
  * The one place that defines metric names. Every component receives the `Metrics` object built
  * here; nothing else constructs a prom-client metric. The README's metric table is generated
@@ -54,6 +92,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
     sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
     sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceVariables: keyedReadGauge({ name: 'gateway_source_variables', help: 'Variables of a source by quality (good; uncertain, bad: the device says so, from an OPC UA StatusCode, a Modbus exception, a Sparkplug Quality property; stale: no reading for 3 periods of a polled variable, a Sparkplug NDEATH/DDEATH or a last will, or the source or its device is down; none: no value yet)', labelNames: ['source', 'kind', 'quality'], registers: r }),
     sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
 
     // --- OPC UA specific ---
@@ -77,12 +116,19 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     mqttPendingMessages: new Gauge({ name: 'gateway_mqtt_pending_messages', help: 'MQTT messages received and not yet committed to the buffer (QoS 1/2 ones are not yet acknowledged)', labelNames: ['source'], registers: r }),
     mqttSparkplugEvents: new Counter({ name: 'gateway_mqtt_sparkplug_events_total', help: 'Sparkplug B session events, by event (nbirth, dbirth, ndeath, ddeath, stale_ndeath, seq_gap, rebirth_requested; with primary_host_id: state_birth, state_republished, state_death)', labelNames: ['source', 'event'], registers: r }),
     brokerClients: new Gauge({ name: 'gateway_broker_clients', help: 'Clients connected to the embedded MQTT broker', registers: r }),
-    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large; too_many_clients: max_clients held by authenticated clients; client_limit, unauthenticated_limit: the oldest connection that had not authenticated closed for a newcomer)', labelNames: ['reason'], registers: r }),
+    brokerConnectionsRefused: new Counter({ name: 'gateway_broker_connections_refused_total', help: 'Connections the embedded MQTT broker refused or closed, by reason (bad_credentials, packet_too_large; connect_deadline: not authenticated within connect_deadline; address_unauthenticated_limit, address_limit: max_unauthenticated_per_address or max_clients_per_address reached, the address\'s own oldest connection that had not authenticated closed, or with address_limit the newcomer refused when all of the address\'s are authenticated; unauthenticated_limit, client_limit: max_unauthenticated or max_clients reached, the oldest connection that had not authenticated of the address holding the most closed; too_many_clients: max_clients held by authenticated clients, the newcomer refused)', labelNames: ['reason'], registers: r }),
     brokerMessagesDropped: new Counter({ name: 'gateway_broker_messages_dropped_total', help: 'Messages the embedded MQTT broker refused to keep, by reason (retained_limit: a new retained topic beyond max_retained; queue_limit: a QoS 1/2 message for an offline persistent session beyond max_queued_messages)', labelNames: ['reason'], registers: r }),
+
+    // --- the gateway's SQLite file: space per owner (src/store/README.md) ---
+    storeBytes: keyedReadGauge({ name: 'gateway_store_bytes', help: 'Bytes in use in the gateway\'s SQLite file, by owner (samples: the sample buffer, with what the file shares; annotations, alarms, gaps, set_aside, trend: the side tables, each with its own bound). They add up to the pages in use of the whole file', labelNames: ['owner'], registers: r }),
+    storeMaxBytes: keyedReadGauge({ name: 'gateway_store_max_bytes', help: 'Bound of each owner\'s space (samples: buffer.max_bytes; the others: store.<owner>_max_bytes; -1: none)', labelNames: ['owner'], registers: r }),
+    storeRefusedWrites: new Counter({ name: 'gateway_store_refused_total', help: 'New entries an owner refused because its space was full after its full policy made what room it may (annotations: HTTP 507 or an MQTT trigger message counted as store_full; alarms: a new activation; gaps: a new gap)', labelNames: ['owner'], registers: r }),
+    storeRemovedRows: new Counter({ name: 'gateway_store_removed_rows_total', help: 'Rows an owner\'s full policy deleted to stay within its bound (annotations: delivered or refused entries; alarms: ended conditions, links, flags; gaps: closed gaps; set_aside: the oldest set-aside samples; trend: the oldest trend rows)', labelNames: ['owner'], registers: r }),
+    storeDiskFull: new Gauge({ name: 'gateway_store_disk_full', help: '1 while the disk holding the buffer is full (the reserve store.disk_reserve is given back, new samples are refused, the backlog is delivered), else 0', registers: r }),
 
     // --- buffer ---
     bufferRows: new Gauge({ name: 'gateway_buffer_samples', help: 'Samples held in the buffer (not yet acknowledged upstream)', registers: r }),
-    bufferBytes: new Gauge({ name: 'gateway_buffer_bytes', help: 'Bytes used by the buffer database (pages in use, excluding free pages)', registers: r }),
+    bufferBytes: new Gauge({ name: 'gateway_buffer_bytes', help: 'Bytes the samples use in the buffer file (pages in use of the sample buffer\'s tables, excluding free pages and the side tables, which gateway_store_bytes reports by owner): what buffer.max_bytes bounds', registers: r }),
     bufferFileBytes: new Gauge({ name: 'gateway_buffer_file_bytes', help: 'Size on disk of the buffer database and its WAL (free pages beyond buffer.keep_free that stayed unused for a minute are returned to the file system)', registers: r }),
     bufferFreeBytes: new Gauge({ name: 'gateway_buffer_free_bytes', help: 'Free pages inside the buffer file, reused by the next writes or returned to the file system', registers: r }),
     bufferDiskReturnedBytes: new Counter({ name: 'gateway_buffer_disk_returned_bytes_total', help: 'Bytes of free pages the buffer file returned to the file system (incremental vacuum)', registers: r }),
@@ -96,9 +142,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     bufferWritable: new Gauge({ name: 'gateway_buffer_writable', help: '1 when the last buffer write succeeded, else 0', registers: r }),
     bufferSealedChunks: new Counter({ name: 'gateway_buffer_chunks_sealed_total', help: 'Per-variable compressed chunks written by the sealer (buffer v2)', registers: r }),
     bufferSealedSamples: new Gauge({ name: 'gateway_buffer_sealed_samples', help: 'Unsent samples held in sealed (compressed) chunks; the rest are live rows', registers: r }),
-    bufferBytesPerSample: new Gauge({ name: 'gateway_buffer_bytes_per_sample', help: 'Bytes on disk per unsent sample now (pages in use / samples held)', registers: r }),
+    bufferBytesPerSample: new Gauge({ name: 'gateway_buffer_bytes_per_sample', help: 'Bytes per unsent sample now (the samples\' pages in use / samples held; side tables such as set-aside samples are not counted)', registers: r }),
     bufferCompressionRatio: new Gauge({ name: 'gateway_buffer_compression_ratio', help: 'Raw size (16 bytes per sample: timestamp and value) over the size of the sealed chunks', registers: r }),
-    bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached at the current ingest rate and bytes per sample (-1 while nothing is ingested)', registers: r }),
+    bufferCapacitySeconds: new Gauge({ name: 'gateway_buffer_capacity_seconds', help: 'Time until buffer.max_bytes is reached by samples at the current ingest rate and bytes per sample (side tables have their own bounds and do not count; -1 while nothing is ingested)', registers: r }),
     bufferMaintenanceSeconds: new Histogram({ name: 'gateway_buffer_maintenance_seconds', help: 'Duration of one slice of buffer maintenance, by task (chunks: sealing and compaction; disk: giving free pages back and truncating the WAL; trend: keeping the console trend; last_committed: writing the newest committed timestamp of each variable). A slice never runs inside a commit; each aims at 50 ms at most', labelNames: ['task'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: r }),
     bufferRecoveredDatabases: new Counter({ name: 'gateway_buffer_recovered_databases_total', help: 'Databases moved aside at start because they failed the integrity check or could not be opened', registers: r }),
     setAsideSamples: readGauge({ name: 'gateway_set_aside_samples', help: 'Samples set aside after the service refused them (see `edge-gateway set-aside list`)', registers: r }),
@@ -107,7 +153,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     uplinkRequests: new Counter({ name: 'gateway_uplink_requests_total', help: 'Requests to the tracking service, by endpoint and HTTP status (or error code)', labelNames: ['endpoint', 'status'], registers: r }),
     uplinkRequestSeconds: new Histogram({ name: 'gateway_uplink_request_seconds', help: 'Duration of requests to the tracking service', labelNames: ['endpoint'], buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: r }),
     uplinkDeliveredSamples: new Counter({ name: 'gateway_uplink_delivered_samples_total', help: 'Samples acknowledged by the tracking service, by path (sync, import)', labelNames: ['path'], registers: r }),
-    setAsideDroppedSamples: new Counter({ name: 'gateway_set_aside_dropped_samples_total', help: 'Set-aside samples deleted by the gateway itself, by reason (unknown_variable: beyond uplink.unknown_variables.keep_set_aside, oldest first)', labelNames: ['reason'], registers: r }),
+    setAsideDroppedSamples: new Counter({ name: 'gateway_set_aside_dropped_samples_total', help: 'Set-aside samples deleted by the gateway itself, by reason (unknown_variable: beyond uplink.unknown_variables.keep_set_aside, oldest first; store_full: beyond store.set_aside_max_bytes, oldest first)', labelNames: ['reason'], registers: r }),
     setAsideRequeuedSamples: new Counter({ name: 'gateway_set_aside_requeued_samples_total', help: 'Set-aside samples put back into the queue by the gateway itself, by reason (variable_created: the catalog lists a variable that was unknown)', labelNames: ['reason'], registers: r }),
     uplinkSetAsideSamples: new Counter({ name: 'gateway_uplink_set_aside_samples_total', help: 'Samples set aside because the service refused them, by path', labelNames: ['path'], registers: r }),
     uplinkRetries: new Counter({ name: 'gateway_uplink_retries_total', help: 'Retried requests, by reason (rate_limited, server_error, network, unauthorized, too_large)', labelNames: ['reason'], registers: r }),
@@ -128,7 +174,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsRefused: new Counter({ name: 'gateway_annotations_refused_total', help: 'Annotations refused by the service (400) or by local validation', labelNames: ['origin'], registers: r }),
     downtimesOpen: new Gauge({ name: 'gateway_downtimes_open', help: 'Downtimes started and not yet stopped', registers: r }),
     annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector, gap, alarm)', labelNames: ['origin'], registers: r }),
-    annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged)', labelNames: ['outcome'], registers: r }),
+    annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged; store_full: the outbox is at store.annotations_max_bytes, acknowledged and refused)', labelNames: ['outcome'], registers: r }),
 
     // --- gap ledger and OPC UA historical backfill (issue 14) ---
     gapsOpen: readGauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
@@ -139,7 +185,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- machine conditions: OPC UA Alarms & Conditions into annotations (issue 26) ---
     alarmEventsReceived: new Counter({ name: 'gateway_alarm_events_received_total', help: 'Condition events (OPC UA Alarms & Conditions) received and decoded, by source', labelNames: ['source'], registers: r }),
-    alarmEventsRefused: new Counter({ name: 'gateway_alarm_events_refused_total', help: 'Condition events refused, by source and reason (missing_field, wrong_type, bad_severity: malformed; implausible_time: outside annotations.max_age / max_ahead; not_stored: the annotations component could not take them, a ConditionRefresh follows)', labelNames: ['source', 'reason'], registers: r }),
+    alarmEventsRefused: new Counter({ name: 'gateway_alarm_events_refused_total', help: 'Condition events refused, by source and reason (missing_field, wrong_type, bad_severity: malformed; implausible_time: outside annotations.max_age / max_ahead; not_stored: the annotations component could not take them, a ConditionRefresh follows; store_full: a new activation while the alarms space is at store.alarms_max_bytes)', labelNames: ['source', 'reason'], registers: r }),
     alarmEventsHandled: new Counter({ name: 'gateway_alarm_events_handled_total', help: 'Condition events turned into annotation state, by source and outcome (opened: a range began; closed: a range annotation was queued; updated: acknowledged, confirmed or repeated by a refresh; instant: an instant annotation was queued; ignored: unmapped and below annotations.alarms.instant_min_severity, a branch, or inactive and never seen active)', labelNames: ['source', 'outcome'], registers: r }),
     alarmConditionsOpen: new Gauge({ name: 'gateway_alarm_conditions_open', help: 'Machine conditions active now whose range annotation is queued when they end', registers: r }),
     opcuaConditionRefreshes: new Counter({ name: 'gateway_opcua_condition_refreshes_total', help: 'ConditionRefresh calls (Part 9 §5.5.7) after a (re)connect, a RefreshRequiredEvent, an event queue overflow or a failed delivery, by outcome (ok, failed)', labelNames: ['source', 'outcome'], registers: r }),
@@ -147,7 +193,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- local HTTP (API, HMI page, metrics) ---
     httpRequests: new Counter({ name: 'gateway_http_requests_total', help: 'Requests to the local HTTP server, by route and status', labelNames: ['route', 'status'], registers: r }),
-    httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server closed at once because http.max_connections were open', registers: r }),
+    httpConnectionsRefused: new Counter({ name: 'gateway_http_connections_refused_total', help: 'Connections the local HTTP server refused or closed, by reason (max_connections_per_client: the address already held http.max_connections_per_client, its oldest idle or half-sent connection closed or the newcomer refused; max_connections: http.max_connections open, the oldest idle or half-sent connection of the address holding the most closed, or the newcomer refused when all are in a request; header_timeout: headers not complete within http.header_timeout)', labelNames: ['reason'], registers: r }),
     httpBusy: new Counter({ name: 'gateway_http_busy_total', help: 'Requests the local HTTP server turned away for a connection limit, by reason (streams_per_client: 429, http.max_streams_per_client; streams_total: 503, http.max_streams; reserved_connections: 503, only the connections kept for health checks and the operator page were left)', labelNames: ['reason'], registers: r }),
 
     // --- fleet (several gateways behind one address, the plant broker) ---

@@ -2,6 +2,7 @@ import { RateMeter } from './rate-meter.js';
 import type { Clock } from './clock.js';
 import { describeError, errorCode } from './errors.js';
 import type { Metrics } from './metrics.js';
+import { QUALITIES, QualityTable, type QualitySummary } from './quality.js';
 import { refusalReasonOf, SamplesRefusedError, type RefusalReason } from './sample.js';
 
 /**
@@ -45,6 +46,11 @@ export interface SourceStatus {
    * Unlike `since` it does not move at each retry (disconnected → connecting → disconnected).
    */
   downSince: number | null;
+  /**
+   * The quality of the source's variables (core/quality.ts), counted as shown: while the source is
+   * down they are all stale. Absent for a source without variables (the embedded broker).
+   */
+  variables?: QualitySummary;
   /** Protocol-specific detail (per device state, invalid nodes, alias tables ...). */
   detail?: Record<string, unknown>;
 }
@@ -70,6 +76,9 @@ export class SourceStats {
   private downSince: number | null = null;
   private readonly labels: { source: string; kind: SourceKind };
   private readonly readRate: RateMeter;
+  /** The quality of each variable of this source; the source writes it where readings become values. */
+  readonly quality = new QualityTable();
+  private unbindQuality: (() => void) | null = null;
 
   constructor(
     readonly name: string,
@@ -84,19 +93,41 @@ export class SourceStats {
     metrics.sourceSamplesRead.inc(this.labels, 0);
   }
 
+  /**
+   * gateway_source_variables reads this source's table from its start to its stop: a source built
+   * for a reload that is then refused never replaces the running one's series.
+   */
+  private bindQuality(state: SourceState): void {
+    if (state === 'stopped') {
+      this.unbindQuality?.();
+      this.unbindQuality = null;
+    } else if (!this.unbindQuality) {
+      this.unbindQuality = this.metrics.sourceVariables.readFrom(this.name, () => {
+        const s = this.quality.summary(this.clock.now());
+        return QUALITIES.map((quality) => ({ labels: { ...this.labels, quality }, value: s[quality] }));
+      });
+    }
+  }
+
   setState(state: SourceState): void {
     if (state === this.state) return;
     const previous = this.state;
     this.state = state;
     this.since = this.clock.now();
-    if (state === 'connected' || state === 'degraded') {
+    const up = (s: SourceState) => s === 'connected' || s === 'degraded';
+    if (up(state)) {
       // Fully recovered: the error is over (it stays in the log and the error metric). Entering
       // `degraded` keeps it: it is why the source is degraded.
       if (state === 'connected') this.lastError = null;
       this.downSince = null;
-    } else if (state === 'disconnected' || state === 'stopped') {
+    } else if (state === 'disconnected' || state === 'stopped' || up(previous)) {
+      // Down from the transport's own event: a link lost goes to `connecting` at once while the
+      // library repairs it (OPC UA connection_lost), not `disconnected` seconds later when a
+      // watchdog gives up on the repair.
       if (this.downSince === null) this.downSince = this.since;
     }
+    this.quality.sourceDownSince = this.downSince;
+    this.bindQuality(state);
     this.metrics.sourceConnected.set(this.labels, state === 'connected' || state === 'degraded' ? 1 : 0);
     for (const l of this.stateListeners) {
       try {
@@ -173,6 +204,7 @@ export class SourceStats {
       lastSampleAt: this.lastSampleAt,
       lastError: this.lastError,
       downSince: this.downSince,
+      ...(this.quality.size > 0 ? { variables: this.quality.summary(this.clock.now()) } : {}),
       ...(detail ? { detail } : {}),
     };
   }

@@ -4,6 +4,7 @@ import { createLogger } from '../core/logger.js';
 import { describeError } from '../core/errors.js';
 import { DEFAULT_JOB_PROCESSING_DELAY_MS, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_TOKEN_TTL_SECONDS } from './contract.js';
 import { DEMO_API_KEY, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, DEMO_ORGANISATION_ID } from './demo-fixture.js';
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from './connections.js';
 import { startEmulator, type EmulatorOptions } from './emulator.js';
 import { parseFaultFlags } from './faults.js';
 import { DEFAULT_JOURNAL_SIZE } from './contract.js';
@@ -13,7 +14,8 @@ export const DEFAULT_CLI_PORT = 8780;
 
 export const EMULATOR_USAGE = `Usage: edge-gateway emulator [--port N] [--host H] [--fixture FILE] [--token-ttl SECONDS]
                              [--rate-limit PER_MIN] [--job-delay MS] [--fault NAME=VALUE ...]
-                             [--cors ORIGIN ...] [--journal-size N] [--log-level LEVEL]
+                             [--cors ORIGIN ...] [--journal-size N] [--max-connections N]
+                             [--max-connections-per-client N] [--log-level LEVEL]
 
 Runs the tracking-service emulator: the slice of the tracking service the gateway uses
 (token endpoint, machine-data batch and import jobs, annotations, machines and machine
@@ -35,6 +37,12 @@ Options:
                         fail_next=COUNT[:STATUS|:drop][@PATH]  e.g. fail_next=3:503@/machine-data/batch
   --cors ORIGIN         answer browser requests from ORIGIN (repeatable; * for any origin)
   --journal-size N      requests kept in the journal, GET /_emulator/requests (default ${DEFAULT_JOURNAL_SIZE}; 0 keeps none)
+  --max-connections N   most open connections at once (default ${DEFAULT_MAX_CONNECTIONS}, lowered to what the open-file
+                        limit leaves); beyond it the oldest idle or half-sent connection of the client
+                        address holding the most is closed for a newcomer
+  --max-connections-per-client N
+                        most open connections at once from one client address (default ${DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
+                        raise it when many gateways on one machine share an address)
   --log-level LEVEL     JSON log lines on stderr: info (default, or $LOG_LEVEL), debug (one line per request),
                         warn, error, silent
   -h, --help            show this text
@@ -113,6 +121,8 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
           fault: { type: 'string', multiple: true },
           cors: { type: 'string', multiple: true },
           'journal-size': { type: 'string' },
+          'max-connections': { type: 'string' },
+          'max-connections-per-client': { type: 'string' },
           'log-level': { type: 'string' },
           help: { type: 'boolean', short: 'h' },
         },
@@ -148,6 +158,8 @@ export async function runEmulatorCli(argv: string[], io: CliIo = {}): Promise<nu
       tokenTtlSeconds: integer('token-ttl', values['token-ttl'], 1, 31_536_000, 'a number of seconds (1 or more)'),
       rateLimitPerMinute: integer('rate-limit', values['rate-limit'], 0, 1_000_000_000, 'a number of requests per minute (0 disables the limit)'),
       jobProcessingDelayMs: integer('job-delay', values['job-delay'], 0, 3_600_000, 'a number of milliseconds (0 or more)'),
+      maxConnections: integer('max-connections', values['max-connections'], 8, 1_000_000, 'a number of connections (8 to 1000000)'),
+      maxConnectionsPerClient: integer('max-connections-per-client', values['max-connections-per-client'], 1, 1_000_000, 'a number of connections (1 to 1000000)'),
     };
   } catch (e) {
     if (e instanceof UsageError) {

@@ -14,6 +14,7 @@ import { ImportJobs } from './import-jobs.js';
 import { Inspector } from './inspect.js';
 import { SlidingWindowRateLimiter } from './rate-limit.js';
 import { tokenHandler, trackingRoutes } from './routes.js';
+import { guardEmulatorConnections } from './connections.js';
 import { createEmulatorServer } from './server.js';
 import { Store, type AnnotationResponse, type EmulatorStats, type ImportJobView, type StoredValue, type ValueView } from './store.js';
 
@@ -49,6 +50,16 @@ export interface EmulatorOptions {
   corsOrigins?: string[];
   /** Requests kept by the journal, GET /_emulator/requests (default 500; 0 keeps none). */
   journalSize?: number;
+  /**
+   * Most open connections at once (default 1024, lowered to what the open-file limit leaves):
+   * beyond it the oldest idle or half-sent connection of the client address holding the most is
+   * closed for a newcomer (http/connection-guard.ts).
+   */
+  maxConnections?: number;
+  /** Most open connections at once from one client address (default 256: many gateways on one test machine share 127.0.0.1). */
+  maxConnectionsPerClient?: number;
+  /** A request's headers must be complete this long after its connection opened, else 408 (default 30 s). */
+  headerTimeoutMs?: number;
 }
 
 /** What POST /_emulator/reset clears besides the stored data (which goes back to the fixture's seeds). */
@@ -97,6 +108,8 @@ export interface EmulatorHandle {
   importJob(jobId: string): ImportJobView | undefined;
   /** Resolves when the job is `finished` or `failed` (rejects after `timeoutMs`, default 30 s). */
   waitForJob(jobId: string, timeoutMs?: number): Promise<ImportJobView>;
+  /** Connections refused or closed by the connection limits, by reason (as gateway_http_connections_refused_total). */
+  connectionsRefused(): Record<string, number>;
   close(): Promise<void>;
 }
 
@@ -155,7 +168,9 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     journal,
     corsOrigins: opts.corsOrigins ?? [],
     now,
+    headerTimeoutMs: opts.headerTimeoutMs,
   });
+  const connectionsRefused = guardEmulatorConnections(server, { maxConnections: opts.maxConnections, maxConnectionsPerClient: opts.maxConnectionsPerClient, logger });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -197,6 +212,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
       return v && { ...v };
     },
     valueCounts: () => store.valueCounts(),
+    connectionsRefused,
     annotations: () => store.annotations.map((a) => ({ organisation_id: a.organisation_id, ...a.annotation })),
     importJobs: () => [...store.jobs.values()].map((j) => ({ organisation_id: j.organisationId, ...j.view })),
     importJob: (id) => {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '../core/logger.js';
+import { headerTimeoutOptions } from '../http/connection-guard.js';
 import { isFailure, type Auth, type Principal } from './auth.js';
 import { BASE_PATH, EMULATOR_PATH, ORGANISATION_HEADER, REQUEST_ID_HEADER, TOKEN_PATH } from './contract.js';
 import type { FaultState } from './faults.js';
@@ -62,6 +63,8 @@ export interface ServerDeps {
   /** Origins allowed for browser requests (`*` = any); empty: no CORS headers [A]. */
   corsOrigins: string[];
   now: () => number;
+  /** A request's headers must be complete this long after its connection opened (default EMULATOR_HEADER_TIMEOUT_MS). */
+  headerTimeoutMs?: number;
 }
 
 const JOB_PATH = new RegExp(`^${BASE_PATH}/(v1/)?machine-data/import-jobs/([^/]+)$`);
@@ -75,6 +78,13 @@ function decodeParam(raw: string): string {
 }
 
 const GONE: Reply = { status: 0 };
+
+/**
+ * A request's headers must be complete this long after its connection opened (Node's default: 60 s,
+ * checked every 30 s). Generous: a client in the same busy process as the emulator (tests) may
+ * connect well before it has its body ready to send.
+ */
+export const EMULATOR_HEADER_TIMEOUT_MS = 30_000;
 
 export function createEmulatorServer(deps: ServerDeps): Server {
   const { store, auth, limiter, faults, logger } = deps;
@@ -295,7 +305,8 @@ export function createEmulatorServer(deps: ServerDeps): Server {
     }
   }
 
-  const server = createServer((req, res) => {
+  // Checked every second (connection-guard.ts).
+  const server = createServer(headerTimeoutOptions(deps.headerTimeoutMs ?? EMULATOR_HEADER_TIMEOUT_MS), (req, res) => {
     handle(req, res).catch((err: unknown) => {
       logger.error({ err }, 'emulator request failed');
       if (!res.headersSent) res.destroy();

@@ -8,8 +8,9 @@ import type { FleetStatusDoc } from './status-doc.js';
  * before a byte is decoded, then the document is checked against a schema (issue 21 §5: a 64 MB
  * retained message cost every gateway 270 MB; `"uplink": 5` broke `edge-gateway fleet` and the
  * console's Fleet page). The schemas accept what every released gateway publishes (optional
- * fields, unknown fields kept) and refuse wrong types, so a viewer never meets a number where it
- * expects a string.
+ * fields) and refuse wrong types, so a viewer never meets a number where it expects a string.
+ * Unknown fields are dropped: a viewer keeps a document per gateway, and a stranger's 60 kB of
+ * padding per fake gateway name would otherwise be held for as long as the viewer runs.
  */
 
 /** Largest fleet document read (ours are under 4 kB: 20 source names, an error of 300 characters). */
@@ -19,7 +20,7 @@ const count = z.number().finite().nonnegative();
 const seconds = z.number().finite().nullable();
 const text = (max: number) => z.string().max(max);
 
-const statusDocSchema = z.looseObject({
+const statusDocSchema = z.object({
   v: z.number().int().min(1),
   gateway: text(200).optional(),
   state: z.enum(['online', 'offline', 'stopped']),
@@ -27,14 +28,14 @@ const statusDocSchema = z.looseObject({
   version: text(64).optional(),
   interval_s: z.number().finite().positive().max(86_400).optional(),
   uplink: text(64).optional(),
-  sources: z.looseObject({ up: count, down: count, down_names: z.array(text(200)).max(100) }).optional(),
+  sources: z.object({ up: count, down: count, down_names: z.array(text(200)).max(100) }).optional(),
   backlog: count.optional(),
   oldest_unsent_age_s: seconds.optional(),
   eta_s: seconds.optional(),
   capacity_left_bytes: count.nullable().optional(),
   capacity_left_s: seconds.optional(),
   last_error: text(2_000).nullable().optional(),
-  budget: z.looseObject({ group: text(60), share_per_minute: count, used_last_minute: count, members: count }).nullable().optional(),
+  budget: z.object({ group: text(60), share_per_minute: count, used_last_minute: count, members: count }).nullable().optional(),
   reason: text(2_000).optional(),
   instance: text(64).optional(),
   duplicate_name: text(2_000).nullable().optional(),

@@ -49,6 +49,9 @@ export interface FleetRow {
 interface Entry {
   status: FleetStatusDoc | null;
   last: FleetStatusDoc | null;
+  /** Bytes of the documents held in `status` and `last` (their payload sizes), for the table's budget. */
+  statusBytes: number;
+  lastBytes: number;
   /** What was wrong with the newest message on `status` / `last`, null when it was readable. */
   badStatus: string | null;
   badLast: string | null;
@@ -56,11 +59,27 @@ interface Entry {
 }
 
 const MAX_GATEWAYS = 10_000;
+/**
+ * Bytes of documents the table holds at most. Anyone allowed to publish under the prefix can make
+ * up gateway names; 10,000 names with two padded documents each would be ~1.3 GB. Our own
+ * documents are under 4 kB, so this holds two documents for 2,000 real gateways.
+ */
+export const MAX_FLEET_TABLE_BYTES = 16 * 1024 * 1024;
 
 export class FleetView {
   private readonly entries = new Map<string, Entry>();
+  private heldBytes = 0;
+  private notKept = 0;
 
-  constructor(readonly prefix: string) {}
+  constructor(
+    readonly prefix: string,
+    private readonly maxBytes = MAX_FLEET_TABLE_BYTES,
+  ) {}
+
+  /** Documents refused because the table's byte budget was spent (what the table's footer reports). */
+  get notKeptDocuments(): NotKept {
+    return { documents: this.notKept, maxBytes: this.maxBytes };
+  }
 
   /** Takes one message; returns true when the table changed. An unreadable status document marks its gateway invalid. */
   ingest(topic: string, payload: Buffer | string, receivedAt: number): boolean {
@@ -68,14 +87,19 @@ export class FleetView {
     if (!t || t.kind === 'budget') return false;
     if (payload.length === 0) {
       // A cleared retained status: the gateway was removed from the fleet.
-      if (t.kind === 'status') return this.entries.delete(t.gateway);
+      if (t.kind === 'status') return this.remove(t.gateway);
       return false;
     }
     const r = readStatusDoc(payload);
+    const bytes = r.ok ? (typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length) : 0;
     let e = this.entries.get(t.gateway);
+    const before = e ? (t.kind === 'status' ? e.statusBytes : e.lastBytes) : 0;
+    if (this.heldBytes - before + bytes > this.maxBytes || (!e && this.entries.size >= MAX_GATEWAYS)) {
+      this.notKept++;
+      return false;
+    }
     if (!e) {
-      if (this.entries.size >= MAX_GATEWAYS) return false;
-      e = { status: null, last: null, badStatus: null, badLast: null, heardAt: receivedAt };
+      e = { status: null, last: null, statusBytes: 0, lastBytes: 0, badStatus: null, badLast: null, heardAt: receivedAt };
       this.entries.set(t.gateway, e);
     }
     e.heardAt = receivedAt;
@@ -89,12 +113,29 @@ export class FleetView {
     if (t.kind === 'status') {
       e.badStatus = null;
       e.status = doc;
-      if (doc.state === 'online') e.last = newer(e.last, doc);
+      this.heldBytes += bytes - e.statusBytes;
+      e.statusBytes = bytes;
+      if (doc.state === 'online') this.keepLast(e, doc, bytes);
     } else {
       e.badLast = null;
-      if (doc.state === 'online') e.last = newer(e.last, doc);
+      if (doc.state === 'online') this.keepLast(e, doc, bytes);
     }
     return true;
+  }
+
+  private keepLast(e: Entry, doc: FleetStatusDoc, bytes: number): void {
+    const kept = newer(e.last, doc);
+    if (kept === e.last) return;
+    e.last = kept;
+    this.heldBytes += bytes - e.lastBytes;
+    e.lastBytes = bytes;
+  }
+
+  private remove(gateway: string): boolean {
+    const e = this.entries.get(gateway);
+    if (!e) return false;
+    this.heldBytes -= e.statusBytes + e.lastBytes;
+    return this.entries.delete(gateway);
   }
 
   rows(now: number): FleetRow[] {
@@ -162,8 +203,14 @@ function bytes(n: number | null): string {
 }
 
 /** The rows as a fixed-width text table (what `edge-gateway fleet` prints). */
-export function renderFleetTable(rows: FleetRow[]): string {
-  if (rows.length === 0) return 'no gateway has published a status under this prefix yet\n';
+export interface NotKept {
+  documents: number;
+  maxBytes: number;
+}
+
+export function renderFleetTable(rows: FleetRow[], notKeptDocs: NotKept = { documents: 0, maxBytes: MAX_FLEET_TABLE_BYTES }): string {
+  const notKept = notKeptDocs.documents > 0 ? `${notKeptDocs.documents.toLocaleString('en-US')} status documents not kept: the table holds at most ${bytes(notKeptDocs.maxBytes)} of them (gateway names made up by a publisher under this prefix?)\n` : '';
+  if (rows.length === 0) return `no gateway has published a status under this prefix yet\n${notKept}`;
   const cells = rows.map((r) => ({
     GATEWAY: r.gateway,
     STATE: r.state,
@@ -183,5 +230,5 @@ export function renderFleetTable(rows: FleetRow[]): string {
   const widths = cols.map((c) => Math.max(c.length, ...cells.map((r) => r[c].length)));
   const line = (vals: string[]) => vals.map((v, i) => (i === vals.length - 1 ? v : v.padEnd(widths[i]))).join('  ').trimEnd();
   const offline = rows.filter((r) => r.state !== 'online').length;
-  return [line(cols), ...cells.map((r) => line(cols.map((c) => r[c]))), '', `${rows.length} gateways, ${rows.length - offline} online`, ''].join('\n');
+  return [line(cols), ...cells.map((r) => line(cols.map((c) => r[c]))), '', `${rows.length} gateways, ${rows.length - offline} online`, ''].join('\n') + notKept;
 }

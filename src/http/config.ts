@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { secretSchema } from '../config/secrets.js';
-import { byteSize } from '../config/units.js';
+import { byteSize, durationMs } from '../config/units.js';
 
 /** Shorter tokens are guessable by a script on the plant network within the rate limit's patience. */
 export const MIN_TOKEN_LENGTH = 16;
@@ -52,7 +52,25 @@ export const httpSchema = z
       .min(8)
       .max(10_000)
       .default(256)
-      .meta({ description: 'Most open connections to the local HTTP server at once; further ones are closed at once (counted in gateway_http_connections_refused_total), so idle or half-sent requests cannot use up the file descriptors the sources and the buffer need', examples: [256] }),
+      .meta({
+        description:
+          'Most open connections to the local HTTP server at once, so idle or half-sent requests cannot use up the file descriptors the sources and the buffer need. At the limit the oldest idle or half-sent connection of the client address holding the most is closed for a newcomer; a newcomer is refused only when every connection is in a request (counted in gateway_http_connections_refused_total). Lowered at start when the process\'s open-file limit leaves less: of what stays after a reserve for the gateway\'s own files, the HTTP server may hold a quarter (docs/operations.md)',
+        examples: [256],
+      }),
+    max_connections_per_client: z
+      .number()
+      .int()
+      .min(4)
+      .max(10_000)
+      .default(64)
+      .meta({
+        description:
+          'Most open connections to the local HTTP server at once from one client address (an IPv6 client: its /64). A further one closes that address\'s oldest idle or half-sent connection, or is refused when all of them are in a request; at max_connections the address holding the most gives way first. So one host\'s flood of connections or half-sent requests costs that host, not /healthz or the operator page elsewhere. Raise it when many browsers reach the gateway through one NAT address',
+        examples: [64],
+      }),
+    header_timeout: durationMs({ min: 1_000, max: 120_000 })
+      .default(10_000)
+      .meta({ description: 'A connection must complete its request headers within this time of opening (a kept-alive one: of starting its next request), however steadily bytes arrive; else it is answered 408 and closed (counted in gateway_http_connections_refused_total{reason="header_timeout"})', examples: ['10s'] }),
     reserved_connections: z
       .number()
       .int()
@@ -61,7 +79,7 @@ export const httpSchema = z
       .optional()
       .meta({
         description:
-          'The last connections below max_connections, kept for /healthz, /readyz and the operator page (its panel and downtime buttons): once more than max_connections minus this are open, every other request is answered 503 and its connection closed, so long-lived requests cannot take the health checks\' and the operators\' slots. 0 keeps none. Default: 16, or max_connections / 8 when that is smaller',
+          'The last connections below max_connections, kept for /healthz, /readyz and the operator page (its panel and downtime buttons): once more than max_connections minus this are in a request, every other request is answered 503 and its connection closed, so long-lived requests cannot take the health checks\' and the operators\' slots (idle and half-sent connections do not count: they give way to newcomers). 0 keeps none. Default: 16, or max_connections / 8 when that is smaller',
         examples: [16],
       }),
     max_streams: z
@@ -128,4 +146,20 @@ export function connectionLimits(h: { max_connections: number; reserved_connecti
   const reservedConnections = h.reserved_connections ?? Math.min(16, Math.floor(h.max_connections / 8));
   const maxStreams = h.max_streams ?? Math.min(32, Math.floor(h.max_connections / 4));
   return { maxConnections: h.max_connections, reservedConnections, maxStreams, maxStreamsPerClient: h.max_streams_per_client ?? Math.min(4, maxStreams) };
+}
+
+/**
+ * The limits at a lower max_connections (the open-file limit leaves less, core/descriptors.ts):
+ * the reserve and the streams shrink as their defaults would, so streams and the reserve still
+ * leave room for ordinary requests.
+ */
+export function fitConnectionLimits(l: ConnectionLimits, maxConnections: number): ConnectionLimits {
+  if (maxConnections >= l.maxConnections) return l;
+  const maxStreams = Math.max(1, Math.min(l.maxStreams, Math.floor(maxConnections / 4)));
+  return {
+    maxConnections,
+    reservedConnections: Math.min(l.reservedConnections, Math.floor(maxConnections / 8)),
+    maxStreams,
+    maxStreamsPerClient: Math.min(l.maxStreamsPerClient, maxStreams),
+  };
 }

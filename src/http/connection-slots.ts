@@ -11,41 +11,34 @@ export type BusyReason = 'streams_per_client' | 'streams_total' | 'reserved_conn
  * - Streams (routes that answer with a response that stays open, the console's live events) are
  *   counted per client address and in total: http.max_streams_per_client, http.max_streams.
  * - The last http.reserved_connections below max_connections are only for essential routes
- *   (/healthz, /readyz, the operator page and its buttons): once more connections are open, other
- *   requests are answered 503 and their connection closed, which frees the slot again.
+ *   (/healthz, /readyz, the operator page and its buttons): once more connections are in a
+ *   request, other requests are answered 503 and their connection closed, which frees the slot.
  *
- * The reserve protects against requests that hold a connection (streams, slow reads, keep-alive
- * reuse). Sockets that never finish their headers cannot be told apart before they do; those the
- * server's headersTimeout ends.
+ * The reserve protects against requests that hold a connection (streams, slow reads). Idle and
+ * half-sent connections do not count: connection-guard.ts closes them for newcomers (the address
+ * holding the most first) and at http.header_timeout.
  */
 export class ConnectionSlots {
-  private open = 0;
   private streams = 0;
   private readonly streamsOf = new Map<string, number>();
 
-  constructor(readonly limits: ConnectionLimits) {}
-
-  /** A connection was accepted. */
-  opened(): void {
-    this.open += 1;
-  }
-
-  /** A connection closed. */
-  closed(): void {
-    this.open = Math.max(0, this.open - 1);
-  }
+  /** `open` counts the connections in a request now (connection-guard.ts keeps them). */
+  constructor(
+    readonly limits: ConnectionLimits,
+    private readonly open: () => number,
+  ) {}
 
   get openConnections(): number {
-    return this.open;
+    return this.open();
   }
 
   get openStreams(): number {
     return this.streams;
   }
 
-  /** The connections open reach into the reserve: only essential routes are served. */
+  /** The connections in a request reach into the reserve: only essential routes are served. */
   get inReserve(): boolean {
-    return this.limits.reservedConnections > 0 && this.open > this.limits.maxConnections - this.limits.reservedConnections;
+    return this.limits.reservedConnections > 0 && this.open() > this.limits.maxConnections - this.limits.reservedConnections;
   }
 
   /** A stream slot for `client`, with its release (call it once, when the response closes); or why not. */

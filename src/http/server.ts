@@ -3,9 +3,11 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from '../core/metrics.js';
 import { describeError } from '../core/errors.js';
+import { capToDescriptors, openFileLimit } from '../core/descriptors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Secret } from '../config/secrets.js';
-import { connectionLimits, type ConnectionLimits } from './config.js';
+import { connectionLimits, fitConnectionLimits, type ConnectionLimits } from './config.js';
+import { ConnectionGuard, headerTimeoutOptions } from './connection-guard.js';
 import { ConnectionSlots, type BusyReason } from './connection-slots.js';
 import { defaultAccess, RequestGuard, type Refusal, type RouteAccess } from './guard.js';
 
@@ -71,8 +73,14 @@ export interface LocalHttpOptions {
   apiToken?: Secret;
   maxBodyBytes: number;
   rateLimitPerMinute: number;
-  /** http.max_connections: excess connections are closed at once (issue 12 §1). Default 256. */
+  /** http.max_connections: most connections at once (issue 12 §1), lowered to what the open-file limit leaves. Default 256. */
   maxConnections?: number;
+  /** http.max_connections_per_client: most connections at once from one address. Default 64. */
+  maxConnectionsPerClient?: number;
+  /** http.header_timeout: a request's headers must be complete this long after it began. Default 10 s. */
+  headerTimeoutMs?: number;
+  /** The process's open-file limit (core/descriptors.ts); default: read from the process. */
+  openFileLimit?: number | null;
   /** http.reserved_connections, max_streams, max_streams_per_client; default: connectionLimits() of maxConnections. */
   limits?: Omit<ConnectionLimits, 'maxConnections'>;
   logger: Logger;
@@ -98,6 +106,9 @@ export class LocalHttpServer {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private readonly guard: RequestGuard;
   private readonly slots: ConnectionSlots;
+  private readonly connections: ConnectionGuard;
+  /** Why http.max_connections is lowered (the open-file limit), said when the server starts; or null. */
+  private readonly lowered: string | null;
 
   /** A failing route is logged once a minute (with a count), not on every request. */
   private readonly throttle: LogThrottle;
@@ -106,7 +117,11 @@ export class LocalHttpServer {
     this.throttle = new LogThrottle(o.logger, 60_000);
     this.guard = new RequestGuard({ host: o.host, apiToken: o.apiToken, requireTokenForReads: o.requireTokenForReads, allowedHosts: o.allowedHosts });
     const maxConnections = o.maxConnections ?? 256;
-    this.slots = new ConnectionSlots({ ...connectionLimits({ max_connections: maxConnections }), ...o.limits, maxConnections });
+    const { cap, lowered } = capToDescriptors('http', 'http.max_connections', maxConnections, o.openFileLimit === undefined ? openFileLimit() : o.openFileLimit);
+    this.lowered = lowered;
+    this.connections = new ConnectionGuard({ maxConnections: cap, maxConnectionsPerClient: o.maxConnectionsPerClient ?? 64 }, { count: (reason) => o.metrics.httpConnectionsRefused.inc({ reason }), throttle: this.throttle });
+    const limits = fitConnectionLimits({ ...connectionLimits({ max_connections: maxConnections }), ...o.limits, maxConnections }, cap);
+    this.slots = new ConnectionSlots(limits, () => this.connections.inRequest);
   }
 
   /**
@@ -138,21 +153,11 @@ export class LocalHttpServer {
   }
 
   async listen(): Promise<string> {
-    const server = createServer((req, res) => void this.handle(req, res));
-    server.requestTimeout = 30_000;
-    server.headersTimeout = 10_000;
-    // Issue 12 §1: without a cap, ~1,100 half-sent requests took every file descriptor. Node closes
-    // connections beyond maxConnections as they are accepted ('drop').
-    server.maxConnections = this.slots.limits.maxConnections;
-    // Counted here for the reserve of issue 21 §4 (dropped connections never reach 'connection').
-    server.on('connection', (socket) => {
-      this.slots.opened();
-      socket.once('close', () => this.slots.closed());
-    });
-    server.on('drop', () => {
-      this.o.metrics.httpConnectionsRefused.inc();
-      this.throttle.warn('too-many-connections', { max_connections: server.maxConnections }, 'local HTTP server refused a connection: http.max_connections reached');
-    });
+    const headersTimeout = this.o.headerTimeoutMs ?? 10_000;
+    const server = createServer({ ...headerTimeoutOptions(headersTimeout), requestTimeout: Math.max(30_000, headersTimeout) }, (req, res) => void this.handle(req, res));
+    // Connections are admitted per client address (connection-guard.ts), not by Node's
+    // maxConnections, which closed whatever connection came next at the limit, the health check's too.
+    this.connections.attach(server);
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -167,6 +172,7 @@ export class LocalHttpServer {
     // Issue 21 §3: say at start why writes and confidential reads will be refused, not at the first refusal.
     const refused = this.guard.refusedWithoutToken;
     if (refused) this.o.logger.warn({ host: this.o.host }, refused);
+    if (this.lowered) this.o.logger.warn({ max_connections: this.slots.limits.maxConnections }, this.lowered);
     return this.url;
   }
 
@@ -269,8 +275,8 @@ export class LocalHttpServer {
       this.throttle.warn(`busy|${reason}`, { ip, max_streams: l.maxStreams }, 'local HTTP server refused a stream: http.max_streams reached');
       throw new HttpError(503, 'too_many_streams', `${l.maxStreams} streams are open (http.max_streams); try again when a console closes`);
     }
-    this.throttle.warn(`busy|${reason}`, { ip, open: this.slots.openConnections, max_connections: l.maxConnections, reserved_connections: l.reservedConnections }, 'local HTTP server is busy: only the connections of http.reserved_connections are left, kept for health checks and the operator page');
-    throw new HttpError(503, 'busy', `${this.slots.openConnections} of http.max_connections (${l.maxConnections}) connections are open; the last ${l.reservedConnections} (http.reserved_connections) are kept for /healthz, /readyz and the operator page. Try again shortly`);
+    this.throttle.warn(`busy|${reason}`, { ip, in_request: this.slots.openConnections, max_connections: l.maxConnections, reserved_connections: l.reservedConnections }, 'local HTTP server is busy: only the connections of http.reserved_connections are left, kept for health checks and the operator page');
+    throw new HttpError(503, 'busy', `${this.slots.openConnections} of http.max_connections (${l.maxConnections}) connections are in a request; the last ${l.reservedConnections} (http.reserved_connections) are kept for /healthz, /readyz and the operator page. Try again shortly`);
   }
 
   private allow(ip: string): boolean {

@@ -3,6 +3,7 @@ import type { GapLedger, GapReason, GapScope } from '../buffer/gaps.js';
 import type { SampleBuffer } from '../buffer/sample-buffer.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Source, SourceState, SourceStats } from '../core/source.js';
 import type { SourceInfo } from '../sources/inventory.js';
 
@@ -33,6 +34,7 @@ export class GapWatcher {
   private readonly deviceWasUp = new Map<string, boolean>();
   private episode: { from: number; to: number } | null = null;
   private stopped = false;
+  private throttle: LogThrottle | null = null;
 
   constructor(
     private readonly o: {
@@ -52,6 +54,17 @@ export class GapWatcher {
    * Call before the sources start.
    */
   start(startedAt: number): void {
+    // A ledger that cannot be written (a full disk) must not keep the gateway from starting.
+    this.safe(() => this.recordStop(startedAt));
+    const { ledger } = this.o;
+    this.heartbeatTimer = setInterval(() => this.safe(() => ledger.heartbeat(this.o.clock.now())), HEARTBEAT_MS);
+    this.heartbeatTimer.unref();
+    this.pollTimer = setInterval(() => this.safe(() => this.poll()), POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  /** The gateway_stopped gaps of the previous run, and the first heartbeat. */
+  private recordStop(startedAt: number): void {
     const { ledger } = this.o;
     const lastAlive = ledger.lastAlive();
     if (lastAlive !== null && startedAt > lastAlive) {
@@ -65,12 +78,8 @@ export class GapWatcher {
         }
       }
     }
-    ledger.heartbeat(startedAt);
     ledger.refreshGauge();
-    this.heartbeatTimer = setInterval(() => this.safe(() => ledger.heartbeat(this.o.clock.now())), HEARTBEAT_MS);
-    this.heartbeatTimer.unref();
-    this.pollTimer = setInterval(() => this.safe(() => this.poll()), POLL_MS);
-    this.pollTimer.unref();
+    ledger.heartbeat(startedAt);
   }
 
   /** Watches one source's state (called when its context is made, also after reloads). */
@@ -131,9 +140,9 @@ export class GapWatcher {
         if (isUp(d.state)) {
           this.deviceWasUp.set(key, true);
           if (this.o.ledger.closeOpen(src.name, scope, now, now)) this.o.onClosed?.();
-        } else if (d.state === 'offline' || (d.state === 'connecting' && this.deviceWasUp.get(key))) {
+        } else if (d.state === 'offline' || d.state === 'disconnected' || (d.state === 'connecting' && this.deviceWasUp.get(key))) {
           // offline: the device stopped answering (it was reached, or it would be 'connecting');
-          // connecting: its connection is down, a gap only once it had delivered.
+          // disconnected (connecting): its connection is down, a gap only once it had delivered.
           if (this.o.ledger.openGap(src.name, scope)) continue;
           // The device's last problem is when it stopped answering (to the poll cycle, not the second).
           const from = d.last_problem && d.last_problem.at <= now ? d.last_problem.at : now;
@@ -167,8 +176,10 @@ export class GapWatcher {
     try {
       fn();
     } catch (err) {
-      // The ledger is a record; a failed write (disk full, closing) must never break a source.
-      this.o.logger.warn({ err: describeError(err) }, 'gap ledger not updated');
+      // The ledger is a record; a failed write (disk full, closing) must never break a source. Said
+      // at most once a minute: the heartbeat alone tries every HEARTBEAT_MS.
+      this.throttle ??= new LogThrottle(this.o.logger, 60_000, () => this.o.clock.monotonic());
+      this.throttle.warn('write', { err: describeError(err) }, 'gap ledger not updated');
     }
   }
 }

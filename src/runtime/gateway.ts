@@ -37,7 +37,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const board = new StatusBoard({ name: config.gateway.name, startedAt, clock });
   const stages = new StageStack(logger);
 
-  const store = stages.add('store', startStore({ dataDir: config.gateway.data_dir, buffer: config.buffer, gaps: config.gaps }, services));
+  const store = stages.add('store', startStore({ dataDir: config.gateway.data_dir, buffer: config.buffer, gaps: config.gaps, store: config.store }, services));
   const stop = async () => {
     await stages.stop();
     logStopped(logger, store.buffer);

@@ -7,7 +7,7 @@ type Part<K extends keyof StatusReadings> = { status(): Pick<StatusReadings, K> 
 
 /** The stages' parts of the status readings. */
 export interface StatusParts {
-  store: Part<'buffer' | 'ingestRate' | 'recoveredFrom' | 'setAside' | 'gaps'>;
+  store: Part<'buffer' | 'ingestRate' | 'recoveredFrom' | 'setAside' | 'gaps' | 'store'>;
   uplink: Part<'maxUnsentAgeMs' | 'batchSize' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
   sources: Part<'sources' | 'sourceRates'>;
   reloads: Part<'config'>;

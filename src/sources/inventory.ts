@@ -1,5 +1,6 @@
 import type { SourceKind } from '../core/source.js';
 import { generatorVariables } from './generator/config.js';
+import { subscriptionVariables } from './mqtt/config.js';
 import type { SourceSections } from './registry.js';
 
 /**
@@ -29,15 +30,7 @@ export function describeSources(config: SourceSections): Map<string, SourceInfo>
     out.set(config.modbus.name, { kind: 'modbus', variables: [...devices.values()].flat(), devices, historyAuto: false });
   }
   for (const c of config.mqtt?.connections ?? []) {
-    const vars: string[] = [];
-    for (const s of c.subscriptions) {
-      if (s.format === 'number') {
-        if (s.variable) vars.push(s.variable);
-        vars.push(...Object.values(s.variable_from_topic?.variables ?? {}));
-      } else if (s.format === 'json') vars.push(...s.values.map((v) => v.variable));
-      else if (s.format === 'metrics') vars.push(...Object.values(s.names));
-      else if (s.format === 'sparkplug') vars.push(...s.metrics.map((m) => m.variable));
-    }
+    const vars = c.subscriptions.flatMap(subscriptionVariables);
     out.set(c.name, { kind: 'mqtt', variables: vars, devices: new Map(), historyAuto: false });
   }
   return out;

@@ -18,6 +18,14 @@ export interface MappedVariables {
    * known when data arrives, so the catalog check can only mention them.
    */
   openEnded: string[];
+  /** Variable id → the units its mappings give, with the setting of each (only variables with a unit). */
+  units: Map<string, MappedUnit[]>;
+}
+
+/** A mapping's `unit` and where it is written (`opcua.servers[0].nodes[3].unit`). */
+export interface MappedUnit {
+  unit: string;
+  setting: string;
 }
 
 /** A record key as a path segment: `.name` when it is a plain word, else `["Packer1.Rate"]`. */
@@ -35,6 +43,8 @@ export interface MappingSite {
   section: 'generator' | 'opcua' | 'modbus' | 'mqtt' | 'annotations';
   index: number;
   path(): string;
+  /** The mapping's `unit`, when it gives one. */
+  unit?: string;
 }
 
 /**
@@ -43,7 +53,7 @@ export interface MappingSite {
  */
 export function forEachMappedVariable(config: GatewayConfig, visit: (id: string, site: MappingSite) => void): string[] {
   const openEnded: string[] = [];
-  const use = (id: string, section: MappingSite['section'], index: number, path: () => string) => visit(id, { section, index, path });
+  const use = (id: string, section: MappingSite['section'], index: number, path: () => string, unit?: string) => visit(id, unit === undefined ? { section, index, path } : { section, index, path, unit });
 
   config.generator.forEach((g, i) => {
     if (Array.isArray(g.variables)) g.variables.forEach((id, j) => use(id, 'generator', i, () => `generator[${i}].variables[${j}]`));
@@ -51,27 +61,27 @@ export function forEachMappedVariable(config: GatewayConfig, visit: (id: string,
     else for (const id of generatorVariables(g)) use(id, 'generator', i, () => `generator[${i}].variables`);
   });
 
-  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, 'opcua', i, () => `opcua.servers[${i}].nodes[${j}].variable`)));
+  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, 'opcua', i, () => `opcua.servers[${i}].nodes[${j}].variable`, n.unit)));
 
-  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, 'modbus', i, () => `modbus.devices[${i}].registers[${j}].variable`)));
+  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, 'modbus', i, () => `modbus.devices[${i}].registers[${j}].variable`, r.unit)));
 
   config.mqtt?.connections.forEach((c, i) =>
     c.subscriptions.forEach((s, j) => {
       const at = `mqtt.connections[${i}].subscriptions[${j}]`;
       switch (s.format) {
         case 'number':
-          if (s.variable) use(s.variable, 'mqtt', i, () => `${at}.variable`);
-          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, 'mqtt', i, () => `${at}.variable_from_topic.variables${keySegment(key)}`);
+          if (s.variable) use(s.variable, 'mqtt', i, () => `${at}.variable`, s.unit);
+          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, 'mqtt', i, () => `${at}.variable_from_topic.variables${keySegment(key)}`, s.unit);
           break;
         case 'json':
-          s.values.forEach((v, k) => use(v.variable, 'mqtt', i, () => `${at}.values[${k}].variable`));
+          s.values.forEach((v, k) => use(v.variable, 'mqtt', i, () => `${at}.values[${k}].variable`, v.unit));
           break;
         case 'metrics':
           for (const [name, id] of Object.entries(s.names)) use(id, 'mqtt', i, () => `${at}.names${keySegment(name)}`);
           openEnded.push(at);
           break;
         case 'sparkplug':
-          s.metrics.forEach((m, k) => use(m.variable, 'mqtt', i, () => `${at}.metrics[${k}].variable`));
+          s.metrics.forEach((m, k) => use(m.variable, 'mqtt', i, () => `${at}.metrics[${k}].variable`, m.unit));
           openEnded.push(at);
           break;
       }
@@ -92,10 +102,41 @@ export function forEachMappedVariable(config: GatewayConfig, visit: (id: string,
 
 export function mappedVariables(config: GatewayConfig): MappedVariables {
   const variables = new Map<string, string[]>();
+  const units = new Map<string, MappedUnit[]>();
   const openEnded = forEachMappedVariable(config, (id, site) => {
     const paths = variables.get(id);
     if (paths) paths.push(site.path());
     else variables.set(id, [site.path()]);
+    if (site.unit !== undefined) {
+      const list = units.get(id) ?? [];
+      list.push({ unit: site.unit, setting: site.path().replace(/\.variable$/, '.unit') });
+      units.set(id, list);
+    }
   });
-  return { variables, openEnded };
+  return { variables, openEnded, units };
+}
+
+/** A mapping whose `unit` is not the unit the organisation's catalog gives its machine variable. */
+export interface UnitMismatch {
+  variable: string;
+  /** The unit the mapping gives, and where (`opcua.servers[0].nodes[3].unit`). */
+  unit: string;
+  setting: string;
+  /** The catalog's unit. */
+  catalog: string;
+}
+
+/**
+ * Mappings whose `unit` differs from the catalog's unit of the variable (`catalogUnit`: the unit,
+ * null or empty when the catalog gives none, undefined when it does not know the variable; only a
+ * unit on both sides is compared). Units are compared as written (°C is not degC, mA is not MA).
+ */
+export function unitMismatches(units: ReadonlyMap<string, readonly MappedUnit[]>, catalogUnit: (variable: string) => string | null | undefined): UnitMismatch[] {
+  const out: UnitMismatch[] = [];
+  for (const [variable, list] of units) {
+    const catalog = catalogUnit(variable)?.trim();
+    if (!catalog) continue;
+    for (const u of list) if (u.unit !== catalog) out.push({ variable, unit: u.unit, setting: u.setting, catalog });
+  }
+  return out;
 }

@@ -1,5 +1,7 @@
 import type { GapView } from '../buffer/gaps.js';
 import type { BufferStats } from '../buffer/sample-buffer.js';
+import { QUALITIES, emptyCounts, type QualitySummary } from '../core/quality.js';
+import type { StoreStatus } from '../store/store.js';
 import type { SourceStatus } from '../core/source.js';
 import type { BackfillStats } from '../uplink/backfill.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
@@ -19,13 +21,15 @@ import type { UplinkCondition, UplinkHealth } from '../uplink/uplink-health.js';
 export interface GatewayStatus {
   gateway: { name: string; version: string; started_at: string; uptime_s: number; pid: number; memory: { rss_bytes: number; heap_used_bytes: number; external_bytes: number } };
   sources: SourceStatus[];
+  /** Every source's variables by quality together (core/quality.ts; each source's own are in `sources[].variables`). */
+  variables: QualitySummary;
   buffer: {
     samples: number;
     available: number;
     inflight: number;
     in_import_jobs: number;
     pending_commit: number;
-    /** Bytes in use: the database's pages less its free pages (what buffer.max_bytes limits). */
+    /** Bytes the samples use: their pages in use in the file, side tables apart (what buffer.max_bytes limits; `store` has every owner's). */
     used_bytes: number;
     /** Bytes the buffer file and its WAL take on disk (B9: at most used + buffer.keep_free + the WAL, a minute after use shrank). */
     disk_bytes: number;
@@ -48,6 +52,8 @@ export interface GatewayStatus {
     dropped_total: number;
     writable: boolean;
     last_write_error: BufferStats['lastWriteError'];
+    /** Why new samples are refused now (refuse_new at max_bytes, or a full disk), or null. */
+    refusing: string | null;
     full_episode: BufferStats['fullEpisode'];
     recovered_from: string | null;
   };
@@ -69,6 +75,8 @@ export interface GatewayStatus {
   /** Import-job backfill. */
   backfill: BackfillStats;
   set_aside: { samples: number };
+  /** The gateway's file: bytes, bound and full policy per owner (samples and each side table), the disk-full state (src/store/README.md). */
+  store?: StoreStatus;
   /** The gap ledger (issue 14): open gaps and the newest ones, in the /api/gaps shape. */
   gaps?: { open: number; recent: GapView[]; annotate: boolean };
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
@@ -124,6 +132,8 @@ export interface StatusReadings {
   recoveredFrom: string | null;
   setAside: number;
   gaps: { open: number; recent: GapView[]; annotate: boolean };
+  /** The gateway's file per owner (src/store). */
+  store: StoreStatus;
   /** uplink.max_unsent_age in ms. */
   maxUnsentAgeMs: number;
   /** uplink.batch_size. */
@@ -226,6 +236,17 @@ export function outlookOf(r: { backlog: number; ingestRate: number; sync: { rate
   });
 }
 
+/** The sources' variable counts added up. */
+export function variableTotals(sources: readonly Pick<SourceStatus, 'variables'>[]): QualitySummary {
+  const out: QualitySummary = { ...emptyCounts(), total: 0 };
+  for (const s of sources) {
+    if (!s.variables) continue;
+    out.total += s.variables.total;
+    for (const q of QUALITIES) out[q] += s.variables[q];
+  }
+  return out;
+}
+
 /** The gateway's status from its readings. Pure: same readings, same status. */
 export function gatewayStatus(r: StatusReadings): GatewayStatus {
   const { buffer: b, sync: s, health: h, now } = r;
@@ -241,6 +262,7 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       memory: r.gateway.memory,
     },
     sources: [...r.sources],
+    variables: variableTotals(r.sources),
     source_rates: r.sourceRates,
     buffer: {
       samples: b.rows,
@@ -265,6 +287,7 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       dropped_total: b.droppedTotal,
       writable: b.writable,
       last_write_error: b.lastWriteError,
+      refusing: b.refusing,
       full_episode: b.fullEpisode,
       recovered_from: r.recoveredFrom,
     },
@@ -282,6 +305,7 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
     backfill: r.backfill,
     gaps: r.gaps,
     set_aside: { samples: r.setAside },
+    store: r.store,
     backlog_eta_s: outlook.drain_eta_s,
     delivery: outlook,
     ...(r.annotations ? { annotations: r.annotations } : {}),

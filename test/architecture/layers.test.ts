@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 const LAYERS: readonly (readonly string[])[] = [
   ['core', 'version'],
   ['config'],
+  ['store'],
   ['buffer'],
   ['uplink'],
   ['sources'],

@@ -5,15 +5,17 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkpointer, type CheckpointWorkerData } from '../../src/buffer/capacity/checkpointer.js';
-import { DiskReturn, DiskUsage } from '../../src/buffer/capacity/disk.js';
+import { DiskReturn } from '../../src/buffer/capacity/disk.js';
+import { DiskUsage } from '../../src/store/usage.js';
 import { WalBound } from '../../src/buffer/capacity/wal.js';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
 import { systemClock } from '../../src/core/clock.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { startModuleWorker } from '../../src/core/module-worker.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { waitFor } from '../helpers/wait.js';
 import { captureLines } from '../helpers/log.js';
+import { GATEWAY_SCHEMAS } from '../../src/runtime/store-schemas.js';
 
 /**
  * The regular PASSIVE checkpoint runs on a worker thread with a connection of its own
@@ -91,7 +93,7 @@ describe('Checkpointer', () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-ckpt-'));
     const path = join(dir, 'buffer.db');
     const { logger, lines } = captureLines();
-    const { db } = openBufferDatabase(path, { synchronous: 'full', logger, integrityCheck: false });
+    const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger, integrityCheck: false });
     db.pragma('wal_autocheckpoint = 0');
     db.exec('CREATE TABLE filler (x BLOB)');
     const insert = db.prepare('INSERT INTO filler VALUES (randomblob(1000))');

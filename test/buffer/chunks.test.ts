@@ -5,14 +5,15 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSamples, MAX_CHUNK_SAMPLES, readAllSamples, type ChunkRow } from '../../src/buffer/chunks/store.js';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
-import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
+import { SCHEMA_VERSION } from '../../src/runtime/store-schemas.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
 import { systemClock } from '../../src/core/clock.js';
 import { createLogger, silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { buildImportFile } from '../../src/uplink/import-file.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../../src/runtime/store-schemas.js';
 
 const open: TestBuffer[] = [];
 afterEach(async () => {
@@ -413,7 +414,7 @@ describe('sealed chunks (buffer v2)', () => {
     const path = join(dir, 'buffer.db');
     try {
       // A v1 file: the schema as released before chunks, written with plain SQL.
-      const { db: tmp } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      const { db: tmp } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       tmp.exec('DROP TABLE chunks; DROP TABLE gaps; DROP TABLE last_committed;');
       tmp.prepare("DELETE FROM meta WHERE key = 'sealed_upto'").run();
       tmp.pragma('user_version = 2');
@@ -424,9 +425,9 @@ describe('sealed chunks (buffer v2)', () => {
       tmp.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', '20001')").run();
       tmp.close();
 
-      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
-      const buffer = new SampleBuffer(db, { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 5_000 });
+      const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 5_000 });
       // The first commit after start seals the old backlog, a step at a time.
       await buffer.append([{ variable: 'mvr_a', ts: T0 - 1, value: 1 }]);
       for (let i = 0; i < 10 && buffer.stats().sealedSamples < 20_000; i++) buffer.sealNow();
@@ -450,7 +451,7 @@ describe('sealed chunks (buffer v2)', () => {
     try {
       // A file as the release before the grid layout left it: schema 4, one format-1 chunk (written
       // by the codec of 7c44c1c: a 15-digit ADC series of 40 samples) and no rows.
-      const { db: tmp } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      const { db: tmp } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       tmp.pragma('user_version = 4');
       tmp.prepare("DELETE FROM meta WHERE key = 'chunk_formats'").run();
       const ts = Array.from({ length: 40 }, (_, i) => Date.UTC(2026, 10, 23, 12) + i * 1000 + (i % 3));
@@ -461,12 +462,12 @@ describe('sealed chunks (buffer v2)', () => {
       tmp.prepare("INSERT INTO meta (key, value) VALUES ('sealed_upto', '40') ON CONFLICT(key) DO UPDATE SET value = excluded.value").run();
       tmp.close();
 
-      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       // Migrated through 5 (and the later steps).
       expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
       expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(5);
       expect(db.prepare("SELECT value FROM meta WHERE key = 'chunk_formats'").pluck().get()).toBe('1,2');
-      const buffer = new SampleBuffer(db, { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 1_000 });
+      const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 1_000 });
       expect(buffer.stats().sealedSamples).toBe(40);
       // New data of the same transmitter (more counts) is sealed in the grid layout: format 2.
       const fresh = Array.from({ length: 1_000 }, (_, i) => ({ variable: 'mvr_adc', ts: T0 + 60_000 + i * 1000, value: Number(((30000 + Math.round(40 * Math.sin(i / 9))) * (10 / 65535) - 2.5).toPrecision(15)) }));

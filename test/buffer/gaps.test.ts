@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import BetterSqlite3 from 'better-sqlite3';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
 import { GapLedger } from '../../src/buffer/gaps.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
@@ -8,6 +8,7 @@ import { clampNewest, mergeRanges } from '../../src/sources/opcua/history.js';
 import { gapExternalId } from '../../src/annotations/gap-annotator.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { waitFor } from '../helpers/wait.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../../src/runtime/store-schemas.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -43,7 +44,7 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     expect(b.rows()).toHaveLength(0);
     expect(lc.get('mvr_a')).toBe(3_000);
     await b.close();
-    const { db } = openBufferDatabase(b.path, { synchronous: 'full', logger: silentLogger() });
+    const { db } = openBufferDatabase(b.path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
     expect(db.prepare('SELECT ts FROM last_committed WHERE variable = ?').pluck(true).get('mvr_a')).toBe(3_000);
     db.close();
   });
@@ -116,7 +117,7 @@ describe('gap ledger (gaps.ts)', () => {
   it('keeps one open gap per source and scope, closes it, counts its seconds, and serves the API shape', async () => {
     const b = testBuffer();
     const metrics = createMetrics();
-    const ledger = new GapLedger(b.db, metrics);
+    const ledger = new GapLedger(gatewayStore(b.db).owner('gaps'), metrics);
     const g = ledger.open({ source: 'press1', variables: null, from: 10_000, reason: 'source_disconnected', filled: 'pending' }, 10_000);
     const again = ledger.open({ source: 'press1', variables: null, from: 12_000, reason: 'gateway_stopped', filled: 'no' }, 12_000);
     expect(again.id).toBe(g.id); // G1
@@ -138,7 +139,7 @@ describe('gap ledger (gaps.ts)', () => {
 
   it('offers a closed unfilled gap for annotation once (G3), long enough ones only', () => {
     const b = testBuffer();
-    const ledger = new GapLedger(b.db);
+    const ledger = new GapLedger(gatewayStore(b.db).owner('gaps'));
     const short = ledger.open({ source: 's', variables: null, from: 0, to: 500, reason: 'gateway_stopped', filled: 'no' }, 1);
     const long = ledger.open({ source: 't', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'no' }, 1);
     const filled = ledger.open({ source: 'u', variables: null, from: 0, to: 5_000, reason: 'gateway_stopped', filled: 'pending' }, 1);
@@ -159,10 +160,10 @@ describe('gap ledger (gaps.ts)', () => {
       raw.pragma('user_version = 3');
       raw.exec("INSERT INTO variables (id, name) VALUES (1, 'mvr_a'); INSERT INTO samples (seq, var, ts, value) VALUES (1, 1, 5, 1.5)");
       raw.close();
-      const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+      const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(4);
       expect(db.prepare('SELECT count(*) FROM samples').pluck(true).get()).toBe(1);
-      expect(new GapLedger(db).list()).toEqual([]);
+      expect(new GapLedger(gatewayStore(db).owner('gaps')).list()).toEqual([]);
       db.close();
     });
   });

@@ -3,8 +3,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NEW_FILE_PAGE_SIZE, openBufferDatabase } from '../../src/buffer/file/database.js';
+import { NEW_FILE_PAGE_SIZE, openBufferDatabase } from '../../src/store/file/database.js';
 import { silentLogger } from '../../src/core/logger.js';
+import { GATEWAY_SCHEMAS } from '../../src/runtime/store-schemas.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -20,21 +21,21 @@ function fresh(): { dir: string; path: string } {
 describe('opening the buffer file', () => {
   it('a new file takes 2 KB pages (fixed pages of empty tables cost half); an existing file keeps its own page size and content', () => {
     const { path } = fresh();
-    const created = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() }).db;
+    const created = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() }).db;
     expect(NEW_FILE_PAGE_SIZE).toBe(2048);
     expect(created.pragma('page_size', { simple: true })).toBe(2048);
     // The page size was set before the first page: auto_vacuum and WAL still hold.
     expect(created.pragma('auto_vacuum', { simple: true })).toBe(2);
     expect(created.pragma('journal_mode', { simple: true })).toBe('wal');
     created.close();
-    expect(openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() }).db.pragma('page_size', { simple: true })).toBe(2048);
+    expect(openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() }).db.pragma('page_size', { simple: true })).toBe(2048);
 
     // A file created with 4 KB pages (every file before this version) opens as it is.
     const older = fresh().path;
-    const db4 = openBufferDatabase(older, { synchronous: 'full', logger: silentLogger(), pageSize: 4096 }).db;
+    const db4 = openBufferDatabase(older, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger(), pageSize: 4096 }).db;
     db4.prepare("INSERT INTO meta (key, value) VALUES ('marker', 'keep me')").run();
     db4.close();
-    const reopened = openBufferDatabase(older, { synchronous: 'full', logger: silentLogger() }).db;
+    const reopened = openBufferDatabase(older, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() }).db;
     expect(reopened.pragma('page_size', { simple: true })).toBe(4096);
     expect(reopened.pragma('integrity_check', { simple: true })).toBe('ok');
     expect(reopened.prepare("SELECT value FROM meta WHERE key = 'marker'").pluck().get()).toBe('keep me');
@@ -43,12 +44,12 @@ describe('opening the buffer file', () => {
 
   it('refuses a file written by a newer version and leaves it in place (no downgrade guessing)', () => {
     const { dir, path } = fresh();
-    const first = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+    const first = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
     first.db.prepare("INSERT INTO meta (key, value) VALUES ('marker', 'keep me')").run();
     const current = first.db.pragma('user_version', { simple: true }) as number;
     first.db.pragma(`user_version = ${current + 5}`);
     first.db.close();
-    expect(() => openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() })).toThrow(
+    expect(() => openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() })).toThrow(
       new RegExp(`buffer.path: .*buffer\\.db cannot be opened: the buffer file was written by a newer edge-gateway \\(buffer schema ${current + 5}; this version knows up to ${current}\\)`),
     );
     expect(readdirSync(dir).filter((f) => f.includes('damaged'))).toEqual([]);
@@ -59,14 +60,14 @@ describe('opening the buffer file', () => {
 
   it('a file locked by another process is not mistaken for a damaged one', () => {
     const { dir, path } = fresh();
-    openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() }).db.close();
+    openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() }).db.close();
     const holder = new BetterSqlite3(path);
     holder.pragma('locking_mode = EXCLUSIVE');
     holder.exec('BEGIN EXCLUSIVE');
     try {
       let error: unknown;
       try {
-        openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+        openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
       } catch (err) {
         error = err;
       }

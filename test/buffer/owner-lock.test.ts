@@ -6,13 +6,15 @@ import { createInterface } from 'node:readline';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
-import { acquireBufferOwner, bufferOwnedByRunningGateway, lockPathFor, recordBufferOwner } from '../../src/buffer/file/owner-lock.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
+import { acquireBufferOwner, bufferOwnedByRunningGateway, lockPathFor } from '../../src/store/file/owner-lock.js';
+import { gatewayStore } from '../../src/runtime/store-schemas.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { testConfigInput } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
+import { GATEWAY_SCHEMAS } from '../../src/runtime/store-schemas.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -30,8 +32,8 @@ describe('one gateway per buffer file (in process)', () => {
     const dir = tempDir();
     const path = join(dir, 'buffer.db');
     const first = acquireBufferOwner(path);
-    const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
-    recordBufferOwner(db);
+    const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
+    gatewayStore(db).noteHolder();
     db.close();
 
     let error: unknown;

@@ -11,6 +11,7 @@ import { openTestBuffer } from '../helpers/buffer.js';
 import { startTestGateway, testConfigInput, type TestGateway, withBufferFile } from '../helpers/gateway.js';
 import { waitFor } from '../helpers/wait.js';
 import { runCli } from '../helpers/cli.js';
+import { gatewayStore } from '../../src/runtime/store-schemas.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const cleanup: Array<() => Promise<void>> = [];
@@ -156,7 +157,7 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
       filled = true;
       void b.buffer.append(Array.from({ length: 200_000 }, (_, i) => ({ variable: 'mvr_busy_1', ts: T0 + i, value: i })));
     });
-    const r = await new SetAsideStore(db).requeue(b.buffer, { all: true }, { stepRows: 10_000 });
+    const r = await new SetAsideStore(gatewayStore(db)).requeue(b.buffer, { all: true }, { stepRows: 10_000 });
     expect(r.refused).toEqual({ code: 'BUFFER_FULL', reason: expect.stringMatching(/^refused: buffer full \(buffer\.when_full = refuse_new\)/) });
     // Whole steps only, and what left set-aside is exactly what the buffer committed: the oldest ids.
     expect(r.requeued % 10_000).toBe(0);
@@ -217,7 +218,7 @@ describe('set-aside requeue in steps (issue 21 §1)', () => {
        INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_late_' || (i % 2), ? + i, i, 'sync', 'unknown variable', ? FROM c`,
     ).run(T0, T0);
     db.prepare("INSERT INTO set_aside (variable, ts, value, path, reason, created_at) VALUES (NULL, NULL, NULL, 'import', 'job note', ?)").run(T0);
-    const store = new SetAsideStore(db);
+    const store = new SetAsideStore(gatewayStore(db));
     expect(store.requeueInFile({ variable: 'mvr_late_1' }, { stepRows: 400 })).toBe(1_250);
     expect(store.count({ all: true })).toBe(1_250);
     const rows = b.rows();

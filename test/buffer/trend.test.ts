@@ -1,11 +1,10 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
-import { SCHEMA_VERSION } from '../../src/buffer/file/migrations.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
+import { SCHEMA_VERSION } from '../../src/runtime/store-schemas.js';
 import { SampleBuffer } from '../../src/buffer/sample-buffer.js';
 import { TREND_GRACE_MS, TREND_KEEP_MS, TrendStore } from '../../src/buffer/trend.js';
 import { VariableDictionary } from '../../src/buffer/variables.js';
-import { DiskUsage } from '../../src/buffer/capacity/disk.js';
 import { BUCKET_MS, BUCKETS, ValueRing } from '../../src/console/value-ring.js';
 import { TrendKeeper } from '../../src/console/trend-keeper.js';
 import type { Clock } from '../../src/core/clock.js';
@@ -13,6 +12,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { Sample } from '../../src/core/sample.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { captureLines } from '../helpers/log.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../../src/runtime/store-schemas.js';
 
 /**
  * The trend room (src/buffer/trend.ts, issue 24 §4) with the console's ring as its source
@@ -56,7 +56,8 @@ async function seededTrend(buffer: SampleBuffer, now: number, id: string) {
 function keptOnDisk(path: string, now: number, id: string) {
   const db = new BetterSqlite3(path, { readonly: true });
   try {
-    const store = new TrendStore(db, { clock: { now: () => now, monotonic: () => 0 }, logger: silentLogger(), maxBytes: 1e9, usage: new DiskUsage(db), dict: new VariableDictionary(db), wrote: () => {} });
+    const file = gatewayStore(db);
+    const store = new TrendStore(file.owner('trend'), { clock: { now: () => now, monotonic: () => 0 }, logger: silentLogger(), dict: new VariableDictionary(file.owner('samples')), wrote: () => {} });
     const out: Array<[number, number, number, number]> = [];
     store.read(BUCKET_MS, now - BUCKETS * BUCKET_MS, (v, start, min, max, count) => {
       if (v === id) out.push([start, min, max, count]);
@@ -90,8 +91,8 @@ describe('the trend room', () => {
     expect(b.buffer.trendSize().rows).toBe(2);
     await b.close();
 
-    const { db } = openBufferDatabase(b.path, { synchronous: 'full', logger: silentLogger() });
-    const again = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: w.clock });
+    const { db } = openBufferDatabase(b.path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
+    const again = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: w.clock });
     try {
       w.set(t0 + 60_000);
       const a = await seededTrend(again, w.get(), 'mvr_a');
@@ -178,8 +179,8 @@ describe('the trend room', () => {
     await first.close();
 
     // Restarted 2 s later, inside the same bucket: the rest of bucket 2 comes after the restart.
-    const { db } = openBufferDatabase(first.path, { synchronous: 'full', logger: silentLogger() });
-    const second = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: first.metrics, clock: w.clock });
+    const { db } = openBufferDatabase(first.path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
+    const second = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: first.metrics, clock: w.clock });
     try {
       w.set(t0 + 27_000);
       ring = new ValueRing();
@@ -255,11 +256,11 @@ describe('the trend room', () => {
     expect(b.db.prepare('SELECT count(*) FROM trend').pluck().get()).toBe(0);
   });
 
-  it('stays under its share of buffer.max_bytes, oldest rows first, and writes nothing while the buffer is full', async () => {
+  it('stays under its own space (store.trend_max_bytes), oldest rows first; samples at their bound neither stop it nor count it', async () => {
     const w = wallClock();
     const t0 = w.get();
-    // 4 MB: the trend may use 200 kB. 2,000 variables of noise make ~30 kB per take.
-    const b = openTestBuffer({ clock: w.clock, maxBytes: 4_000_000 });
+    // The trend may use 200 kB. 2,000 variables of noise make ~30 kB per take.
+    const b = openTestBuffer({ clock: w.clock, maxBytes: 4_000_000, limits: { trend: 200_000 } });
     open.push(b);
     const ring = new ValueRing();
     b.buffer.keepTrend(new TrendKeeper(ring));
@@ -281,9 +282,9 @@ describe('the trend room', () => {
     // The newest bucket is always there: the oldest rows went.
     expect(keptOnDisk(b.path, w.get(), 'mvr_v7').at(-1)?.[0]).toBe(t0 + 190_000);
 
-    // Over max_bytes (a backlog filled it): the trend writes nothing more.
-    const before = b.db.prepare('SELECT max(id) FROM trend').pluck().get();
-    const full = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000 });
+    // Samples over their bound (a backlog filled it): the trend is an owner of its own, so it goes
+    // on keeping its buckets, and its pages are not the samples' (side tables are counted apart).
+    const full = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, whenFull: 'refuse_new' });
     open.push(full);
     const ring2 = new ValueRing();
     full.buffer.keepTrend(new TrendKeeper(ring2));
@@ -292,17 +293,19 @@ describe('the trend room', () => {
     ring2.onSamples(series(t0, 20, ['mvr_v1'], (_v, s) => s));
     w.set(t0 + 30_000);
     await full.buffer.maintenanceIdle();
-    expect(full.buffer.trendSize().rows).toBe(0);
-    expect(before).toBeGreaterThan(0);
+    expect(full.buffer.trendSize().rows).toBeGreaterThan(0);
+    const owners = Object.fromEntries(full.store.status().owners.map((o) => [o.owner, o.bytes]));
+    expect(owners.trend).toBeGreaterThan(0);
+    expect(full.buffer.usedBytes()).toBe(owners.samples);
+    expect(Object.values(owners).reduce((a, n) => a + n, 0)).toBe(full.store.usage.usedBytes());
   });
 
-  it('at a small max_bytes, keeps what fits: small parts, the newest buckets, under the cap', async () => {
+  it('in a small space, keeps what fits: small parts, the newest buckets, under the cap', async () => {
     const w = wallClock();
     const t0 = w.get();
     const cap = captureLines();
-    // 1 MB (the least buffer.max_bytes takes): 50 kB for the trend, less than one take of 5,000
-    // noisy variables.
-    const b = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, logger: cap.logger, sliceMs: 10_000 });
+    // 50 kB for the trend, less than one take of 5,000 noisy variables.
+    const b = openTestBuffer({ clock: w.clock, maxBytes: 1_000_000, limits: { trend: 50_000 }, logger: cap.logger, sliceMs: 10_000 });
     open.push(b);
     const ring = new ValueRing();
     b.buffer.keepTrend(new TrendKeeper(ring));
@@ -330,9 +333,9 @@ describe('the trend room', () => {
     const w = wallClock();
     const t0 = w.get();
     const cap = captureLines();
-    // 20 kB (below what the configuration allows): 1,000 bytes for the trend, less than a part of
-    // the least 100 variables.
-    const b = openTestBuffer({ clock: w.clock, maxBytes: 20_000, logger: cap.logger });
+    // 1,000 bytes for the trend (below what the configuration allows), less than a part of the
+    // least 100 variables.
+    const b = openTestBuffer({ clock: w.clock, limits: { trend: 1_000 }, logger: cap.logger });
     open.push(b);
     const ring = new ValueRing();
     b.buffer.keepTrend(new TrendKeeper(ring));
@@ -348,7 +351,7 @@ describe('the trend room', () => {
     const warned = cap.lines.filter((l) => String(l.msg).includes('not kept across restarts'));
     expect(warned).toHaveLength(1);
     expect(warned[0]).toMatchObject({ cap_bytes: 1_000 });
-    expect(String(warned[0].msg)).toMatch(/5 % of buffer\.max_bytes/);
+    expect(String(warned[0].msg)).toMatch(/store\.trend_max_bytes: 1000 bytes/);
   });
 
   it('skips a damaged row with a warning and reads the others', async () => {
@@ -379,13 +382,13 @@ describe('the trend room', () => {
     raw.exec('DROP TABLE trend');
     raw.pragma('user_version = 5');
     raw.close();
-    const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+    const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
     try {
       expect(SCHEMA_VERSION).toBe(6);
       expect(db.pragma('user_version', { simple: true })).toBe(6);
       expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'trend'").pluck().get()).toBe(1);
       expect(db.prepare('SELECT count(*) FROM samples').pluck().get()).toBe(1);
-      const buffer = new SampleBuffer(db, { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: { now: () => Date.now(), monotonic: () => performance.now() } });
+      const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 20, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: b.metrics, clock: { now: () => Date.now(), monotonic: () => performance.now() } });
       expect((await seededTrend(buffer, Date.now(), 'mvr_a')).e).toBeUndefined();
       await buffer.close();
     } finally {

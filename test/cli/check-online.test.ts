@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
+import { CATALOG_EXIT, catalogExit, compareCatalog, renderCatalogReport } from '../../src/commands/catalog-check.js';
 import { runCli } from '../helpers/cli.js';
 
 /**
@@ -37,6 +38,8 @@ interface Options {
   organisation?: string;
   auth?: string;
   extraJsonValue?: string;
+  /** `unit` of the mapping of mvr_packer1_rate (the catalog gives parts/min). */
+  rateUnit?: string;
 }
 
 let files = 0;
@@ -55,7 +58,7 @@ mqtt:
     - name: packer
       url: mqtt://127.0.0.1:1883
       subscriptions:
-        - { topic: plant/packer1, format: json, values: [ { path: rate, variable: mvr_packer1_rate }${extra} ] }
+        - { topic: plant/packer1, format: json, values: [ { path: rate, variable: mvr_packer1_rate${o.rateUnit ? `, unit: "${o.rateUnit}"` : ''} }${extra} ] }
 annotations:
   site: { external_id: plant-demo }
   machines: [ { key: press1, machine_variables: [mvr_press1_state] } ]
@@ -111,6 +114,31 @@ describe('edge-gateway check --online', () => {
     const firstRow = lines.findIndex((l) => /^(ok|missing|unmapped)\s/.test(l));
     expect(lines[firstRow]).toMatch(/^missing\s+mvr_packer1_typo\s+-\s+mqtt\.connections\[0\]\.subscriptions\[0\]\.values\[1\]\.variable$/);
     expect(r.out).toContain('mapped 5 machine variables: 4 found, 1 MISSING in the organisation');
+  });
+
+  it('a mapping\'s unit other than the catalog\'s is named with its setting; exit 5', async () => {
+    const r = await runCli(['check', '--config', configFile({ rateUnit: 'parts/h' }), '--online'], { env: goodSecret });
+    expect(r.code).toBe(5);
+    expect(r.out).toMatch(/^unit_mismatch\s+mvr_packer1_rate\s+Packer 1 \(MQTT JSON\)\s+parts\/h \(catalog: parts\/min\)\s+mqtt\.connections/m);
+    expect(r.out).toContain('4 found, none missing, 1 with a UNIT other than the catalog\'s');
+    expect(r.out).toContain('mqtt.connections[0].subscriptions[0].values[0].unit: "parts/h", but the organisation\'s catalog gives mvr_packer1_rate the unit "parts/min"');
+  });
+
+  it('compares units as written; the same unit is ok; a missing variable decides the exit code first', () => {
+    const catalog = { machines: new Map([['mch_p', 'Press']]), variables: [{ id: 'mvr_a', name: 'a', machineId: 'mch_p', unit: '°C' }, { id: 'mvr_b', name: 'b', machineId: 'mch_p', unit: '' }], pages: { machines: 1, machine_variables: 1 } };
+    const mapped = (units: Array<[string, string]>, extra: string[] = []) => ({
+      variables: new Map([['mvr_a', ['x.variable']], ['mvr_b', ['y.variable']], ...extra.map((id): [string, string[]] => [id, ['z.variable']])]),
+      openEnded: [],
+      units: new Map(units.map(([id, unit]) => [id, [{ unit, setting: `${id}.unit` }]])),
+    });
+    const same = compareCatalog(mapped([['mvr_a', '°C'], ['mvr_b', 'bar']]), catalog);
+    expect(same.counts).toMatchObject({ ok: 2, unit_mismatch: 0 });
+    expect(catalogExit(same)).toBe(CATALOG_EXIT.ok);
+    expect(renderCatalogReport(same)).toMatch(/^ok\s+mvr_a\s+Press\s+°C\s+x\.variable$/m);
+    const other = compareCatalog(mapped([['mvr_a', 'degC']]), catalog);
+    expect(other.rows[0]).toMatchObject({ state: 'unit_mismatch', variable: 'mvr_a', unit: 'degC', catalogUnit: '°C', unitSettings: ['mvr_a.unit'] });
+    expect(catalogExit(other)).toBe(CATALOG_EXIT.unit_mismatch);
+    expect(catalogExit(compareCatalog(mapped([['mvr_a', 'degC']], ['mvr_missing']), catalog))).toBe(CATALOG_EXIT.missing);
   });
 
   it('reports refused client credentials by setting and secret origin, never the secret; exit 4', async () => {

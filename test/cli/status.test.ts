@@ -105,6 +105,15 @@ describe('status rendering', () => {
     expect(text).not.toContain('GEN_X: GEN_X');
   });
 
+  it('shows a source\'s variables by quality, the counts that are not zero', () => {
+    const s = catchingUp();
+    s.sources[0].variables = { total: 12, good: 9, uncertain: 0, bad: 1, stale: 2, none: 0 };
+    s.sources[1].variables = { total: 0, good: 0, uncertain: 0, bad: 0, stale: 0, none: 0 };
+    const text = renderStatus(s, { now: NOW });
+    expect(text).toContain(`    variables 12: 9 good, 2 stale, 1 bad`);
+    expect(text.match(/variables \d/g)).toHaveLength(1);
+  });
+
   it('progress bar clamps and rounds', () => {
     expect(progressBar(0, 10)).toBe('[..........] 0.0%');
     expect(progressBar(0.55, 10)).toBe('[######....] 55.0%');

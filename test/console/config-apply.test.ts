@@ -78,4 +78,18 @@ describe('console configuration editor', () => {
     expect(gw.sources.map((s) => s.name)).toContain('added-from-console');
     expect(gw.status().config.reloads_applied).toBe(1);
   });
+
+  it('the preview checks the mappings against the catalog: an id it does not have, a unit other than its own (the same unit passes)', async () => {
+    // The console's copy of the catalog: read once (the preview never waits for the service).
+    expect((await fetch(`${gw.httpUrl}/console/api/catalog`)).status).toBe(200);
+    const base = readFileSync(file, 'utf8');
+    const text = `${base}mqtt:\n  connections:\n    - name: packer\n      url: mqtt://127.0.0.1:1\n      subscriptions:\n        - topic: plant/packer1\n          format: json\n          values:\n            - { path: rate, variable: mvr_packer1_rate, unit: parts/h }\n            - { path: temp, variable: mvr_packer1_temperature, unit: °C }\n            - { path: typo, variable: mvr_packer1_rat }\n`;
+    const r = (await (await fetch(`${gw.httpUrl}/console/api/config/preview`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ yaml: text }) })).json()) as { ok: boolean; catalog: { read_at: number | null; flags: string[] } };
+    expect(r.ok).toBe(true);
+    expect(r.catalog.read_at).not.toBeNull();
+    expect(r.catalog.flags).toEqual([
+      "mqtt.connections[0].subscriptions[0].values[2].variable: mvr_packer1_rat is not in the organisation's catalog: the service will refuse its samples (they are set aside)",
+      'mqtt.connections[0].subscriptions[0].values[0].unit: "parts/h", but the organisation\'s catalog gives mvr_packer1_rate the unit "parts/min": check the mapping\'s scale and offset, then its unit',
+    ]);
+  });
 });

@@ -251,7 +251,7 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     // Timeout 1 s, polled every 500 ms: down well within 10 s even on a busy machine.
     await expect.poll(() => page.getByTestId('device-state-mixer1').textContent(), { timeout: 15_000 }).not.toBe('connected');
     expect(Date.now() - stoppedAt).toBeLessThan(15_000);
-    await expect.poll(() => page.getByTestId('problems').textContent(), { timeout: 10_000 }).toMatch(/modbus/);
+    await expect.poll(() => page.getByTestId('problems').textContent(), { timeout: 10_000 }).toMatch(/mixer1 \(Modbus device/);
 
     await gw.close();
     await expect.poll(() => page.getByTestId('link').textContent(), { timeout: 15_000 }).toMatch(/Connection lost/);

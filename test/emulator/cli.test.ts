@@ -47,6 +47,8 @@ describe('edge-gateway emulator (runEmulatorCli)', () => {
     [['--journal-size', '-1'], '--journal-size: a value is required'],
     [['--journal-size', 'many'], '--journal-size: "many" is not a number of requests (0 to 100000)'],
     [['--fault', 'latency_ms=-5'], '--fault: latency_ms'],
+    [['--max-connections', '4'], '--max-connections: 4 is not a number of connections (8 to 1000000)'],
+    [['--max-connections-per-client', 'lots'], '--max-connections-per-client: "lots" is not a number of connections (1 to 1000000)'],
   ])('%j -> exit 2 naming the flag and value', async (argv, message) => {
     const r = await run(argv);
     expect(r.code).toBe(2);
@@ -59,7 +61,7 @@ describe('edge-gateway emulator (runEmulatorCli)', () => {
     const r = await run(['--help']);
     expect(r.code).toBe(0);
     expect(r.out).toBe(EMULATOR_USAGE);
-    for (const flag of ['--port', '--host', '--fixture', '--token-ttl', '--rate-limit', '--job-delay', '--fault', '--cors', '--journal-size', '--log-level']) expect(r.out).toContain(flag);
+    for (const flag of ['--port', '--host', '--fixture', '--token-ttl', '--rate-limit', '--job-delay', '--fault', '--cors', '--journal-size', '--max-connections', '--max-connections-per-client', '--log-level']) expect(r.out).toContain(flag);
     expect((await run(['-h'])).out).toBe(EMULATOR_USAGE);
   });
 

@@ -79,3 +79,26 @@ describe('FleetView (the table model of `edge-gateway fleet` and the console)', 
     expect(v.rows(0).find((r) => r.gateway === 'b')!.problem).toBe('two gateways publish as b: another process publishes the status of "b"');
   });
 });
+
+describe('FleetView memory bound (a publisher making up gateway names)', () => {
+  it('drops unknown fields and holds at most its byte budget of documents, counting what it did not keep', () => {
+    const v = new FleetView('p', 1_000_000);
+    const padded = (g: string) => doc(g, { pad: 'y'.repeat(60_000) });
+    const bytes = Buffer.byteLength(padded('g0000'));
+    let kept = 0;
+    for (let i = 0; i < 200; i++) if (v.ingest(`p/g${String(i).padStart(4, '0')}/status`, padded(`g${String(i).padStart(4, '0')}`), 0)) kept++;
+    // Each online status is held as status and as last figures: two documents' worth per name.
+    expect(kept).toBe(Math.floor(1_000_000 / (2 * bytes)));
+    expect(v.notKeptDocuments.documents).toBe(200 - kept);
+    expect(v.rows(0)).toHaveLength(kept);
+    expect(v.rows(0)[0]).not.toHaveProperty('pad');
+    expect(renderFleetTable(v.rows(0), v.notKeptDocuments)).toMatch(new RegExp(`${200 - kept} status documents not kept: the table holds at most 1 MB`));
+    // A cleared retained status gives its space back to the next gateway.
+    expect(v.ingest('p/g0000/status', '', 0)).toBe(true);
+    expect(v.ingest('p/new/status', padded('new'), 0)).toBe(true);
+    // Unknown fields are not kept in the parsed document either.
+    const small = new FleetView('p');
+    small.ingest('p/a/status', doc('a', { pad: 'z'.repeat(1000) }), 0);
+    expect(JSON.stringify(small.rows(0))).not.toContain('zzzz');
+  });
+});

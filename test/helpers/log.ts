@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream';
 import { createLogger } from '../../src/core/logger.js';
 
-/** A debug-level JSON logger whose lines are kept, parsed, for assertions. */
-export function captureLines(): { logger: ReturnType<typeof createLogger>; lines: Array<Record<string, unknown>> } {
+/** A JSON logger (debug level unless told) whose lines are kept, parsed, for assertions. */
+export function captureLines(level: 'debug' | 'info' = 'debug'): { logger: ReturnType<typeof createLogger>; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
   const stream = new Writable({
     write(chunk, _e, cb) {
@@ -10,5 +10,5 @@ export function captureLines(): { logger: ReturnType<typeof createLogger>; lines
       cb();
     },
   });
-  return { logger: createLogger({ level: 'debug', format: 'json', destination: stream }), lines };
+  return { logger: createLogger({ level, format: 'json', destination: stream }), lines };
 }

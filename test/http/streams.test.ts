@@ -57,13 +57,16 @@ function openRequest(url: string, path: string, localAddress?: string): Promise<
   });
 }
 
-/** An idle connection that sends nothing. */
-function openIdle(url: string): Promise<Socket> {
+/** A POST whose body never finishes: a request that holds its connection (until http's request timeout). */
+function openUnfinishedBody(url: string): Promise<Socket> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const s = connect(Number(u.port), u.hostname);
     cleanup.push(() => s.destroy());
-    s.once('connect', () => resolve(s));
+    s.once('connect', () => {
+      s.write(`POST /api/annotations HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\nX-Requested-By: test\r\nContent-Length: 1000\r\n\r\n{"machine":`);
+      resolve(s);
+    });
     s.once('error', reject);
   });
 }
@@ -147,8 +150,10 @@ describe('local HTTP server: streams and reserved connections', () => {
     const h = await harness({ max_connections: 24, reserved_connections: 8, max_streams: 4, max_streams_per_client: 4 });
     const streams = await Promise.all(Array.from({ length: 4 }, () => openRequest(h.url, '/console/api/events')));
     expect(tally(streams)).toEqual({ 200: 4 });
-    // 4 streams + 12 idle connections: the 16 connections outside the reserve are taken.
-    const idle = await Promise.all(Array.from({ length: 12 }, () => openIdle(h.url)));
+    // 4 streams + 12 requests whose bodies never finish: the 16 connections outside the reserve
+    // are in a request. (Idle and half-sent connections do not count: they give way to newcomers.)
+    const idle = await Promise.all(Array.from({ length: 12 }, () => openUnfinishedBody(h.url)));
+    await waitFor(async () => (await get(h.url, '/status')).status === 503, { what: '12 unfinished requests under way' });
 
     const status = await get(h.url, '/status');
     expect(status.status).toBe(503);
@@ -168,7 +173,7 @@ describe('local HTTP server: streams and reserved connections', () => {
     expect(start).toBe(201);
 
     for (const s of idle) s.destroy();
-    await waitFor(async () => (await get(h.url, '/status')).status === 200, { what: '/status once the idle connections are gone' });
+    await waitFor(async () => (await get(h.url, '/status')).status === 200, { what: '/status once the unfinished requests are gone' });
   });
 
   it('checks the settings: streams and the reserve stay below max_connections; defaults scale with a small max_connections', () => {

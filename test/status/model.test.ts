@@ -98,4 +98,14 @@ describe('status model', () => {
     expect(st.backlog_eta_s).toBe(st.delivery.drain_eta_s);
     expect(st.uplink.unknown_variables.count).toBe(2);
   });
+
+  it('adds up the sources\' variables by quality; a source without variables counts for nothing', () => {
+    const r = readings();
+    r.sources = [
+      { ...r.sources[0], name: 'press', variables: { total: 3, good: 1, uncertain: 0, bad: 1, stale: 1, none: 0 } },
+      { ...r.sources[0], name: 'broker' },
+      { ...r.sources[0], name: 'line', variables: { total: 2, good: 0, uncertain: 1, bad: 0, stale: 0, none: 1 } },
+    ];
+    expect(gatewayStatus(r).variables).toEqual({ total: 5, good: 1, uncertain: 1, bad: 1, stale: 1, none: 1 });
+  });
 });

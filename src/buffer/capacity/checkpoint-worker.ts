@@ -12,7 +12,7 @@ import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from '.
  *   checkpoint).
  * - The main connection's `synchronous` setting: the checkpoint syncs the WAL before it copies and
  *   the database file after, with this connection's flags, so it is exactly as durable as the
- *   checkpoint the main connection ran before (file/database.ts).
+ *   checkpoint the main connection ran before (src/store/file/database.ts).
  * - busy_timeout 0: it never waits for anything. A PASSIVE checkpoint never calls the busy handler
  *   anyway; when the main connection holds the checkpoint lock (a TRUNCATE) it answers busy = 1.
  */

@@ -1,8 +1,8 @@
-import type { Database } from 'better-sqlite3';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { describeError } from '../../core/errors.js';
 import { siblingModule, startModuleWorker } from '../../core/module-worker.js';
+import type { FileAccess } from '../../store/store.js';
 
 /** What the checkpoint worker (checkpoint-worker.ts) starts with. */
 export interface CheckpointWorkerData {
@@ -32,7 +32,7 @@ export interface CheckpointerOptions {
  * syncing it) held the gateway's event loop for 87–114 ms, every second (CPU profile, issue 25). It now runs on
  * a worker thread with a connection of its own to the same file (checkpoint-worker.ts); the main
  * thread only posts a message. The buffer is in WAL mode with normal locking (the one-gateway lock
- * is a file of its own, file/owner-lock.ts), so the worker's checkpoint runs beside the main
+ * is a file of its own, src/store/file/owner-lock.ts), so the worker's checkpoint runs beside the main
  * connection's commits, as SQLite's checkpoints are made to.
  *
  * Durability does not change (src/buffer/README.md B1, B9): with synchronous=FULL every commit
@@ -60,7 +60,7 @@ export class Checkpointer {
   private warned = false;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: FileAccess,
     private readonly o: CheckpointerOptions,
   ) {
     this.inline = db.memory;

@@ -1,19 +1,22 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { MaintenanceTask } from '../maintenance.js';
+import type { DiskUsage } from '../../store/usage.js';
 import type { Checkpointer } from './checkpointer.js';
 import type { WalBound } from './wal.js';
+import type { FileAccess } from '../../store/store.js';
 
 /**
- * What the buffer file uses, and giving disk back (src/buffer/README.md B9).
+ * Giving disk back (src/buffer/README.md B9). What the file uses is counted by the store
+ * (src/store/usage.ts: pages in use and free; space.ts: per owner, the samples' bytes being what
+ * buffer.max_bytes limits).
  *
  * Keeps B9:
- *  - Bytes in use are the database's pages less its free pages: what buffer.max_bytes limits.
  *  - Free pages that no write has reused for buffer.return_free_after (1 min) are returned to the file system by
- *    `PRAGMA incremental_vacuum` (the file is in auto_vacuum=INCREMENTAL mode: file/database.ts),
+ *    `PRAGMA incremental_vacuum` (the file is in auto_vacuum=INCREMENTAL mode: src/store/file/database.ts),
  *    a maintenance slice at a time (B7), down to buffer.keep_free. Pages that the next samples will
  *    take (drop_oldest's headroom at max_bytes, a sealing step's churn) stay: they are reused
  *    within the minute, so the file does not shrink and regrow on every cycle.
@@ -57,41 +60,6 @@ export const CHECKPOINT_EVERY_MS = 1_000;
 /** A WAL truncation blocked by a reader is tried again after this long. */
 const WAL_RETRY_MS = 30_000;
 
-export class DiskUsage {
-  readonly pageSize: number;
-  private readonly st: { pageCount: Statement; freelistCount: Statement };
-
-  constructor(private readonly db: Database) {
-    this.pageSize = db.pragma('page_size', { simple: true }) as number;
-    this.st = {
-      pageCount: db.prepare('PRAGMA page_count').pluck(true),
-      freelistCount: db.prepare('PRAGMA freelist_count').pluck(true),
-    };
-  }
-
-  /** Bytes in use by the database: pages less free pages (buffer.max_bytes). */
-  usedBytes(): number {
-    return ((this.st.pageCount.get() as number) - (this.st.freelistCount.get() as number)) * this.pageSize;
-  }
-
-  freePages(): number {
-    return this.st.freelistCount.get() as number;
-  }
-
-  freeBytes(): number {
-    return this.freePages() * this.pageSize;
-  }
-
-  /** Bytes the database file takes on disk (without its WAL). */
-  fileBytes(): number {
-    try {
-      return statSync(this.db.name).size;
-    } catch {
-      return 0;
-    }
-  }
-}
-
 export interface DiskReturnOptions {
   keepFreeBytes: number;
   returnAfterMs: number;
@@ -105,6 +73,8 @@ export interface DiskReturnOptions {
   changed: () => void;
   /** Runs the PASSIVE checkpoints (on its worker thread when it can). */
   checkpointer: Pick<Checkpointer, 'request' | 'running'>;
+  /** While the disk is full (src/store/README.md S6) the WAL is not truncated: its file is the room the next deletes reuse. */
+  diskFull?: () => boolean;
 }
 
 /** Gives free pages and the WAL back to the file system, as a maintenance task (B7, B9). */
@@ -122,7 +92,7 @@ export class DiskReturn implements MaintenanceTask {
   private checkpointedAt = -Infinity;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: FileAccess,
     private readonly o: DiskReturnOptions,
   ) {
     this.incremental = (db.pragma('auto_vacuum', { simple: true }) as number) === 2;
@@ -148,6 +118,7 @@ export class DiskReturn implements MaintenanceTask {
   private walWanted(): boolean {
     const now = performance.now();
     if (now < this.walRetryAt) return false;
+    if (this.o.diskFull?.()) return false;
     // The worker's checkpoint holds SQLite's checkpoint lock: a TRUNCATE now would only answer
     // busy and be put off for WAL_RETRY_MS as if a reader held the WAL. It runs once that answered.
     if (this.o.checkpointer.running) return false;

@@ -1,16 +1,18 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { describeError } from '../../core/errors.js';
 import type { ChunkStore } from '../chunks/store.js';
-import { inOwnTransaction } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { Tally } from '../tally.js';
 import type { VariableDictionary } from '../variables.js';
-import type { DiskUsage } from './disk.js';
 import type { Losses } from './losses.js';
+import type { StoreOwner } from '../../store/store.js';
 
 /**
- * The full-buffer policy (buffer.when_full): what happens at buffer.max_bytes.
+ * The full-buffer policy (buffer.when_full): what happens at buffer.max_bytes. It counts and drops
+ * samples only: max_bytes bounds the samples owner's space in the file (src/store/README.md S5);
+ * the side tables (annotations, alarms, gaps, set-aside, trend) have bounds and policies of their
+ * own and never make a sample leave.
  *
  * Keeps:
  *  B2d drop_oldest deletes only unheld samples, oldest first: whole sealed chunks outside every
@@ -26,8 +28,8 @@ export class FullPolicy {
   private readonly st: { deleteSeq: Statement; oldestBetween: Statement; pickChunks: Statement; deleteChunk: Statement };
 
   constructor(
-    private readonly db: Database,
-    private readonly o: { maxBytes: number; logger: Logger; usage: DiskUsage; holds: Holds; store: ChunkStore; tally: Tally; dict: VariableDictionary; losses: Losses },
+    private readonly db: StoreOwner,
+    private readonly o: { maxBytes: number; logger: Logger; holds: Holds; store: ChunkStore; tally: Tally; dict: VariableDictionary; losses: Losses },
   ) {
     this.st = {
       deleteSeq: db.prepare('DELETE FROM samples WHERE seq = ?'),
@@ -37,8 +39,9 @@ export class FullPolicy {
     };
   }
 
+  /** Whether the samples' bytes (their owner's space in the file, side tables apart) are over buffer.max_bytes. */
   overLimit(): boolean {
-    return this.o.usage.usedBytes() > this.o.maxBytes;
+    return this.db.bytes > this.o.maxBytes;
   }
 
   /**
@@ -47,7 +50,7 @@ export class FullPolicy {
    * not the trigger (the disk is full), so a slice is dropped to make room for that many samples.
    */
   dropOldest(pendingOnFullDisk: number | null = null): void {
-    const used = this.o.usage.usedBytes();
+    const used = this.db.bytes;
     const t = this.o.tally;
     const total = t.samples;
     const perRow = total > 0 ? Math.max(0.5, used / total) : 32;
@@ -69,7 +72,7 @@ export class FullPolicy {
     const victims = this.oldestUnheldRows(target);
     if (victims.length === 0) return;
     try {
-      inOwnTransaction(this.db, 'drop_oldest', () => {
+      this.db.write('drop_oldest', () => {
         for (const row of victims) this.st.deleteSeq.run(row[0]);
         // Before the commit, as for chunks: per variable, how many rows may leave.
         const perVar = new Map<string, number>();
@@ -94,7 +97,7 @@ export class FullPolicy {
     let bytes = 0;
     let min = Infinity;
     let max = -Infinity;
-    inOwnTransaction(this.db, 'drop_oldest', () => {
+    this.db.write('drop_oldest', () => {
       for (const gap of this.o.holds.gapsAscending()) {
         let lo = gap.lo;
         while (dropped < target) {

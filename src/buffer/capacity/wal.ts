@@ -1,8 +1,8 @@
-import type { Database } from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
+import type { FileAccess } from '../../store/store.js';
 
 /**
  * The WAL's backstop (B9 in src/buffer/README.md; the regular checkpoints and truncations run on
@@ -27,7 +27,7 @@ export class WalBound {
   readonly walPath: string;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: FileAccess,
     private readonly o: {
       logger: Logger;
       clock: Clock;

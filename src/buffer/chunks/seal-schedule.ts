@@ -1,15 +1,15 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
-import { assertNotNested } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { MaintenanceTask } from '../maintenance.js';
 import type { Tally } from '../tally.js';
 import { CommitCost } from './commit-cost.js';
 import { mergedChunkCount, ROW_BYTES, type ChunkJob, type ChunkMeta, type Sealer } from './sealer.js';
 import type { ChunkStore } from './store.js';
+import type { StoreOwner } from '../../store/store.js';
 
 /**
  * The seal schedule: which rows to seal and which chunks to merge next, as jobs the maintenance
@@ -113,7 +113,7 @@ export class SealSchedule implements MaintenanceTask {
   private readonly st: { firstRowAfter: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly o: SealScheduleOptions,
   ) {
     this.st = { firstRowAfter: db.prepare('SELECT seq FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT 1').pluck(true) };
@@ -317,7 +317,6 @@ export class SealSchedule implements MaintenanceTask {
     for (const h of holds) if (h.from <= lo && h.to >= lo) lo = h.to + 1;
     if (lo > eligible) return null;
     if (lo - 1 > this.sealedUpto) {
-      assertNotNested(this.db, 'sealing');
       this.o.sealer.skipTo(lo - 1);
       this.sealedUpto = lo - 1;
       this.resealMaybe = true;

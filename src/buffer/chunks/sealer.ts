@@ -1,9 +1,10 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Holds } from '../holds.js';
 import { fromRowValue } from '../row-value.js';
 import { decodeChunkInto, type DecodedChunk } from './codec.js';
 import { chunkRecordBytes, leafCapacity, leafCellBytes, packingOrder } from './page-packing.js';
 import { MAX_CHUNK_SAMPLES, type ChunkStore, type EncodedChunk } from './store.js';
+import type { StoreOwner } from '../../store/store.js';
 
 /**
  * The sealer: turns the oldest rows into per-variable chunks (a seal job), and merges a variable's
@@ -117,7 +118,7 @@ export class Sealer {
   private rowScratch = { var: new Int32Array(0), ts: new Float64Array(0), values: new Float64Array(0), order: new Int32Array(0) };
 
   constructor(
-    readonly db: Database,
+    readonly db: StoreOwner,
     readonly store: ChunkStore,
     readonly holds: Holds,
   ) {
@@ -143,7 +144,7 @@ export class Sealer {
 
   /** Moves `sealed_upto` past rows that are held and will stay rows (L3); no rows change. */
   skipTo(seq: number): void {
-    if (seq > this.sealedUpto()) this.st.setUpto.run(String(seq));
+    if (seq > this.sealedUpto()) this.db.write('moving sealed_upto past held rows', () => this.st.setUpto.run(String(seq)));
   }
 
   /** Chunk metadata (no data) with seq_from in [from, to], streamed in seq order (a backlog can hold millions). */
@@ -165,7 +166,7 @@ export class Sealer {
   commitTransaction<T>(job: ChunkJob, write: () => T): T {
     this.hooks.before(job);
     const started = performance.now();
-    const r = this.db.transaction(write).immediate();
+    const r = this.db.write(`${job.kind} commit`, write);
     this.hooks.after(job, performance.now() - started);
     return r;
   }

@@ -1,6 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import { decodeChunk, decodeChunkInto, encodeChunk, type Compressor, type DecodedChunk } from './codec.js';
 import { fromRowValue, toRowValue } from '../row-value.js';
+import type { StatementSource } from '../../store/store.js';
 
 /**
  * Sealed samples: per-variable compressed chunks in the `chunks` table, beside the `samples` rows.
@@ -67,7 +68,7 @@ export class ChunkStore {
   private readonly decoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StatementSource,
     private readonly compressor: Compressor = 'deflate',
   ) {
     this.st = {
@@ -205,7 +206,7 @@ export function* chunkSamples(c: ChunkRow, from = -Infinity, to = Infinity): Gen
 }
 
 /** Unsent samples in a buffer file, rows and sealed (files before buffer v2 have no chunks table). For tools that read the file directly. */
-export function countUnsent(db: Database): number {
+export function countUnsent(db: StatementSource): number {
   let n = db.prepare('SELECT count(*) FROM samples').pluck(true).get() as number;
   if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").get() !== undefined) n += db.prepare('SELECT coalesce(sum(n), 0) FROM chunks').pluck(true).get() as number;
   return n;
@@ -215,7 +216,7 @@ export function countUnsent(db: Database): number {
  * Every unsent sample in a buffer file, rows and sealed, with variable names, in seq order. For
  * tools that read the file directly (the crash harness, tests).
  */
-export function readAllSamples(db: Database): Array<{ seq: number; variable: string; ts: number; value: number }> {
+export function readAllSamples(db: StatementSource): Array<{ seq: number; variable: string; ts: number; value: number }> {
   const names = new Map<number, string>((db.prepare('SELECT id, name FROM variables').raw(true).all() as Array<[number, string]>).map(([id, name]) => [id, name]));
   const out: Array<{ seq: number; variable: string; ts: number; value: number }> = [];
   for (const [seq, v, ts, value] of db.prepare('SELECT seq, var, ts, value FROM samples ORDER BY seq').raw(true).iterate() as Iterable<[number, number, number, number | Buffer]>) {

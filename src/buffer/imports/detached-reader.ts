@@ -8,7 +8,7 @@ import { SampleReader } from './reader.js';
  * files beside the gateway's main thread (src/uplink/import-file-builder.ts). At 100,000 variables
  * serializing files was a fifth of the main thread (bench/README.md, "MQTT at 30,000 and 100,000
  * variables"); the buffer is in WAL mode with normal locking (the one-gateway lock is a file of
- * its own, file/owner-lock.ts), so a second connection reads while the main one commits.
+ * its own, src/store/file/owner-lock.ts), so a second connection reads while the main one commits.
  *
  * What keeps it right (src/buffer/README.md): the range is held by its import job, so nothing
  * renumbers, seals or re-encodes its samples while the worker walks it (B3); each block is read in

@@ -1,6 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import type { SeqRange } from '../types.js';
+import type { StoreOwner } from '../../store/store.js';
 
 /**
  * The durable record of import jobs (interface §4.7, §2.9): which seq range of the buffer each
@@ -66,7 +67,7 @@ export class ImportLedger {
   private readonly st: { insert: Statement; get: Statement; all: Statement; remove: Statement; ranges: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly clock: Clock,
   ) {
     this.st = {
@@ -80,7 +81,7 @@ export class ImportLedger {
 
   create(range: SeqRange, attempts = 0): LedgerEntry {
     const now = this.clock.now();
-    const id = Number(this.st.insert.run(range.from, range.to, 'building', attempts, now, now).lastInsertRowid);
+    const id = this.db.write('record an import job', () => Number(this.st.insert.run(range.from, range.to, 'building', attempts, now, now).lastInsertRowid));
     return this.get(id)!;
   }
 
@@ -104,11 +105,13 @@ export class ImportLedger {
     }
     cols.push('updated_at = ?');
     vals.push(this.clock.now(), id);
-    this.db.prepare(`UPDATE import_jobs SET ${cols.join(', ')} WHERE id = ?`).run(...vals);
+    const update = this.db.prepare(`UPDATE import_jobs SET ${cols.join(', ')} WHERE id = ?`);
+    // Joins a write running now (finishing a job sets its rejected items aside in the same transaction).
+    this.db.write('update an import job', () => update.run(...vals), { join: true });
   }
 
   remove(id: number): void {
-    this.st.remove.run(id);
+    this.db.write('remove an import job', () => this.st.remove.run(id));
   }
 
   /** The seq range of every job in the ledger (holds.ts: what sealing and compaction leave alone). */

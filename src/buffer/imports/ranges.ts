@@ -1,7 +1,6 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import { MAX_CHUNK_SAMPLES, type ChunkStore } from '../chunks/store.js';
-import { assertNotNested, inOwnTransaction } from '../file/transactions.js';
 import type { Holds } from '../holds.js';
 import type { SetAsideMove } from '../set-aside.js';
 import type { Tally } from '../tally.js';
@@ -9,6 +8,7 @@ import type { TurnShare } from '../turn-share.js';
 import type { SeqRange } from '../types.js';
 import type { ImportLedger, LedgerEntry } from './ledger.js';
 import type { SampleReader } from './reader.js';
+import type { StoreOwner } from '../../store/store.js';
 
 /**
  * Import-job ranges (the backfill, interface §4.7): which seq range the next job takes, holding it
@@ -32,7 +32,7 @@ export class ImportRanges {
   private planned: (SeqRange & { count: number; rows: number; sealed: number }) | null = null;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StoreOwner,
     private readonly o: { clock: Clock; holds: Holds; store: ChunkStore; tally: Tally; ledger: ImportLedger; reader: SampleReader; setAsideMove: SetAsideMove; changed: () => void },
   ) {
     this.st = {
@@ -74,7 +74,6 @@ export class ImportRanges {
    * were set aside. The range's samples are deleted afterwards (`deleteRange`).
    */
   finishJob(entry: LedgerEntry, rejected: ReadonlyMap<number, unknown>): number {
-    assertNotNested(this.db, 'finishJob');
     const refused: Array<{ row: import('../types.js').BufferedRow; error: unknown }> = [];
     if (rejected.size > 0) {
       let i = 0;
@@ -88,21 +87,16 @@ export class ImportRanges {
     const now = this.o.clock.now();
     let fromRows = 0;
     let fromChunks = 0;
-    let committed = false;
-    try {
-      inOwnTransaction(this.db, 'finishJob', () => {
-        for (const { row, error } of refused) {
-          const message = (error as { message?: unknown }).message;
-          const moved = this.o.setAsideMove.moveInTransaction([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined }, now);
-          fromRows += moved.fromRows;
-          fromChunks += moved.fromChunks;
-        }
-        this.o.ledger.update(entry.id, { state: 'finishing' });
-      });
-      committed = true;
-    } finally {
-      this.o.setAsideMove.settle(committed);
-    }
+    // Alone: the counts below change once this has committed (B8).
+    this.db.write('finishJob', () => {
+      for (const { row, error } of refused) {
+        const message = (error as { message?: unknown }).message;
+        const moved = this.o.setAsideMove.move([row], { path: 'import', reason: typeof message === 'string' ? message : JSON.stringify(error), detail: error, jobId: entry.jobId ?? undefined }, now);
+        fromRows += moved.fromRows;
+        fromChunks += moved.fromChunks;
+      }
+      this.o.ledger.update(entry.id, { state: 'finishing' });
+    });
     if (refused.length > 0) {
       this.o.tally.rows -= fromRows;
       if (fromChunks > 0) this.o.tally.resync(this.o.store.totals());
@@ -158,7 +152,7 @@ export class ImportRanges {
 
   /** Deletes the rows of seqs from..to in a transaction of its own; returns how many. */
   private deleteRows(from: number, to: number): number {
-    const n = inOwnTransaction(this.db, 'deleteRange', () => this.st.deleteBetween.run(from, to).changes);
+    const n = this.db.write('deleteRange', () => this.st.deleteBetween.run(from, to).changes);
     this.o.tally.rows -= n;
     return n;
   }
@@ -167,7 +161,7 @@ export class ImportRanges {
   private endDeletion(range: SeqRange): number {
     let removed = 0;
     if (this.o.tally.sealed > 0) {
-      removed = inOwnTransaction(this.db, 'deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
+      removed = this.db.write('deleteRange', () => this.o.store.removeRange(range.from, range.to).removed);
       this.o.tally.resync(this.o.store.totals());
     }
     this.releaseRange(range);

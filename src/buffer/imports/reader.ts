@@ -1,4 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Statement } from 'better-sqlite3';
 import { toIsoUtc } from '../../core/time.js';
 import { decodeChunkInto, type DecodedChunk } from '../chunks/codec.js';
 import { chunkSamples, type ChunkRow, type ChunkStore } from '../chunks/store.js';
@@ -6,6 +6,7 @@ import { fromRowValue, ROW_VALUE_JSON_SQL } from '../row-value.js';
 import type { Tally } from '../tally.js';
 import type { BufferedRow, ImportReader, SeqRange } from '../types.js';
 import type { VariableDictionary } from '../variables.js';
+import type { StatementSource } from '../../store/store.js';
 
 /**
  * The import reader: a seq range's samples, rows and sealed, in seq order, as import-file items
@@ -19,7 +20,7 @@ export class SampleReader {
   private readonly st: { oldestBetween: Statement };
 
   constructor(
-    private readonly db: Database,
+    private readonly db: StatementSource,
     private readonly o: { store: ChunkStore; tally: Pick<Tally, 'sealed'>; dict: Pick<VariableDictionary, 'nameOf'> },
   ) {
     this.st = { oldestBetween: db.prepare('SELECT seq, var, ts, value FROM samples WHERE seq > ? AND seq < ? ORDER BY seq ASC LIMIT ?').raw(true) };

@@ -47,6 +47,12 @@ export type ConfigPreviewResponse =
       refused: boolean;
       message: string | null;
       warnings: string[];
+      /**
+       * Against the organisation's catalog as the console last read it (console/catalog-flags.ts):
+       * mapped variables it does not have, mapping units other than its own. `read_at` null: not
+       * read yet (nothing checked).
+       */
+      catalog: { read_at: number | null; flags: string[] };
     };
 
 /** PUT /console/api/config (body {yaml, confirm?}), applied. */

@@ -5,9 +5,10 @@
  * the typecheck of the other (`npm run typecheck` checks the server and the browser code).
  */
 import type { GatewayStatus } from '../../status/model.js';
-import type { RefusalRecord } from '../refusal-log.js';
+import type { QualityChange } from '../quality-reads.js';
+import type { RefusalCondition, RefusalRecord } from '../refusal-log.js';
 
-export type { GatewayStatus, RefusalRecord };
+export type { GatewayStatus, RefusalCondition, RefusalRecord };
 
 /** One point of the backlog chart: [epoch ms, samples waiting]. */
 export type BacklogPoint = [at: number, rows: number];
@@ -23,6 +24,8 @@ export interface OverviewResponse {
   rate_limited_total: number;
   /** The newest refusals first, at most 50. */
   refusals: RefusalRecord[];
+  /** Refusals still going on (refusal-log.ts `currentRefusals`): what the Overview lists as problems. */
+  refusing: RefusalCondition[];
   /** Variables seen but not kept in the value ring (its cap reached). */
   untracked: number;
 }
@@ -46,4 +49,6 @@ export interface LiveTick {
   v: LiveValue[];
   /** Variables with new refusals: [id, counts by reason]. */
   r: Array<[id: string, byReason: Record<string, number>]>;
+  /** Variables whose stored quality changed: [id, quality, since]; the link overlay comes with `status`. */
+  q: QualityChange[];
 }

@@ -3,6 +3,7 @@
  * GET /console/api/variables/:id. Built by console/variable-routes.ts, read by
  * console/web/page-variables.tsx and console/web/store.ts.
  */
+import type { Quality } from '../../core/quality.js';
 import type { RefusalRecord } from '../refusal-log.js';
 
 /** Where the newest sample of a variable is: sent, still queued, set aside by the service, or none seen. */
@@ -21,8 +22,18 @@ export interface VariableRow {
    * from MQTT's open-ended subscriptions): an old value is current, never stale (issue 24 §1).
    */
   on_change: boolean;
+  /**
+   * Quality as the source stored it (core/quality.ts): good, uncertain, bad, stale (by age or a
+   * protocol's death message) or none (no value yet). The page shows it through the link of
+   * `source`/`device` as the status it receives says (`throughLink`): stale while that is down.
+   */
+  quality: Quality;
+  /** Since when it has that quality (epoch ms); null with none. */
+  quality_since: number | null;
+  /** The device whose link the variable follows (a Modbus device), null: its source's. */
+  device: string | null;
   value: number | null;
-  /** Unit of the value, from the organisation's catalog (the configuration has none); null: none given or not read yet. */
+  /** Unit of the value: the mapping's `unit`, else the organisation's catalog's; null: none given (or the catalog not read yet). */
   unit: string | null;
   ts: number | null;
   /** Samples per second. */
@@ -58,7 +69,14 @@ export interface VariableDetailResponse {
   /** The mapping entry as YAML: as written in the configuration file (comments included) when found there, else written from `config`. */
   config_yaml: string | null;
   value: number | null;
+  /** The mapping's `unit`, else the catalog's. */
   unit: string | null;
+  /** The unit the mapping gives (null: none) and the catalog's (null: none, or not read yet), to show where they differ. */
+  unit_configured: string | null;
+  unit_catalog: string | null;
+  quality: Quality;
+  quality_since: number | null;
+  device: string | null;
   ts: number | null;
   total: number;
   rate: number;

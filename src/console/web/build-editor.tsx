@@ -2,6 +2,7 @@ import { h, Fragment } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { ImportCsvResponse, MappingsResponse } from '../api/build.js';
 import type { ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, ConfigPreviewResponse, ConfigReadResponse } from '../api/config.js';
+import { fmtTime } from '../../web/format.js';
 import { api, ApiError, messageOf } from './lib.js';
 import type { Added } from './page-build.js';
 
@@ -333,6 +334,21 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
             ''
           )}
           <Diff text={preview.diff} />
+          {preview.catalog?.flags.length ? (
+            <>
+              <p class="muted small">Against the organisation's catalog (read {preview.catalog.read_at ? fmtTime(preview.catalog.read_at) : '–'}):</p>
+              <ul class="problems" data-testid="catalog-flags">
+                {preview.catalog.flags.map((f) => (
+                  <li class="warn">
+                    <span class="dot"></span>
+                    {f}
+                  </li>
+                ))}
+              </ul>
+            </>
+          ) : (
+            ''
+          )}
           <div class="row">
             <button class="primary" disabled={preview.refused || !preview.diff} onClick={apply} data-testid="confirm-apply">
               {preview.secret_changes.length ? 'Send the secrets there and apply' : 'Apply these changes'}

@@ -1,10 +1,11 @@
 import { h, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { GatewayStatus, OverviewResponse, RefusalRecord } from '../api/live.js';
+import type { GatewayStatus, OverviewResponse, RefusalCondition } from '../api/live.js';
 import { fmtAge, fmtAgo, fmtBytes, fmtDuration, fmtNum, fmtTime } from '../../web/format.js';
 import { api, messageOf, STATE_CLASS } from './lib.js';
 import { useStore } from './store.js';
 import { Chart } from './charts.js';
+import { QualityCounts } from './quality-counts.js';
 
 interface Problem {
   level: 'bad' | 'warn';
@@ -13,15 +14,15 @@ interface Problem {
 }
 
 /** Problems first, in plain words: what an engineer has to act on, worst first. */
-export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] | undefined): Problem[] {
+export function problemsOf(st: GatewayStatus | null, refusing: RefusalCondition[] | undefined): Problem[] {
   const out: Problem[] = [];
   if (!st) return out;
   for (const s of st.sources) {
-    // "Down" from when it stopped being connected, not from its latest retry (issue 24 §1).
-    const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
-    const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
-    if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Date.now() - down)} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
-    else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${error}`, href: '#/sources' });
+    const devices = deviceDetails(s);
+    // A source of devices (Modbus) is down or up device by device: each problem names its device.
+    if (devices.length > 0) for (const d of devices) deviceProblem(s, d, out);
+    else sourceProblem(s, out);
+    qualityProblem(s, out);
   }
   if (!st.buffer.writable) out.push({ level: 'bad', text: `The buffer cannot be written (${st.buffer.last_write_error?.code ?? 'error'}): new samples are not kept.` });
   if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
@@ -33,11 +34,52 @@ export function problemsOf(st: GatewayStatus | null, refusals: RefusalRecord[] |
   const d = st.delivery;
   if (d && d.above_sync_capacity) out.push({ level: d.import_jobs === 'keeping_up' ? 'warn' : 'bad', text: capacityText(d) });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
-  const reasons: Record<string, number> = {};
-  for (const r of refusals ?? []) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
-  for (const [reason, n] of Object.entries(reasons)) out.push({ level: 'warn', text: `Recent values refused: ${reason.replace(/_/g, ' ')} (${n} of the last refusals).`, href: '#/variables' });
+  // Only while it goes on: a blip (an unknown Sparkplug alias until the rebirth) clears a minute after it ended.
+  for (const c of refusing ?? []) out.push({ level: 'warn', text: refusalText(c), href: '#/variables' });
   if (st.config.last_reload?.outcome === 'refused') out.push({ level: 'warn', text: `The last configuration change was refused: ${(st.config.last_reload.problems ?? []).join('; ')}` });
   return out;
+}
+
+type SourceStatus = GatewayStatus['sources'][number];
+
+/** "Down" from when it stopped being connected, not from its latest retry (issue 24 §1). */
+function sourceProblem(s: SourceStatus, out: Problem[]): void {
+  const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
+  const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
+  if (down !== null && s.state !== 'connected' && s.state !== 'degraded') out.push({ level: 'bad', text: `${s.name} (${s.kind}) is down for ${fmtAge(Math.max(1_000, Date.now() - down))} (since ${fmtTime(down)}, now ${s.state})${error}`, href: '#/sources' });
+  else if (s.state !== 'connected') out.push({ level: 'warn', text: `${s.name} (${s.kind}) is ${s.state}${error}`, href: '#/sources' });
+}
+
+/** A device's problem names the device ("Mixer 1"), then where it is; its state is the row's. */
+function deviceProblem(s: SourceStatus, d: DeviceDetail, out: Problem[]): void {
+  const state = String(d.state ?? 'unknown');
+  if (state === 'connected') return;
+  const name = d.name ?? d.device ?? '?';
+  const where = `${KIND_WORD[s.kind] ?? s.kind} device${d.unit_id !== undefined ? ` unit ${String(d.unit_id)}` : ''}${d.endpoint ? ` at ${String(d.endpoint)}` : ''}`;
+  const why = text(d.last_problem ?? d.last_error ?? null);
+  const error = why ? `: ${why}` : '';
+  const down = typeof d.down_since === 'number' ? d.down_since : null;
+  if (down !== null && state !== 'degraded') out.push({ level: 'bad', text: `${name} (${where}) is down for ${fmtAge(Math.max(1_000, Date.now() - down))} (since ${fmtTime(down)}, now ${state})${error}`, href: '#/sources' });
+  else out.push({ level: 'warn', text: `${name} (${where}) is ${state === 'degraded' ? 'answering only some reads' : state}${error}`, href: '#/sources' });
+}
+
+const KIND_WORD: Record<string, string> = { modbus: 'Modbus', opcua: 'OPC UA', mqtt: 'MQTT' };
+
+/** Variables that are bad or uncertain, or stale while their link is up (a Sparkplug death, a poll that stopped). */
+function qualityProblem(s: SourceStatus, out: Problem[]): void {
+  const v = s.variables;
+  if (!v) return;
+  const up = s.state === 'connected' || s.state === 'degraded';
+  const parts = [v.bad > 0 ? `${fmtNum(v.bad)} bad` : '', v.uncertain > 0 ? `${fmtNum(v.uncertain)} uncertain` : '', up && v.stale > 0 ? `${fmtNum(v.stale)} stale` : ''].filter(Boolean);
+  if (parts.length === 0) return;
+  out.push({ level: 'warn', text: `${s.name}: ${parts.join(', ')} of its ${fmtNum(v.total)} variables (bad values are not sent; see the Variables page).`, href: '#/variables' });
+}
+
+/** A refusal that goes on, with its source and over what time. */
+export function refusalText(c: RefusalCondition): string {
+  const vars = c.variables.length > 0 ? ` (${c.variables.join(', ')}${c.count > c.variables.length ? ', …' : ''})` : '';
+  const span = c.last_at > c.first_at ? ` between ${fmtTime(c.first_at)} and ${fmtTime(c.last_at)}` : ` at ${fmtTime(c.last_at)}`;
+  return `Recent values refused: ${c.reason.replace(/_/g, ' ')} from ${c.source}${vars}, ${fmtNum(c.count)}${span}.`;
 }
 
 /**
@@ -108,7 +150,7 @@ export function Overview() {
   }, []);
   const st = s.status ?? ov?.status;
   if (!st) return <div class="empty">{err ?? 'Loading…'}</div>;
-  const problems = problemsOf(st, ov?.refusals);
+  const problems = problemsOf(st, ov?.refusing);
   const b = st.buffer;
   const u = st.uplink;
   const rates = st.source_rates ?? {};
@@ -186,6 +228,7 @@ export function Overview() {
               <th class="num">Read /s</th>
               <th class="num">Samples</th>
               <th class="num">Refused</th>
+              <th>Variables</th>
               <th>Last sample</th>
               <th>Last error</th>
             </tr>
@@ -203,43 +246,55 @@ export function Overview() {
                 <td class="num">{fmtNum(rates[x.name] ?? 0)}</td>
                 <td class="num">{fmtNum(x.samplesRead)}</td>
                 <td class="num">{fmtNum(Object.values(x.samplesRefused).reduce((a, c) => a + c, 0))}</td>
+                <td>
+                  <QualityCounts v={x.variables} source={x.name} testid={`quality-counts-${x.name}`} />
+                </td>
                 <td>{x.lastSampleAt ? fmtAgo(Date.now() - x.lastSampleAt) : '–'}</td>
                 <td class="err-cell">{x.lastError ? <span title={x.lastError.code}>{fmtTime(x.lastError.at)}: {x.lastError.message}</span> : ''}</td>
               </tr>
             ))}
           </tbody>
         </table>
-        {devices.length > 0 ? (
-          <>
-            <h3 class="sub">Devices</h3>
-            <table class="tbl">
-              <thead>
-                <tr>
-                  <th>Device</th>
-                  <th>Source</th>
-                  <th>State</th>
-                  <th>Detail</th>
-                </tr>
-              </thead>
-              <tbody>
-                {devices.map((d) => (
-                  <tr data-testid={`device-${d.name}`}>
-                    <td>{d.name}</td>
-                    <td>{d.source}</td>
-                    <td>
-                      <span class={`pill ${d.ok ? 'ok' : 'bad'}`} data-testid={`device-state-${d.name}`}>{d.state}</span>
-                    </td>
-                    <td class="err-cell">{d.error ?? ''}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </>
-        ) : (
-          ''
-        )}
+        <DevicesTable devices={devices} />
       </section>
     </div>
+  );
+}
+
+/** The devices inside sources (Modbus), each with its state, since when it is down, its variables by quality. */
+function DevicesTable({ devices }: { devices: DeviceRow[] }) {
+  if (devices.length === 0) return null;
+  return (
+    <>
+      <h3 class="sub">Devices</h3>
+      <table class="tbl">
+        <thead>
+          <tr>
+            <th>Device</th>
+            <th>Source</th>
+            <th>State</th>
+            <th>Variables</th>
+            <th>Detail</th>
+          </tr>
+        </thead>
+        <tbody>
+          {devices.map((d) => (
+            <tr data-testid={`device-${d.name}`}>
+              <td>{d.name}</td>
+              <td>{d.source}</td>
+              <td>
+                <span class={`pill ${d.ok ? 'ok' : 'bad'}`} data-testid={`device-state-${d.name}`}>{d.state}</span>
+                {d.downSince !== null && !d.ok ? <div class="muted small">down since {fmtTime(d.downSince)}</div> : ''}
+              </td>
+              <td>
+                <QualityCounts v={d.variables} source={d.source} testid={`device-quality-${d.name}`} />
+              </td>
+              <td class="err-cell">{d.error ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
 
@@ -249,6 +304,8 @@ interface DeviceRow {
   state: string;
   ok: boolean;
   error: string | null;
+  downSince: number | null;
+  variables: GatewayStatus['variables'] | null;
 }
 
 /** A device as a source's status detail lists it (Modbus: `detail.devices`); the fields vary by source. */
@@ -259,17 +316,25 @@ interface DeviceDetail {
   connection?: unknown;
   last_problem?: unknown;
   last_error?: unknown;
+  endpoint?: unknown;
+  unit_id?: unknown;
+  down_since?: unknown;
+  variables?: GatewayStatus['variables'];
+}
+
+/** The devices a source's status detail lists (Modbus: `detail.devices`). */
+function deviceDetails(s: SourceStatus): DeviceDetail[] {
+  const devs = s.detail?.devices;
+  return Array.isArray(devs) ? (devs as DeviceDetail[]) : [];
 }
 
 /** Devices inside a source (a Modbus source polls several), from the source's status detail. */
 export function devicesOf(st: GatewayStatus): DeviceRow[] {
   const out: DeviceRow[] = [];
   for (const s of st.sources) {
-    const devs = s.detail?.devices;
-    if (!Array.isArray(devs)) continue;
-    for (const d of devs as DeviceDetail[]) {
+    for (const d of deviceDetails(s)) {
       const state = String(d.state ?? d.connection ?? 'unknown');
-      out.push({ name: d.name ?? d.device ?? '?', source: s.name, state, ok: /^(connected|degraded)$/.test(state), error: text(d.last_problem ?? d.last_error ?? null) });
+      out.push({ name: d.name ?? d.device ?? '?', source: s.name, state, ok: /^(connected|degraded)$/.test(state), error: text(d.last_problem ?? d.last_error ?? null), downSince: typeof d.down_since === 'number' ? d.down_since : null, variables: d.variables ?? null });
     }
   }
   return out;

@@ -2,6 +2,7 @@ import { h, Fragment, type ComponentChildren, type VNode } from 'preact';
 import type { GatewayStatus } from '../api/live.js';
 import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
 import { STATE_CLASS } from './lib.js';
+import { QualityCounts } from './quality-counts.js';
 import { useStore } from './store.js';
 
 type SourceStatus = GatewayStatus['sources'][number];
@@ -124,6 +125,12 @@ export function Sources() {
             <div>
               <b>{x.lastSampleAt ? fmtAge(Date.now() - x.lastSampleAt) : '–'}</b>
               <span>since last sample</span>
+            </div>
+            <div>
+              <b>
+                <QualityCounts v={x.variables} source={x.name} testid={`source-quality-${x.name}`} />
+              </b>
+              <span>variables by quality</span>
             </div>
             <div>
               <b>{fmtAge(Date.now() - (x.downSince ?? x.since))}</b>

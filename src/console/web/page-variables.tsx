@@ -2,20 +2,51 @@ import { h, Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { VariableDetailResponse } from '../api/variables.js';
 import { fmtAge, fmtNum, fmtTime } from '../../web/format.js';
+import { QUALITIES, type Quality, type QualityReading } from '../../core/quality.js';
 import { api, messageOf, naturalCompare } from './lib.js';
 import { store, useStore, type LiveVariable } from './store.js';
 import { Chart, Spark } from './charts.js';
-import { isStale } from './staleness.js';
+import { linksOf, qualityOf, shownQuality, QUALITY_CLASS, QUALITY_LABEL, QUALITY_UPSTREAM, type LinkDown } from './quality.js';
 
 const ROW = 34;
 
-type Filter = 'all' | 'stale' | 'refused' | 'set_aside';
+type Filter = 'all' | Quality | 'refused' | 'set_aside';
+
+/** Filters another page opens the list with (a source's "3 stale" on the Overview). */
+let preset: { filter?: Filter; source?: string } | null = null;
+
+/** Opens the Variables page with a filter set (the Overview's and Sources page's quality counts). */
+export function openVariables(p: { filter?: Filter; source?: string }): void {
+  preset = p;
+  location.hash = '#/variables';
+}
+
+/** The order of the quality filters: what needs a look first after All. */
+const QUALITY_FILTERS: Quality[] = ['stale', 'bad', 'uncertain', 'none', 'good'];
 
 function refusedTotal(r: LiveVariable): number {
   return r.refused ? Object.values(r.refused).reduce((a, c) => a + c, 0) : 0;
 }
 
 const present = (x: string | null): x is string => Boolean(x);
+
+/** The rows a search and filter leave, and the counts the filter buttons show (each row's quality through its link, without allocating per row). */
+function selectRows(vars: LiveVariable[], f: { needle: string; source: string; machine: string; filter: Filter }, links: LinkDown): { rows: LiveVariable[]; counts: Record<Quality, number>; refused: number } {
+  const counts = Object.fromEntries(QUALITIES.map((x) => [x, 0])) as Record<Quality, number>;
+  for (const v of vars) counts[shownQuality(v, links)] += 1;
+  const byQuality = (QUALITIES as readonly string[]).includes(f.filter);
+  const { needle } = f;
+  const rows = vars.filter((v) => {
+    if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
+    if (f.source && v.source !== f.source) return false;
+    if (f.machine && v.machine !== f.machine) return false;
+    if (f.filter === 'refused' && refusedTotal(v) === 0) return false;
+    if (f.filter === 'set_aside' && !v.set_aside) return false;
+    if (byQuality && shownQuality(v, links) !== f.filter) return false;
+    return true;
+  });
+  return { rows, counts, refused: vars.filter((v) => refusedTotal(v) > 0).length };
+}
 
 /**
  * Every variable in one virtual table: only the rows in view are in the DOM, so 5,000 (or 50,000)
@@ -24,8 +55,11 @@ const present = (x: string | null): x is string => Boolean(x);
 export function Variables() {
   const s = useStore();
   const [q, setQ] = useState('');
-  const [filter, setFilter] = useState<Filter>('all');
-  const [source, setSource] = useState('');
+  const [filter, setFilter] = useState<Filter>(() => preset?.filter ?? 'all');
+  const [source, setSource] = useState(() => preset?.source ?? '');
+  useEffect(() => {
+    preset = null;
+  }, []);
   const [machine, setMachine] = useState('');
   const [top, setTop] = useState(0);
   const [height, setHeight] = useState(600);
@@ -44,28 +78,20 @@ export function Variables() {
   const sources = useMemo(() => [...new Set(vars.map((v) => v.source).filter(present))].sort(naturalCompare), [vars]);
   const machines = useMemo(() => [...new Set(vars.map((v) => v.machine).filter(present))].sort(naturalCompare), [vars]);
   const now = Date.now();
-  const needle = q.trim().toLowerCase();
-  const rows = vars.filter((v) => {
-    if (needle && !v.id.toLowerCase().includes(needle) && !(v.source ?? '').toLowerCase().includes(needle) && !(v.machine ?? '').toLowerCase().includes(needle)) return false;
-    if (source && v.source !== source) return false;
-    if (machine && v.machine !== machine) return false;
-    if (filter === 'stale' && !isStale(v, now)) return false;
-    if (filter === 'refused' && refusedTotal(v) === 0) return false;
-    if (filter === 'set_aside' && !v.set_aside) return false;
-    return true;
-  });
+  const links = linksOf(s.status);
+  const { rows, counts, refused } = selectRows(vars, { needle: q.trim().toLowerCase(), source, machine, filter }, links);
   const first = Math.max(0, Math.floor(top / ROW) - 5);
   const last = Math.min(rows.length, first + Math.ceil(height / ROW) + 10);
-  const stale = vars.filter((v) => isStale(v, now)).length;
-  const refused = vars.filter((v) => refusedTotal(v) > 0).length;
   if (s.varsError && !s.vars) return <div class="empty">{s.varsError}</div>;
   if (!s.vars) return <div class="empty">Loading variables…</div>;
   const filters: Array<[Filter, string]> = [
     ['all', `All ${fmtNum(vars.length)}`],
-    ['stale', `Stale ${fmtNum(stale)}`],
+    ...QUALITY_FILTERS.map((x): [Filter, string] => [x, `${QUALITY_LABEL[x]} ${fmtNum(counts[x])}`]),
     ['refused', `Refused ${fmtNum(refused)}`],
     ['set_aside', 'Set aside'],
   ];
+  // What happens upstream to values that are not good, said where they are shown.
+  const notes = (['bad', 'uncertain', 'stale'] as const).filter((x) => counts[x] > 0 && (filter === 'all' || filter === x));
   return (
     <div class="vars">
       <div class="toolbar">
@@ -107,11 +133,13 @@ export function Variables() {
           {fmtNum(rows.length)} shown
         </span>
       </div>
+      <QualityNotes shown={notes} />
       <div class="vhead">
         <span>Variable</span>
         <span>Source</span>
         <span>Machine</span>
         <span class="num">Value</span>
+        <span>Quality</span>
         <span class="num">Age</span>
         <span class="num">Rate /s</span>
         <span>Refused</span>
@@ -121,38 +149,69 @@ export function Variables() {
       <div class="vbody" ref={box} onScroll={(e) => setTop(e.currentTarget.scrollTop)} data-testid="var-table">
         <div style={`height:${rows.length * ROW}px;position:relative`}>
           {rows.slice(first, last).map((v, i) => (
-            <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${(first + i) * ROW}px`} data-testid={`var-${v.id}`}>
-              <span class="mono ellipsis" title={v.id}>
-                {v.id}
-              </span>
-              <span class="ellipsis">{v.source ?? '–'}</span>
-              <span class="ellipsis">{v.machine ?? ''}</span>
-              <span class="num mono" data-testid={`value-${v.id}`}>
-                {fmtNum(v.value)}
-                {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
-              </span>
-              <span class={`num ${v.ts !== null && isStale(v, now) ? 'stale' : ''}`} data-testid={`age-${v.id}`}>{v.ts === null ? 'never' : fmtAge(now - v.ts)}</span>
-              <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
-              <span class="ellipsis" data-testid={`refused-${v.id}`}>
-                {v.refused
-                  ? Object.entries(v.refused).map(([r, n]) => (
-                      <span class="tag bad">
-                        {r.replace(/_/g, ' ')} {fmtNum(n)}
-                      </span>
-                    ))
-                  : ''}
-              </span>
-              <span>
-                <span class={`dotlabel ${v.delivery}`}>{v.delivery.replace('_', ' ')}</span>
-              </span>
-              <span>
-                <Spark values={v.spark} />
-              </span>
-            </a>
+            <VariableLine v={v} top={(first + i) * ROW} q={qualityOf(v, links)} now={now} />
           ))}
         </div>
       </div>
     </div>
+  );
+}
+
+/** What happens upstream to the values of these qualities, said above the values. */
+function QualityNotes({ shown }: { shown: readonly Quality[] }) {
+  if (shown.length === 0) return null;
+  return (
+    <div class="qnotes" data-testid="quality-notes">
+      {shown.map((x) => (
+        <span>
+          <span class={`pill ${QUALITY_CLASS[x]}`}>{QUALITY_LABEL[x]}</span> {QUALITY_UPSTREAM[x]}
+        </span>
+      ))}
+    </div>
+  );
+}
+
+/** One row of the virtual table, at `top` px. */
+function VariableLine({ v, top, q, now }: { v: LiveVariable; top: number; q: QualityReading; now: number }) {
+  return (
+    <a class="vrow" href={`#/variables/${encodeURIComponent(v.id)}`} style={`top:${top}px`} data-testid={`var-${v.id}`}>
+      <span class="mono ellipsis" title={v.id}>
+        {v.id}
+      </span>
+      <span class="ellipsis" title={v.device ? `${v.source} · ${v.device}` : undefined}>
+        {v.source ?? '–'}
+        {v.device ? <span class="muted small"> · {v.device}</span> : ''}
+      </span>
+      <span class="ellipsis">{v.machine ?? ''}</span>
+      <span class={`num mono q-${q.quality}`} data-testid={`value-${v.id}`} title={QUALITY_UPSTREAM[q.quality]}>
+        {fmtNum(v.value)}
+        {v.unit && v.value !== null ? <span class="unit"> {v.unit}</span> : ''}
+      </span>
+      <span>
+        <span class={`pill small ${QUALITY_CLASS[q.quality]}`} data-testid={`quality-${v.id}`} title={q.since === null ? undefined : `since ${fmtTime(q.since)}`}>
+          {q.quality === 'none' ? 'no value' : q.quality}
+        </span>
+      </span>
+      <span class={`num ${q.quality === 'stale' ? 'stale' : ''}`} data-testid={`age-${v.id}`}>
+        {v.ts === null ? 'never' : fmtAge(now - v.ts)}
+      </span>
+      <span class="num">{fmtNum(Math.round(v.rate * 100) / 100)}</span>
+      <span class="ellipsis" data-testid={`refused-${v.id}`}>
+        {v.refused
+          ? Object.entries(v.refused).map(([r, n]) => (
+              <span class="tag bad">
+                {r.replace(/_/g, ' ')} {fmtNum(n)}
+              </span>
+            ))
+          : ''}
+      </span>
+      <span>
+        <span class={`dotlabel ${v.delivery}`}>{v.delivery.replace('_', ' ')}</span>
+      </span>
+      <span>
+        <Spark values={v.spark} />
+      </span>
+    </a>
   );
 }
 
@@ -179,6 +238,9 @@ export function VariableDetail({ id }: { id: string }) {
   const live = store.byId.get(id);
   const value = live?.value ?? d.value;
   const ts = live?.ts ?? d.ts;
+  // The live row's stored quality is newer than the page's last load; either is seen through its link.
+  const qv = qualityOf(live ?? { quality: d.quality, quality_since: d.quality_since, source: d.source, device: d.device }, linksOf(store.status));
+  const unitDiffers = d.unit_configured !== null && d.unit_catalog !== null && d.unit_configured !== d.unit_catalog;
   const data: [number[], number[], number[]] = [d.trend.map((b) => b[0] / 1000), d.trend.map((b) => b[2]), d.trend.map((b) => b[1])];
   return (
     <div class="stack">
@@ -198,6 +260,14 @@ export function VariableDetail({ id }: { id: string }) {
             <span>last value</span>
           </div>
           <div>
+            <b>
+              <span class={`pill ${QUALITY_CLASS[qv.quality]}`} data-testid="detail-quality">
+                {QUALITY_LABEL[qv.quality]}
+              </span>
+            </b>
+            <span>quality{qv.since !== null ? ` since ${fmtTime(qv.since)}` : ''}</span>
+          </div>
+          <div>
             <b>{ts ? fmtAge(Date.now() - ts) : '–'}</b>
             <span>age ({ts ? fmtTime(ts) : 'never'})</span>
           </div>
@@ -211,9 +281,22 @@ export function VariableDetail({ id }: { id: string }) {
           </div>
           <div>
             <b>{d.source ?? '–'}</b>
-            <span>source{d.machine ? ` · ${d.machine}` : ''}</span>
+            <span>
+              source{d.device ? ` · device ${d.device}` : ''}
+              {d.machine ? ` · ${d.machine}` : ''}
+            </span>
           </div>
         </div>
+        <p class="muted small" data-testid="detail-upstream">
+          {QUALITY_UPSTREAM[qv.quality]}
+        </p>
+        {unitDiffers ? (
+          <div class="hint warn" data-testid="detail-unit-mismatch">
+            The mapping gives the unit {d.unit_configured}, the organisation's catalog gives {d.unit_catalog}: check the mapping's scale and unit, or the catalog.
+          </div>
+        ) : (
+          ''
+        )}
       </section>
       <section class="card">
         <h2>Trend, last 10 minutes</h2>

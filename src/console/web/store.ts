@@ -153,6 +153,12 @@ function applyTick(msg: LiveTick): void {
     if (r) r.refused = byReason;
     else unknown = true;
   }
+  // A stored quality that changed (the link overlay comes with the status: page quality.ts).
+  for (const [id, quality, since] of msg.q ?? []) {
+    const r = store.byId.get(id);
+    if (r) Object.assign(r, { quality, quality_since: since });
+    else unknown = true;
+  }
   // Delivery state: everything older than the oldest sample still queued has been sent (the queue
   // is sent oldest first).
   const age = msg.status?.buffer?.oldest_unsent_age_s;

@@ -85,7 +85,7 @@ export class FeaturesStage implements Stage {
     const annotations = await startAnnotations({
       annotations: section,
       gatewayName: this.settings.gatewayName,
-      db: store.db, // the annotations outbox lives in the buffer file, in its own tables
+      owners: store.annotationOwners, // the outbox and the conditions: owners of the gateway's file of their own
       client: uplink.client,
       health: uplink.health,
       http: surfaces.http,

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describeError } from '../../core/errors.js';
 import { ConditionRouter } from '../../core/condition-event.js';
 import { TappedSink, type RefusalReason } from '../../core/sample.js';
+import type { QualityTable } from '../../core/quality.js';
 import { SourceStats, type RefusalInfo, type Source, type SourceKind } from '../../core/source.js';
 import type { SourceContext } from '../../sources/context.js';
 import { describeSources, type SourceInfo } from '../../sources/inventory.js';
@@ -95,7 +96,10 @@ export class SourcesStage implements Stage {
    */
   async prepare(changed: readonly SourceSection[], next: SourceSections): Promise<SourceChange> {
     const started: Source[] = [];
-    for (const section of changed) started.push(...(await buildSourceSection(section, next, (name, kind) => this.makeContext(name, kind))));
+    // The new sources' stats replace the running ones' only at the swap: a reload refused here
+    // leaves the running sources counted and watched.
+    const pending: Array<[string, SourceStats]> = [];
+    for (const section of changed) started.push(...(await buildSourceSection(section, next, (name, kind) => this.makeContext(name, kind, pending))));
     assertUniqueNames([...this.list.filter((s) => !changed.includes(s.kind)), ...started]);
     const stopped = this.list.filter((s) => changed.includes(s.kind));
     return {
@@ -107,6 +111,7 @@ export class SourcesStage implements Stage {
         await Promise.allSettled(stopped.map((s) => s.close()));
         for (const s of stopped) this.list.splice(this.list.indexOf(s), 1);
         this.list.push(...started);
+        for (const [name, stats] of pending) this.register(name, stats);
       },
       start: async () => {
         this.sections = next;
@@ -129,15 +134,31 @@ export class SourcesStage implements Stage {
     await this.store.buffer.flush();
   }
 
-  private makeContext(name: string, kind: SourceKind): SourceContext {
+  /** The quality of each running source's variables, by source name (the console's Variables page). */
+  qualityTables(): Map<string, QualityTable> {
+    const out = new Map<string, QualityTable>();
+    for (const src of this.list) {
+      const q = this.stats.get(src.name)?.quality;
+      if (q) out.set(src.name, q);
+    }
+    return out;
+  }
+
+  /** `pending`: a reload's new source, registered at its swap (see prepare). */
+  private makeContext(name: string, kind: SourceKind, pending?: Array<[string, SourceStats]>): SourceContext {
     const { logger, metrics, clock } = this.services;
     const dir = join(this.store.dataDir, 'sources', name);
     mkdirSync(dir, { recursive: true });
     const stats = new SourceStats(name, kind, metrics, clock);
     stats.onRefused = (reason, n, info) => this.refusalListeners.forEach((l) => l(name, reason, n, info));
+    if (pending) pending.push([name, stats]);
+    else this.register(name, stats);
+    return { sink: this.sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: this.store.buffer.lastCommitted, gaps: this.store.gaps }, conditions: this.conditions };
+  }
+
+  private register(name: string, stats: SourceStats): void {
     this.stats.set(name, stats);
     this.gapWatcher.attach(name, stats);
-    return { sink: this.sink, logger: logger.child({ source: name, kind }), stats, metrics, clock, dataDir: dir, history: { lastCommitted: this.store.buffer.lastCommitted, gaps: this.store.gaps }, conditions: this.conditions };
   }
 
   private async startEach(list: readonly Source[]): Promise<void> {

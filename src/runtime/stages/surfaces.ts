@@ -3,6 +3,7 @@ import type { FleetRuntime } from '../../fleet/index.js';
 import { registerConsoleRoutes } from '../../console/routes.js';
 import type { DemoDevices } from '../../console/demo-routes.js';
 import { RefusalLog } from '../../console/refusal-log.js';
+import { consoleBufferReads } from '../../console/buffer-reads.js';
 import { TrendKeeper } from '../../console/trend-keeper.js';
 import { ValueRing } from '../../console/value-ring.js';
 import { describeError } from '../../core/errors.js';
@@ -96,6 +97,8 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
     maxBodyBytes: h.max_body_bytes,
     rateLimitPerMinute: h.rate_limit_per_minute,
     maxConnections: h.max_connections,
+    maxConnectionsPerClient: h.max_connections_per_client,
+    headerTimeoutMs: h.header_timeout,
     limits: connectionLimits(h),
     requireTokenForReads: h.require_token_for_reads,
     allowedHosts: h.allowed_hosts,
@@ -146,7 +149,8 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     configPath: o.configPath,
     ring,
     refusals,
-    buffer: store.buffer,
+    quality: () => sources.qualityTables(),
+    buffer: consoleBufferReads(store.buffer),
     client: uplink.client,
     clock,
     dataDir: store.dataDir,

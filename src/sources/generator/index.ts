@@ -3,6 +3,7 @@ import type { Source, SourceKind, SourceStatus } from '../../core/source.js';
 import type { SourceContext } from '../context.js';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { Q_GOOD } from '../../core/quality.js';
 import { generatorVariables, type GeneratorSourceConfig } from './config.js';
 
 /**
@@ -27,6 +28,10 @@ export class GeneratorSource implements Source {
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     this.variables = generatorVariables(cfg);
     this.walk = this.variables.map(() => 50);
+    // Slot i is variable i; read every interval.
+    ctx.stats.quality.reserve(this.variables.length);
+    for (const v of this.variables) ctx.stats.quality.add(v);
+    ctx.stats.quality.setPeriod(cfg.interval);
   }
 
   async start(): Promise<void> {
@@ -46,6 +51,8 @@ export class GeneratorSource implements Source {
     this.lastTs = ts;
     const t = this.tick++;
     const samples: Sample[] = this.variables.map((variable, i) => ({ variable, ts, value: this.valueFor(i, t) }));
+    const quality = this.ctx.stats.quality;
+    for (let i = 0; i < samples.length; i++) quality.set(i, Q_GOOD, ts);
     const p = this.ctx.sink
       .append(samples)
       .then(() => this.ctx.stats.samplesRead(samples.length))

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { durationMs } from '../../config/units.js';
-import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
+import { machineVariableId, scaleOffset, sourceName, unitSetting } from '../common-schema.js';
 import { TABLES } from './address.js';
 import { BYTE_ORDERS, DATA_TYPES } from './decode.js';
 import { planSection } from './plan.js';
@@ -55,6 +55,7 @@ const registerSchema = z
         examples: ['CDAB'],
       }),
     ...scaleOffset,
+    unit: unitSetting,
   })
   .meta({ description: 'One value read from the device and stored under a machine variable: engineering value = raw × scale + offset' });
 

@@ -2,6 +2,7 @@ import { Backoff, type BackoffPolicy } from '../../core/backoff.js';
 import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { LogThrottle } from '../../core/log-throttle.js';
+import { Q_BAD, Q_GOOD, type QualityTable } from '../../core/quality.js';
 import type { Sample } from '../../core/sample.js';
 import type { SourceContext } from '../context.js';
 import { describeRange, TABLE_INFO } from './address.js';
@@ -10,7 +11,11 @@ import { failureAction, ModbusRequestError, toRequestError } from './errors.js';
 import type { ModbusLink, ReadResponse } from './link.js';
 import { coalesce, endpointKey, type DevicePlan, type PlannedValue, type ReadBlock } from './plan.js';
 
-export type DeviceState = 'connecting' | 'connected' | 'degraded' | 'offline' | 'stopped';
+/**
+ * connecting: its connection has not come up yet since the start; disconnected: its connection
+ * went down after the device had answered; offline: connected, but the device does not answer.
+ */
+export type DeviceState = 'connecting' | 'connected' | 'degraded' | 'disconnected' | 'offline' | 'stopped';
 
 export interface DeviceDeps {
   sourceName: string;
@@ -60,9 +65,17 @@ export class DevicePoller {
   private lastProblem: { code: string; message: string; at: number } | null = null;
   private everUp = false;
   private readonly roundedWarned = new Set<string>();
+  /** The source's quality table, this device's group in it, and the slot of each value by its `index`. */
+  private readonly quality: QualityTable;
+  private readonly group: number;
+  private readonly slots: Int32Array;
 
   constructor(readonly plan: DevicePlan, private readonly deps: DeviceDeps) {
     this.blocks = plan.blocks.map((b) => ({ ...b, values: [...b.values] }));
+    this.quality = deps.ctx.stats.quality;
+    this.group = this.quality.addGroup(plan.name, plan.pollIntervalMs);
+    this.slots = new Int32Array(plan.values.reduce((n, v) => Math.max(n, v.index + 1), 0)).fill(-1);
+    for (const v of plan.values) this.slots[v.index] = this.quality.add(v.variable, this.group);
     this.backoff = new Backoff(deps.reconnect);
     this.labels = { source: deps.sourceName, device: plan.name };
     deps.ctx.metrics.modbusRequestsPerCycle.set(this.labels, this.blocks.length);
@@ -75,6 +88,20 @@ export class DevicePoller {
 
   get hasBeenUp(): boolean {
     return this.everUp;
+  }
+
+  get link(): ModbusLink {
+    return this.deps.link;
+  }
+
+  /**
+   * The device's connection went down at `at` (the link's own event): its variables are stale from
+   * then, and its row says disconnected at once rather than at its next poll.
+   */
+  linkLost(at: number): void {
+    if (!this.everUp || this.state === 'stopped') return;
+    this.quality.setGroupDown(this.group, at);
+    this.setState('disconnected');
   }
 
   start(): void {
@@ -111,6 +138,8 @@ export class DevicePoller {
       cycle_overruns: this.overruns,
       last_cycle_ms: this.lastCycleMs,
       last_problem: this.lastProblem,
+      down_since: this.quality.groupDownSince(this.group),
+      variables: this.quality.summary(this.deps.ctx.clock.now(), this.group),
     };
   }
 
@@ -125,6 +154,10 @@ export class DevicePoller {
     this.state = state;
     const up = state === 'connected' || state === 'degraded';
     if (up) this.everUp = true;
+    // Its variables are stale while it is down (core/quality.ts): from the link's event when that
+    // came first (linkLost), else from now.
+    if (up) this.quality.setGroupDown(this.group, null);
+    else if (this.everUp && state !== 'connecting') this.quality.setGroupDown(this.group, this.deps.ctx.clock.now());
     this.deps.ctx.metrics.modbusDeviceUp.set(this.labels, up ? 1 : 0);
     if (was === 'offline' && up) this.deps.ctx.logger.info({ device: this.plan.name }, 'modbus device answering again');
     this.deps.onStateChange();
@@ -137,7 +170,7 @@ export class DevicePoller {
     let next = clock.monotonic();
     while (!signal.aborted) {
       if (!this.deps.link.isConnected()) {
-        this.setState('connecting');
+        this.setState(this.everUp ? 'disconnected' : 'connecting');
         if (!(await this.deps.link.waitUntilConnected(signal))) break;
         next = clock.monotonic();
         continue;
@@ -146,7 +179,7 @@ export class DevicePoller {
       const outcome = await this.cycle();
       if (signal.aborted) break;
       if (outcome.linkDown) {
-        this.setState('connecting');
+        this.setState(this.everUp ? 'disconnected' : 'connecting');
         continue;
       }
       if (outcome.offline) {
@@ -201,6 +234,8 @@ export class DevicePoller {
       const err = result.error;
       const action = failureAction(err.kind, err.exception?.code);
       failed += 1;
+      // An exception response is the device saying these values cannot be read (§7): bad.
+      if (err.exception) this.markBad(block.values);
       this.report(block, err, result.attempts);
       if (action.linkDown) {
         this.finishCycle(t0, samples, maxTs);
@@ -291,6 +326,7 @@ export class DevicePoller {
         this.refuse(v, outcome.reason, `${v.type} value is ${outcome.raw}`);
         continue;
       }
+      this.quality.set(this.slots[v.index], Q_GOOD, ts);
       if (outcome.rounded && !this.roundedWarned.has(v.variable)) {
         this.roundedWarned.add(v.variable);
         this.deps.ctx.logger.warn(
@@ -302,7 +338,13 @@ export class DevicePoller {
     }
   }
 
+  private markBad(values: readonly PlannedValue[]): void {
+    const now = this.deps.ctx.clock.now();
+    for (const v of values) this.quality.set(this.slots[v.index], Q_BAD, now);
+  }
+
   private refuse(v: PlannedValue, reason: 'not_finite' | 'decode_error', detail: string): void {
+    this.quality.set(this.slots[v.index], Q_BAD, this.deps.ctx.clock.now());
     this.deps.ctx.stats.refused(reason, 1, { variable: v.variable, detail });
     this.deps.throttle.warn(
       `refused:${this.plan.name}:${v.variable}:${reason}`,

@@ -42,7 +42,13 @@ export class ModbusSource implements Source {
           connectTimeoutMs: Math.min(10_000, Math.max(1_000, ...onLink.map((d) => d.timeoutMs))),
           onReconnectAttempt: () => ctx.stats.reconnecting(),
           onConnectError: (err) => ctx.stats.error(new GatewayError('MODBUS_CONNECT_FAILED', `cannot connect to ${key}: ${describeError(err)}`, { cause: err })),
-          onStateChange: () => this.refreshState(),
+          onStateChange: (connected) => {
+            if (!connected) {
+              const at = ctx.clock.now();
+              for (const d of this.devices) if (d.link === link) d.linkLost(at);
+            }
+            this.refreshState();
+          },
         });
         this.links.set(key, link);
       }

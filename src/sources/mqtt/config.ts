@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { checkMqttConnection, mqttConnectionFields } from '../../config/mqtt-connection.js';
 import { secretSchema } from '../../config/secrets.js';
 import { byteSize, durationMs } from '../../config/units.js';
-import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
+import { machineVariableId, scaleOffset, sourceName, unitSetting } from '../common-schema.js';
 import { parseJsonPath } from './json-path.js';
 import { hostIdProblem } from './primary-host.js';
-import { filtersOverlap, topicFilterProblem } from './topic-filter.js';
+import { filtersOverlap, topicFilterProblem, topicMatches } from './topic-filter.js';
 
 /**
  * Configuration of the MQTT source (top-level key `mqtt:`): connections to brokers (or to the
@@ -55,6 +55,27 @@ const payloadVariables = z
     examples: [['mvr_oven1_*', 'mvr_packer1_rate']],
   });
 
+/**
+ * A publisher's last will (MQTT §3.1.2.5): the message the broker publishes for it when its
+ * connection dies. The values of this subscription are then stale until they arrive again.
+ */
+const lastWill = z
+  .strictObject({
+    topic: z
+      .string()
+      .min(1)
+      .superRefine((t, ctx) => {
+        if (/[+#]/.test(t)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(t)} must be one topic, without "+" or "#"`, input: t });
+      })
+      .meta({ description: 'Topic the publisher registered its last will on (its status topic)', examples: ['plant/press1/status'] }),
+    payload: z.string().min(1).default('offline').meta({ description: 'Payload of the will (compared after trimming spaces); any other payload on the topic (its "online") is not data and is skipped', examples: ['offline'] }),
+  })
+  .optional()
+  .meta({
+    description: 'The publisher\'s last will: when the broker publishes it, every variable of this subscription is stale (the console, /status and gateway_source_variables say so) until its next value. The gateway subscribes to the topic (QoS 1)',
+    examples: [{ topic: 'plant/press1/status', payload: 'offline' }],
+  });
+
 const commonSubscription = {
   topic: topicFilter,
   qos,
@@ -70,6 +91,7 @@ const numberSubscription = z
   .strictObject({
     format: z.literal('number').meta({ description: 'The payload is one value as text: 42.5, -3, 1e3, true or false. It carries no time, so the sample is stamped on arrival: a message redelivered after a crash of the gateway becomes a second value upstream (use json with a timestamp path where that matters)' }),
     ...commonSubscription,
+    last_will: lastWill,
     variable: machineVariableId.optional().meta({ description: 'Variable every message on this topic is stored under', examples: ['mvr_packer1_rate'] }),
     variable_from_topic: z
       .strictObject({
@@ -79,6 +101,7 @@ const numberSubscription = z
       .optional()
       .meta({ description: 'Pick the variable from a topic level: with topic plant/+/temperature and level 1, plant/packer1/temperature goes to variables.packer1' }),
     ...scaleOffset,
+    unit: unitSetting,
   })
   .superRefine((s, ctx) => {
     if (!s.variable && !s.variable_from_topic) ctx.addIssue({ code: 'custom', path: ['variable'], message: 'set variable (one variable for the topic) or variable_from_topic (a table for a topic level)', input: undefined });
@@ -96,6 +119,7 @@ const jsonSubscription = z
   .strictObject({
     format: z.literal('json').meta({ description: 'The payload is a JSON document; each entry of values picks one value by path' }),
     ...commonSubscription,
+    last_will: lastWill,
     values: z
       .array(
         z.strictObject({
@@ -103,6 +127,7 @@ const jsonSubscription = z
           variable: machineVariableId,
           timestamp: timestampSpec.optional().meta({ description: 'Timestamp of this value, when it differs from the message timestamp' }),
           ...scaleOffset,
+          unit: unitSetting,
         }),
       )
       .min(1)
@@ -115,6 +140,7 @@ const metricsSubscription = z
   .strictObject({
     format: z.literal('metrics').meta({ description: 'The payload is {"metrics": [{"name", "timestamp", "value", "datatype"}, ...]} (optionally with a top-level "timestamp")' }),
     ...commonSubscription,
+    last_will: lastWill,
     names: z.record(z.string().min(1), machineVariableId).default({}).meta({
       description: 'Metric name → variable. A name that is itself a machine variable id (mvr_...) needs no entry',
       examples: [{ 'Packer1.Rate': 'mvr_packer1_rate', 'Packer1.Temp': 'mvr_packer1_temperature' }],
@@ -145,6 +171,7 @@ const sparkplugSubscription = z
           device: z.string().min(1).optional().meta({ description: 'Only for this device id' }),
           node_only: z.boolean().default(false).meta({ description: 'Only the edge node\'s own metrics (NBIRTH/NDATA), not its devices\'' }),
           ...scaleOffset,
+          unit: unitSetting,
         }),
       )
       .default([])
@@ -271,17 +298,42 @@ export const brokerSchema = z
       .min(1)
       .max(100_000)
       .default(1_000)
-      .meta({ description: 'Most connections at once (TCP and WebSocket together). At the limit the oldest connection that has not authenticated is closed for the newcomer; a newcomer is refused only when every connection is an authenticated client, so idle sockets never keep a PLC with the right password out' }),
+      .meta({
+        description:
+          'Most connections at once (TCP and WebSocket together, counted from the TCP accept). At the limit the oldest connection that has not authenticated, of the address holding the most connections, is closed for the newcomer; a newcomer is refused only when every connection is an authenticated client, so idle sockets never keep a PLC with the right password out. Lowered at start when the process\'s open-file limit leaves less: of what stays after a reserve for the gateway\'s own files, the broker may hold three quarters (docs/operations.md)',
+      }),
+    max_clients_per_address: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(100)
+      .meta({
+        description:
+          'Most connections at once from one remote address (an IPv6 client: its /64). A further one closes that address\'s oldest connection that has not authenticated, or is refused when all of them are authenticated clients. Raise it when more PLCs than this reach the broker through one NAT router',
+        examples: [100],
+      }),
     max_unauthenticated: z
       .number()
       .int()
       .min(1)
       .max(10_000)
       .default(64)
-      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+      .meta({ description: 'Most connections at once that have not yet completed CONNECT with valid credentials. Beyond it the oldest such connection of the address holding the most of them is closed, so idle sockets cannot keep a PLC with the right password out', examples: [64] }),
+    max_unauthenticated_per_address: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(16)
+      .meta({
+        description:
+          'Most connections at once from one remote address that have not yet completed CONNECT with valid credentials. Beyond it that address\'s oldest such connection is closed: a host opening idle sockets (500 a second) closes its own, never a PLC\'s from another address that is about to send CONNECT. Raise it when many PLCs behind one NAT router reconnect at once',
+        examples: [16],
+      }),
     connect_deadline: durationMs({ min: 500, max: 60_000 })
       .default(5_000)
-      .meta({ description: 'A connection that has not sent CONNECT within this time is closed (aedes\' own default is 30 s)', examples: ['5s'] }),
+      .meta({ description: 'A connection that has not completed CONNECT with valid credentials within this time of its TCP accept (a WebSocket\'s upgrade included) is closed, however steadily its bytes arrive (aedes\' own default is 30 s)', examples: ['5s'] }),
     max_retained: z.number().int().min(0).max(1_000_000).default(10_000).meta({ description: 'Most topics with a retained message; a retained message on a further topic is delivered but not kept (counted in gateway_broker_messages_dropped_total{reason="retained_limit"})', examples: [10_000] }),
     max_retained_bytes: byteSize({ min: 0, max: 1_073_741_824 }).default(16 * 1_048_576).meta({ description: 'Most payload bytes of all retained messages together', examples: ['16MiB'] }),
     max_queued_messages: z
@@ -327,6 +379,30 @@ export const mqttSectionSchema = z
   })
   .optional()
   .meta({ description: 'MQTT: broker connections (JSON, vendor metrics, Sparkplug B payloads) and the optional embedded broker' });
+
+/** The machine variables a subscription's configuration names (payload-named ones are known only as data arrives). */
+export function subscriptionVariables(s: MqttSubscriptionConfig): string[] {
+  switch (s.format) {
+    case 'number':
+      return [...(s.variable ? [s.variable] : []), ...Object.values(s.variable_from_topic?.variables ?? {})];
+    case 'json':
+      return s.values.map((v) => v.variable);
+    case 'metrics':
+      return Object.values(s.names);
+    case 'sparkplug':
+      return s.metrics.map((m) => m.variable);
+  }
+}
+
+/** Last-will topics of a connection's subscriptions that none of its topic filters already covers (each needs a subscription of its own). */
+export function lastWillTopics(c: Pick<MqttConnectionConfig, 'subscriptions'>): string[] {
+  const out = new Set<string>();
+  for (const s of c.subscriptions) {
+    const t = s.format === 'sparkplug' ? undefined : s.last_will?.topic;
+    if (t !== undefined && !c.subscriptions.some((x) => topicMatches(x.topic, t))) out.add(t);
+  }
+  return [...out];
+}
 
 export type MqttSection = z.output<typeof mqttSectionSchema>;
 export type MqttConnectionConfig = z.output<typeof connectionSchema>;

@@ -25,6 +25,8 @@ export interface RawSample {
 export interface Refusal {
   reason: RefusalReason;
   detail: string;
+  /** The machine variable the value was for, when the decoder got that far (its quality becomes bad or uncertain). */
+  variable?: string;
 }
 
 export interface Decoded {
@@ -32,6 +34,11 @@ export interface Decoded {
   refusals: Refusal[];
   /** The message carries no data by design (Sparkplug NDEATH, NCMD, STATE ...); not a refusal. */
   ignored?: string;
+  /**
+   * Who sent it, when the decoder tells senders apart (a Sparkplug edge node or device): a death of
+   * that sender makes the variables it delivered stale. Default: the subscription.
+   */
+  origin?: number;
 }
 
 /** Turns payloads of one subscription into samples. Must not throw for any input; the pipeline guards it anyway. */

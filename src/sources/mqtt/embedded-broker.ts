@@ -4,6 +4,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import type { Duplex } from 'node:stream';
 import { Aedes, type AedesPublishPacket, type Client, type PublishPacket } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
+import { capToDescriptors, openFileLimit } from '../../core/descriptors.js';
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
 import type { SourceContext } from '../context.js';
@@ -11,6 +12,7 @@ import type { MqttBrokerConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import { guardPacketSize } from './packet-size-guard.js';
 import { boundedMemoryPersistence } from './bounded-persistence.js';
+import { BrokerConnections } from './broker-connections.js';
 
 /**
  * Something inside the gateway that reads messages published to the embedded broker, without a
@@ -46,7 +48,6 @@ export class EmbeddedBroker {
   private server: Server | null = null;
   private http: HttpServer | null = null;
   private wss: WebSocketServer | null = null;
-  private readonly sockets = new Set<Duplex>();
   private readonly taps = new Set<BrokerTap>();
   private readonly stateListeners = new Set<(listening: boolean) => void>();
   private readonly throttle: LogThrottle;
@@ -56,12 +57,21 @@ export class EmbeddedBroker {
   private refused: Record<string, number> = {};
   private dropped: Record<string, number> = {};
   private messages = 0;
-  /** Connections that have not completed CONNECT yet, oldest first (issue 12 §1). */
-  private readonly unauthenticated = new Set<Duplex>();
+  /** Every connection, TCP and WebSocket, per remote address; who is closed for whom (broker-connections.ts). */
+  private readonly connections: BrokerConnections;
+  /** Why max_clients is lowered (the open-file limit), said when the broker starts; or null. */
+  private readonly lowered: string | null;
   private persistenceStats: (() => Record<string, number>) | null = null;
 
-  constructor(private readonly cfg: MqttBrokerConfig, private readonly ctx: SourceContext) {
+  /** `fileLimit`: the process's open-file limit (core/descriptors.ts); default: read from the process. */
+  constructor(private readonly cfg: MqttBrokerConfig, private readonly ctx: SourceContext, fileLimit: number | null = openFileLimit()) {
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
+    const { cap, lowered } = capToDescriptors('broker', 'mqtt.broker.max_clients', cfg.max_clients, fileLimit);
+    this.lowered = lowered;
+    this.connections = new BrokerConnections(
+      { maxClients: cap, maxClientsPerAddress: cfg.max_clients_per_address, maxUnauthenticated: cfg.max_unauthenticated, maxUnauthenticatedPerAddress: cfg.max_unauthenticated_per_address, connectDeadlineMs: cfg.connect_deadline },
+      (reason, fields, message) => this.refuse(reason, fields, message),
+    );
     // Digests of equal length make the comparison constant-time whatever the lengths.
     this.expectedUser = cfg.username !== undefined ? digest(Buffer.from(cfg.username, 'utf8')) : null;
     this.expectedPassword = cfg.password !== undefined ? digest(Buffer.from(cfg.password.reveal(), 'utf8')) : null;
@@ -94,39 +104,50 @@ export class EmbeddedBroker {
     if (!this.aedes) this.aedes = await this.createAedes();
     try {
       // No server.maxConnections: Node would close a PLC's connection at accept while idle sockets
-      // that never sent CONNECT held every slot (issue 21 §6). accept() enforces max_clients itself.
-      const server = createServer((socket) => this.accept(socket, socket.remoteAddress ?? '?'));
+      // that never sent CONNECT held every slot (issue 21 §6). broker-connections.ts admits them.
+      const server = createServer((socket) => {
+        if (this.connections.admit(socket)) this.accept(socket, socket.remoteAddress ?? '?');
+      });
       this.server = server;
       const port = await listen(server, this.cfg.port, this.cfg.host, 'mqtt.broker.port', this.onServerError);
-      let websocket: BrokerEndpoints['websocket'] = null;
-      if (this.cfg.websocket) {
-        const ws = this.cfg.websocket;
-        const http = createHttpServer((_req, res) => {
-          res.statusCode = 426;
-          res.end('MQTT over WebSocket: connect with a WebSocket client\n');
-        });
-        this.http = http;
-        // ws' own frame limit, on top of the MQTT packet guard.
-        const wss = new WebSocketServer({ server: http, path: ws.path, maxPayload: this.cfg.max_packet_size + 16, handleProtocols: (protocols) => (protocols.has('mqtt') ? 'mqtt' : protocols.has('mqttv3.1') ? 'mqttv3.1' : false) });
-        this.wss = wss;
-        wss.on('connection', (socket, req) => {
-          // Counted with the TCP connections in accept(): max_clients covers both.
-          const stream = createWebSocketStream(socket);
-          this.accept(stream, req.socket.remoteAddress ?? '?');
-        });
-        wss.on('error', (err) => this.throttle.error('wss-error', { err: describeError(err) }, 'embedded MQTT broker WebSocket error'));
-        const host = ws.host ?? this.cfg.host;
-        const wsPort = await listen(http, ws.port, host, 'mqtt.broker.websocket.port', this.onServerError);
-        websocket = { host, port: wsPort, path: ws.path };
-      }
+      const websocket = this.cfg.websocket ? await this.listenWebSocket(this.cfg.websocket) : null;
       this.endpoints = { host: this.cfg.host, port, websocket };
       for (const l of this.stateListeners) l(true);
       this.ctx.logger.info({ source: this.cfg.name, host: this.cfg.host, port, websocket, anonymous: this.cfg.allow_anonymous }, 'embedded MQTT broker listening');
+      if (this.lowered) this.ctx.logger.warn({ source: this.cfg.name, max_clients: this.connections.limits.maxClients }, this.lowered);
       return this.endpoints;
     } catch (err) {
       await this.closeListeners();
       throw err;
     }
+  }
+
+  /**
+   * MQTT over WebSocket. Its sockets are admitted at the TCP accept like the MQTT port's (before,
+   * only upgraded ones were counted: 1,100 idle sockets on this port took every descriptor).
+   */
+  private async listenWebSocket(ws: NonNullable<MqttBrokerConfig['websocket']>): Promise<BrokerEndpoints['websocket']> {
+    const http = createHttpServer((_req, res) => {
+      res.statusCode = 426;
+      res.setHeader('connection', 'close');
+      res.end('MQTT over WebSocket: connect with a WebSocket client\n');
+    });
+    http.on('connection', (socket: Socket) => {
+      this.connections.admit(socket);
+    });
+    this.http = http;
+    // ws' own frame limit, on top of the MQTT packet guard.
+    const wss = new WebSocketServer({ server: http, path: ws.path, maxPayload: this.cfg.max_packet_size + 16, handleProtocols: (protocols) => (protocols.has('mqtt') ? 'mqtt' : protocols.has('mqttv3.1') ? 'mqttv3.1' : false) });
+    this.wss = wss;
+    wss.on('connection', (socket, req) => {
+      const stream = createWebSocketStream(socket);
+      this.connections.alias(stream, req.socket);
+      this.accept(stream, req.socket.remoteAddress ?? '?');
+    });
+    wss.on('error', (err) => this.throttle.error('wss-error', { err: describeError(err) }, 'embedded MQTT broker WebSocket error'));
+    const host = ws.host ?? this.cfg.host;
+    const port = await listen(http, ws.port, host, 'mqtt.broker.websocket.port', this.onServerError);
+    return { host, port, path: ws.path };
   }
 
   /** accept() fails with EMFILE when descriptors run out; unhandled, that error would end the process. */
@@ -151,14 +172,15 @@ export class EmbeddedBroker {
     const aedes = await Aedes.createBroker({
       persistence: bounded.persistence as never,
       // Issue 12 §1: aedes' 30 s default let idle sockets hold their slots long enough to lock out PLCs.
-      connectTimeout: this.cfg.connect_deadline,
+      // broker-connections.ts closes them at connect_deadline (and says from where); this is the backstop.
+      connectTimeout: this.cfg.connect_deadline + 1_000,
       // MQTT 3.1.1 §3.1.3.1 lets a server accept client ids longer than 23 characters; PLCs use them.
       maxClientsIdLength: 256,
       authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
       authorizePublish: (client, packet, done) => this.authorizePublish(client, packet, done),
     });
     aedes.on('client', (client) => {
-      this.unauthenticated.delete(client.conn as unknown as Duplex);
+      this.connections.authenticated(client.conn as unknown as Duplex);
       this.ctx.metrics.brokerClients.set(aedes.connectedClients);
     });
     aedes.on('clientDisconnect', () => this.ctx.metrics.brokerClients.set(aedes.connectedClients));
@@ -171,33 +193,13 @@ export class EmbeddedBroker {
     return aedes;
   }
 
+  /** Hands an admitted connection (a TCP socket, or a WebSocket's stream) to aedes. */
   private accept(conn: Duplex, remote: string): void {
     const aedes = this.aedes;
     if (!aedes) {
       conn.destroy();
       return;
     }
-    // Issue 21 §6: max_clients counts every connection, but sockets that have not authenticated
-    // never keep an authenticated client out: at the limit the oldest of them gives way, and a
-    // newcomer is refused only when every slot holds a client that authenticated.
-    if (this.sockets.size >= this.cfg.max_clients) {
-      if (this.unauthenticated.size === 0) {
-        this.refuse('too_many_clients', { remote }, 'embedded MQTT broker refused a connection: max_clients reached (all of them authenticated)');
-        conn.on('error', () => undefined);
-        conn.destroy();
-        return;
-      }
-      this.shedOldestUnauthenticated('client_limit', 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_clients reached');
-    } else if (this.unauthenticated.size >= this.cfg.max_unauthenticated) {
-      // Issue 12 §1: connections that have not authenticated also have their own, smaller limit.
-      this.shedOldestUnauthenticated('unauthenticated_limit', 'embedded MQTT broker closed the oldest connection that had not authenticated: mqtt.broker.max_unauthenticated reached');
-    }
-    this.unauthenticated.add(conn);
-    this.sockets.add(conn);
-    conn.on('close', () => {
-      this.sockets.delete(conn);
-      this.unauthenticated.delete(conn);
-    });
     conn.on('error', () => {
       /* reported through aedes' clientError; never an uncaught exception */
     });
@@ -205,19 +207,6 @@ export class EmbeddedBroker {
     guardPacketSize(conn, this.cfg.max_packet_size, (problem) => {
       this.refuse('packet_too_large', { remote, problem }, 'embedded MQTT broker closed a connection: packet larger than max_packet_size');
     });
-  }
-
-  /**
-   * Closes the connection that has waited longest without authenticating. A PLC sends CONNECT as
-   * soon as it connects, so it is never the oldest for long; an idle socket is.
-   */
-  private shedOldestUnauthenticated(reason: 'client_limit' | 'unauthenticated_limit', message: string): void {
-    const oldest = this.unauthenticated.values().next().value as Duplex;
-    this.unauthenticated.delete(oldest);
-    // Out of the count now: its 'close' comes later, and the newcomer takes its slot at once.
-    this.sockets.delete(oldest);
-    oldest.destroy();
-    this.refuse(reason, { remote: 'unauthenticated' }, message);
   }
 
   private authenticate(client: Client, username: Readonly<string | undefined>, password: Readonly<Buffer | undefined>, done: (error: (Error & { returnCode: number }) | null, success: boolean | null) => void): void {
@@ -238,7 +227,7 @@ export class EmbeddedBroker {
       done(null, true);
       return;
     }
-    const remote = (client.conn as Partial<Socket> | undefined)?.remoteAddress;
+    const remote = this.connections.remoteOf(client.conn as unknown as Duplex | undefined);
     this.refuse('bad_credentials', { client_id: client.id, username: username ?? null, remote }, 'embedded MQTT broker refused a client: bad user name or password');
     // CONNACK return code 4 "bad user name or password" (MQTT 3.1.1 §3.2.2.3).
     done(Object.assign(new Error('bad user name or password'), { returnCode: 4 }), null);
@@ -303,7 +292,10 @@ export class EmbeddedBroker {
       messages: this.messages,
       refused: { ...this.refused },
       dropped: { ...this.dropped },
-      unauthenticated: this.unauthenticated.size,
+      unauthenticated: this.connections.unauthenticated,
+      connections: this.connections.open,
+      addresses: this.connections.addresses,
+      max_clients: this.connections.limits.maxClients,
       ...(this.persistenceStats ? { stored: this.persistenceStats() } : {}),
       authentication: this.expectedUser ? (this.cfg.allow_anonymous ? 'password or anonymous' : 'password') : 'anonymous',
       max_packet_size: this.cfg.max_packet_size,
@@ -314,9 +306,7 @@ export class EmbeddedBroker {
   private async closeListeners(): Promise<void> {
     const wasListening = this.endpoints !== null;
     this.endpoints = null;
-    for (const s of this.sockets) s.destroy();
-    this.sockets.clear();
-    this.unauthenticated.clear();
+    this.connections.closeAll();
     if (this.wss) {
       for (const c of this.wss.clients) c.terminate();
       await new Promise<void>((r) => this.wss?.close(() => r()));

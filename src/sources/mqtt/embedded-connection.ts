@@ -2,7 +2,7 @@ import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
 import type { Source, SourceStatus } from '../../core/source.js';
 import type { SourceContext } from '../context.js';
-import type { MqttConnectionConfig } from './config.js';
+import { lastWillTopics, type MqttConnectionConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import type { BrokerTap, EmbeddedBroker } from './embedded-broker.js';
 import { MessagePipeline } from './message-pipeline.js';
@@ -28,6 +28,8 @@ export class EmbeddedConnectionSource implements Source {
   constructor(private readonly cfg: MqttConnectionConfig, private readonly broker: EmbeddedBroker, private readonly ctx: SourceContext) {
     this.name = cfg.name;
     this.filters = cfg.subscriptions.map((s) => new TopicFilter(s.topic));
+    // Publishers' last wills (subscriptions[].last_will) go to the pipeline too.
+    const wills = lastWillTopics(cfg).map((t) => new TopicFilter(t));
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     this.pipeline = new MessagePipeline({
       sourceName: cfg.name,
@@ -38,7 +40,7 @@ export class EmbeddedConnectionSource implements Source {
       publish: (topic, payload) => broker.publish(topic, payload),
     });
     this.tap = {
-      matches: (topic) => !this.stopped && this.filters.some((f) => f.matches(topic)),
+      matches: (topic) => !this.stopped && (this.filters.some((f) => f.matches(topic)) || wills.some((f) => f.matches(topic))),
       handle: (msg) => this.handle(msg),
     };
   }

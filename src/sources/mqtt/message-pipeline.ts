@@ -1,8 +1,9 @@
 import { describeError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { Q_BAD, Q_GOOD, Q_UNCERTAIN, type QualityTable } from '../../core/quality.js';
 import type { RefusalReason, Sample } from '../../core/sample.js';
 import type { SourceContext } from '../context.js';
-import type { MqttSubscriptionConfig } from './config.js';
+import { subscriptionVariables, type MqttSubscriptionConfig } from './config.js';
 import type { Decoded, InboundMessage, PayloadDecoder, Refusal } from './decoding.js';
 import { JsonDecoder } from './decoders/json.js';
 import { MetricsDecoder } from './decoders/metrics.js';
@@ -62,6 +63,8 @@ export class MessagePipeline {
   private readonly subs: CompiledSubscription[];
   private readonly throttle: LogThrottle;
   private readonly labels: { source: string };
+  /** The last arrival stamp of each variable by its quality slot (see `stamp`). */
+  private stamps = new Float64Array(64).fill(-Infinity);
   private readonly lastStamp = new Map<string, number>();
   private readonly topicRefusals = new Map<string, Record<string, number>>();
   private pendingCount = 0;
@@ -81,10 +84,28 @@ export class MessagePipeline {
    */
   private readonly batches: [PendingBatch | null, PendingBatch | null] = [null, null];
   private readonly redelivers: (qos: 0 | 1 | 2) => boolean;
+  /** The quality of every variable this connection delivers (core/quality.ts). */
+  private readonly quality: QualityTable;
+  /** Origins (QualityTable.setFrom): subscription i is i + 1, Sparkplug edge nodes and devices follow. */
+  private nextOrigin: number;
+  /** Last-will topics (config `last_will`) → the will's payload and the subscriptions whose variables it makes stale. */
+  private readonly wills = new Map<string, { payload: string; origins: Set<number> }>();
 
   constructor(private readonly opts: PipelineOptions) {
     const ctx = opts.ctx;
     this.labels = { source: opts.sourceName };
+    this.quality = ctx.stats.quality;
+    this.nextOrigin = opts.subscriptions.length + 1;
+    // Configured variables have a quality (no value yet) before their first message.
+    for (const config of opts.subscriptions) for (const v of subscriptionVariables(config)) this.quality.slotFor(v);
+    if (opts.subscriptions.some((c) => c.format === 'sparkplug')) this.staleAfterReconnect();
+    opts.subscriptions.forEach((config, i) => {
+      const will = config.format === 'sparkplug' ? undefined : config.last_will;
+      if (!will) return;
+      const w = this.wills.get(will.topic) ?? { payload: will.payload.trim(), origins: new Set<number>() };
+      w.origins.add(i + 1);
+      this.wills.set(will.topic, w);
+    });
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     const host: SparkplugHost = {
       publish: (topic, payload) => opts.publish(topic, payload),
@@ -96,6 +117,8 @@ export class MessagePipeline {
         if (quiet) ctx.logger.info({ source: opts.sourceName, event, ...fields }, `Sparkplug ${event.toUpperCase()}`);
         else this.throttle.warn(`sparkplug|${event}|${String(fields.group)}/${String(fields.edge_node)}`, { source: opts.sourceName, event, ...fields }, `Sparkplug ${event.replace(/_/g, ' ')}`);
       },
+      newOrigin: () => this.nextOrigin++,
+      stale: (origins, at) => void this.quality.staleFrom(origins, at),
     };
     this.subs = opts.subscriptions.map((config, index) => ({
       index,
@@ -122,6 +145,10 @@ export class MessagePipeline {
    * message waiting for its commit (about 100 ms, tens of thousands at a time) costs no objects.
    */
   submit(msg: InboundMessage, done: SubmitDone, token: number): void {
+    if (this.wills.size > 0 && this.lastWill(msg)) {
+      done(null, token);
+      return;
+    }
     let sub: CompiledSubscription | undefined;
     for (const s of this.subs) {
       if (s.filter.matches(msg.topic)) {
@@ -156,6 +183,8 @@ export class MessagePipeline {
       }
     }
     for (const r of decoded.refusals) this.refuse(sub, msg.topic, r);
+    const origin = decoded.origin ?? sub.index + 1;
+    if (decoded.refusals.length > 0) this.markRefused(decoded.refusals, origin, msg.receivedAt);
 
     const samples = decoded.samples;
     if (samples.length === 0) {
@@ -164,8 +193,15 @@ export class MessagePipeline {
       return;
     }
     this.count(decoded.refusals.length > 0 ? 'partial' : 'ok');
-    // Decoders hand over fresh objects; stamping them in place saves a copy per sample.
-    for (const s of samples) if (s.ts === undefined) s.ts = this.stamp(s.variable, msg.receivedAt);
+    // Each value taken is a good reading of its variable (core/quality.ts). Its slot also keys the
+    // arrival stamps: one lookup by name per sample. Decoders hand over fresh objects; stamping
+    // them in place saves a copy per sample.
+    const q = this.quality;
+    for (const s of samples) {
+      const slot = q.slotFor(s.variable);
+      if (slot >= 0) q.setFrom(slot, Q_GOOD, msg.receivedAt, origin);
+      if (s.ts === undefined) s.ts = this.stamp(s.variable, slot, msg.receivedAt);
+    }
     sub.samples += samples.length;
     this.pendingCount += 1;
     this.scheduleFlush();
@@ -181,6 +217,51 @@ export class MessagePipeline {
     for (const s of samples) batch.samples.push(s as Sample);
     batch.dones.push(done);
     batch.tokens.push(token);
+  }
+
+  /**
+   * A value refused with its variable known is a bad reading of it (a Quality property below 64,
+   * null, not a number), or uncertain (Quality 64-191); a value missing from the payload is no
+   * reading at all.
+   */
+  private markRefused(refusals: readonly Refusal[], origin: number, at: number): void {
+    const q = this.quality;
+    for (const r of refusals) {
+      if (r.variable === undefined || r.reason === 'missing_value') continue;
+      const slot = q.slotFor(r.variable);
+      if (slot >= 0) q.setFrom(slot, r.reason === 'uncertain_status' ? Q_UNCERTAIN : Q_BAD, at, origin);
+    }
+  }
+
+  /**
+   * Sparkplug B 3.0 chapter 5: a host application that lost its connection to the broker marks
+   * every metric stale, and they stay stale after it is back until the edge nodes send them again
+   * (a BIRTH, DATA): the link overlay covers the time it is down; this keeps them stale after.
+   */
+  private staleAfterReconnect(): void {
+    const up = (s: string) => s === 'connected' || s === 'degraded';
+    let downAt: number | null = null;
+    this.opts.ctx.stats.onStateChange((state, previous, at) => {
+      if (up(previous) && !up(state)) downAt = at;
+      else if (up(state) && downAt !== null) {
+        const origins = new Set<number>();
+        for (let o = this.opts.subscriptions.length + 1; o < this.nextOrigin; o++) origins.add(o);
+        this.quality.staleFrom(origins, downAt);
+        downAt = null;
+      }
+    });
+  }
+
+  /** A message on a last-will topic (config `last_will`): true when it was one, handled here. */
+  private lastWill(msg: InboundMessage): boolean {
+    const will = this.wills.get(msg.topic);
+    if (!will) return false;
+    this.count('ignored');
+    if (msg.payload.toString().trim() === will.payload) {
+      const n = this.quality.staleFrom(will.origins, msg.receivedAt);
+      this.opts.ctx.logger.info({ source: this.opts.sourceName, topic: msg.topic, variables: n }, 'MQTT last will received: the publisher is gone, its variables are stale until they arrive again');
+    }
+    return true;
   }
 
   private appendBatch(kind: 0 | 1): void {
@@ -251,12 +332,24 @@ export class MessagePipeline {
   /**
    * Arrival time as timestamp, strictly increasing per variable: two messages for one variable in
    * the same millisecond must not share (variable, timestamp), which the service treats as the same
-   * value (CONTRACT.md, replace on same pair).
+   * value (CONTRACT.md, replace on same pair). Kept by the variable's quality slot; by name only for
+   * a variable beyond the table's capacity.
    */
-  private stamp(variable: string, receivedAt: number): number {
-    const last = this.lastStamp.get(variable);
+  private stamp(variable: string, slot: number, receivedAt: number): number {
+    let last: number | undefined;
+    if (slot >= 0) {
+      if (slot >= this.stamps.length) {
+        const grown = new Float64Array(Math.max(slot + 1, this.stamps.length * 2)).fill(-Infinity);
+        grown.set(this.stamps);
+        this.stamps = grown;
+      }
+      last = this.stamps[slot];
+    } else {
+      last = this.lastStamp.get(variable);
+    }
     const ts = last !== undefined && receivedAt <= last ? last + 1 : receivedAt;
-    this.lastStamp.set(variable, ts);
+    if (slot >= 0) this.stamps[slot] = ts;
+    else this.lastStamp.set(variable, ts);
     return ts;
   }
 
@@ -267,7 +360,7 @@ export class MessagePipeline {
 
   private refuse(sub: CompiledSubscription, topic: string, r: Refusal): void {
     const reason = r.reason as RefusalReason;
-    this.opts.ctx.stats.refused(reason, 1, { detail: `${topic}: ${r.detail}` });
+    this.opts.ctx.stats.refused(reason, 1, { detail: `${topic}: ${r.detail}`, ...(r.variable ? { variable: r.variable } : {}) });
     this.opts.ctx.metrics.mqttRefusals.inc({ ...this.labels, subscription: sub.config.topic, reason });
     sub.refused[reason] = (sub.refused[reason] ?? 0) + 1;
     let key = topic;

@@ -8,7 +8,7 @@ import { BrokerDropWatch, DROPPED_TOPIC } from './broker-drop-watch.js';
 import type { Source, SourceStatus } from '../../core/source.js';
 import type { SourceContext } from '../context.js';
 import { DEFERRED_ACK, encodePuback, holdPubrecs, PUBACK_BYTES, Qos2IncomingStore } from './ack-after-commit.js';
-import type { MqttConnectionConfig } from './config.js';
+import { lastWillTopics, type MqttConnectionConfig } from './config.js';
 import type { InboundMessage } from './decoding.js';
 import { describeMqttError, mqttErrorCode } from './errors.js';
 import { MessagePipeline } from './message-pipeline.js';
@@ -216,6 +216,8 @@ export class MqttConnectionSource implements Source {
     // and its spBv1.0 topics right after connecting (here in the same SUBSCRIBE); the retained
     // STATE it then receives is handled in onPublish, not by the subscriptions' decoders.
     if (conn.host) subs.push({ topic: conn.host.topic, options: { qos: 1 } });
+    // Publishers' last wills (subscriptions[].last_will) on topics no filter above covers.
+    for (const topic of lastWillTopics(this.cfg)) subs.push({ topic, options: { qos: 1 } });
     const map = Object.fromEntries(subs.map((s) => [s.topic, s.options]));
     conn.client.subscribe(map, (err, granted) => {
       if (conn !== this.conn || this.stopped) return;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { secretSchema } from '../../config/secrets.js';
 import { byteSize, durationMs } from '../../config/units.js';
-import { machineVariableId, scaleOffset, sourceName } from '../common-schema.js';
+import { machineVariableId, scaleOffset, sourceName, unitSetting } from '../common-schema.js';
 import { parseNodeId } from './node-id.js';
 import { opcuaEventsSchema } from './events-config.js';
 
@@ -52,6 +52,7 @@ export const opcuaNodeSchema = z
     node_id: nodeIdText,
     variable: machineVariableId,
     ...scaleOffset,
+    unit: unitSetting,
     timestamp: timestampSchema.optional().meta({ description: 'Overrides the server-level timestamp setting for this node' }),
     deadband: deadbandSchema.optional(),
     sampling_interval: durationMs({ min: 0, max: 3_600_000 }).optional().meta({ description: 'How often the server samples the node (subscription mode). Default: the server-level sampling_interval', examples: ['500ms'] }),

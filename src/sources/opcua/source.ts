@@ -5,6 +5,7 @@ import { Backoff } from '../../core/backoff.js';
 import { sleepUnlessAborted } from '../../core/clock.js';
 import { describeError, GatewayError } from '../../core/errors.js';
 import { LogThrottle } from '../../core/log-throttle.js';
+import { Q_BAD, qualityOfStatusCode, type QualityTable } from '../../core/quality.js';
 import { MAX_FUTURE_MS } from '../../core/time.js';
 import type { Source, SourceStatus } from '../../core/source.js';
 import type { SourceContext } from '../context.js';
@@ -98,6 +99,8 @@ export class OpcuaSource implements Source {
   private readonly lastPolled = new Map<number, { value: number; ts: number }>();
   /** Historical backfill after gaps (history.ts); null when off or without buffer state. */
   private readonly history: HistoryBackfill | null;
+  /** The quality of each configured node, slot = its place in `nodes` (NodeBinding.index). */
+  private readonly quality: QualityTable;
 
   constructor(
     private readonly cfg: OpcuaServerConfig,
@@ -110,6 +113,11 @@ export class OpcuaSource implements Source {
     this.throttle = new LogThrottle(ctx.logger, 60_000, () => ctx.clock.monotonic());
     this.queue = new SampleQueue(ctx.sink, ctx.stats, this.throttle, ctx.logger, cfg.max_pending_samples);
     this.backoff = new Backoff({ initialMs: cfg.reconnect.initial_delay, maxMs: cfg.reconnect.max_delay, factor: 2, jitterRatio: 0.2 });
+    this.quality = ctx.stats.quality;
+    this.quality.reserve(cfg.nodes.length);
+    for (const n of cfg.nodes) this.quality.add(n.variable);
+    // A polled node is read every polling_interval; a monitored item reports on change only.
+    if (cfg.mode === 'polling') this.quality.setPeriod(cfg.polling_interval);
     this.history =
       ctx.history && cfg.history.backfill === 'auto'
         ? new HistoryBackfill({
@@ -579,7 +587,9 @@ export class OpcuaSource implements Source {
   private reportInvalid(invalid: InvalidNode[]): void {
     this.invalid = invalid;
     this.ctx.metrics.opcuaInvalidNodes.set({ source: this.name }, invalid.length);
+    const now = this.ctx.clock.now();
     for (const n of invalid) {
+      this.quality.set(n.index, Q_BAD, now);
       this.ctx.stats.refused('invalid_node', 1, { variable: n.variable, detail: n.reason });
       const e = new GatewayError(OpcuaErrorCodes.invalidNode, `${this.path}.nodes[${n.index}].node_id: "${n.node_id}" (${n.variable}) is skipped: ${n.reason}`);
       this.ctx.stats.error(e, e.code);
@@ -588,7 +598,11 @@ export class OpcuaSource implements Source {
   }
 
   private onValue(b: NodeBinding, dv: DataValue): void {
-    const d = decodeDataValue(b, dv, this.ctx.clock.now());
+    const now = this.ctx.clock.now();
+    const d = decodeDataValue(b, dv, now);
+    // The node's quality is its StatusCode's severity (Part 4 §7.39), whether or not the value is
+    // forwarded (Bad never is; Uncertain as configured); a value the gateway cannot use is bad.
+    this.quality.set(b.index, d.ok || d.reason === 'bad_status' || d.reason === 'uncertain_status' ? qualityOfStatusCode(dv.statusCode?.value ?? 0) : Q_BAD, now);
     if (!d.ok) {
       this.ctx.stats.refused(d.reason, 1, { variable: b.variable, detail: d.detail });
       this.throttle.warn(`refused:${b.index}:${d.reason}`, { node_id: b.configuredId, variable: b.variable, reason: d.reason, detail: d.detail }, 'OPC UA value not forwarded');

@@ -76,7 +76,7 @@ describe.skipIf(!haveSocat)('modbus RTU on a serial port (socat pty pair)', () =
     // Unplug: the serial device disappears.
     await cable.stop();
     await sim.close();
-    await waitFor(() => deviceStatus(m.source, 'unit1').state === 'connecting' && deviceStatus(m.source, 'unit2').state === 'connecting', 'both units waiting for the port');
+    await waitFor(() => deviceStatus(m.source, 'unit1').state === 'disconnected' && deviceStatus(m.source, 'unit2').state === 'disconnected', 'both units waiting for the port');
     expect(m.source.status().state).toBe('disconnected');
     // Reopen attempts fail while the port is gone, and say so.
     await waitFor(() => m.lines.some((l) => l.msg === 'modbus connection failed; retrying with backoff'), 'a failed reopen attempt logged');
@@ -149,7 +149,7 @@ describe('modbus RTU over TCP (serial device server in raw mode)', () => {
     expect(model.requestCount({ unitId: 3, functionCode: 3 })).toBeGreaterThan(0);
 
     await first.close();
-    await waitFor(() => deviceStatus(m.source, 'meter').state === 'connecting', 'loss noticed');
+    await waitFor(() => deviceStatus(m.source, 'meter').state === 'disconnected', 'loss noticed');
     const second = await startModbusRtuOverTcpSimulator({ device: model, unitId: 3, port: first.port });
     cleanups.push(() => second.close());
     const n = samples.length;

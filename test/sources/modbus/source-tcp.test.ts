@@ -245,7 +245,7 @@ describe('modbus source over TCP against the simulator', () => {
     expect(deviceStatus(m.source, 'good').state).toBe('connected');
     expect(m.source.status().state).toBe('degraded');
     await bad.close();
-    await waitFor(() => deviceStatus(m.source, 'bad').state === 'connecting', 'bad device waiting for its connection');
+    await waitFor(() => deviceStatus(m.source, 'bad').state === 'disconnected', 'bad device waiting for its connection');
     expect(deviceStatus(m.source, 'good').state).toBe('connected');
   });
 
@@ -256,7 +256,7 @@ describe('modbus source over TCP against the simulator', () => {
     const m = await modbus({ reconnect: { initial_delay: 200, max_delay: 500 }, devices: [device('plc', port, [{ variable: 'mvr_x', table: 'holding', address: 1000, type: 'int16' }])] }, sink);
     await waitFor(() => samples.length > 0, 'first samples');
     await first.close();
-    await waitFor(() => deviceStatus(m.source, 'plc').state === 'connecting', 'connection loss noticed');
+    await waitFor(() => deviceStatus(m.source, 'plc').state === 'disconnected', 'connection loss noticed');
     expect(m.source.status().state).toBe('disconnected');
     // A few refused reconnect attempts.
     await waitFor(async () => (await metricValue(m.metrics, 'gateway_source_reconnects_total', { source: 'modbus' })) >= 2, 'two refused reconnect attempts');

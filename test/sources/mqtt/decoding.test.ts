@@ -76,6 +76,8 @@ describe('Sparkplug B decoding', () => {
   const events: Array<{ event: string; fields: Record<string, unknown> }> = [];
   const published: Array<{ topic: string; payload: Buffer }> = [];
   let mono = 0;
+  let origins = 0;
+  const staled: Array<{ origins: number[]; at: number }> = [];
   const host: SparkplugHost = {
     publish: (topic, payload) => {
       published.push({ topic, payload });
@@ -84,6 +86,8 @@ describe('Sparkplug B decoding', () => {
     monotonic: () => mono,
     now: () => NOW,
     event: (event, fields) => events.push({ event, fields }),
+    newOrigin: () => ++origins,
+    stale: (o, at) => staled.push({ origins: [...o], at }),
   };
   const cfg = (over: Record<string, unknown> = {}) => {
     const s = section({ connections: [{ name: 'c', url: 'mqtt://x', subscriptions: [{ format: 'sparkplug', topic: 'spBv1.0/plant/#', metrics: [{ name: 'Temperature', device: 'oven1', variable: 'mvr_oven1_temperature' }, { name: 'Temperature', variable: 'mvr_other_temperature' }, { name: 'Uptime', node_only: true, variable: 'mvr_node_uptime' }], ...over }] }] });

@@ -14,7 +14,10 @@ import { createMetrics, type Metrics } from '../../../src/core/metrics.js';
 import type { Sample, SampleSink } from '../../../src/core/sample.js';
 import { SourceStats, type SourceKind } from '../../../src/core/source.js';
 import type { SourceContext } from '../../../src/sources/context.js';
+import type { EmbeddedBrokerSource } from '../../../src/sources/mqtt/broker-source.js';
 import { mqttSectionSchema, type MqttSection } from '../../../src/sources/mqtt/config.js';
+import { createMqttSources } from '../../../src/sources/mqtt/index.js';
+import { openTestBuffer } from '../../helpers/buffer.js';
 import { waitFor } from '../../helpers/wait.js';
 
 export { waitFor, delay } from '../../helpers/wait.js';
@@ -57,6 +60,24 @@ export function contexts(sink: SampleSink, logger: Logger = silentLogger()): Tes
 
 export function section(raw: unknown): MqttSection {
   return mqttSectionSchema.parse(raw);
+}
+
+/**
+ * The embedded broker on 127.0.0.1 (free ports) with user plc / right-pass-1 and `broker` merged
+ * over that, over a test buffer, with its log kept; `cleanup` receives what stops it.
+ */
+export async function startEmbeddedBroker(broker: Record<string, unknown>, cleanup: Array<() => Promise<unknown>>) {
+  const tb = openTestBuffer();
+  cleanup.push(async () => tb.destroy());
+  const log = captureLogger();
+  const ctxs = contexts(tb.buffer, log.logger);
+  const sources = createMqttSources(section({ broker: { enabled: true, host: '127.0.0.1', port: 0, username: 'plc', password: 'right-pass-1', ...broker } }), ctxs.makeContext);
+  for (const s of sources) await s.start();
+  cleanup.push(() => Promise.all(sources.map((s) => s.close())));
+  const src = sources[0] as EmbeddedBrokerSource;
+  await waitFor(() => src.broker.address, { what: 'broker listening' });
+  const port = src.broker.address!.port;
+  return { src, port, address: src.broker.address!, url: `mqtt://127.0.0.1:${port}`, metrics: ctxs.metrics, log };
 }
 
 /** A sink that records appends and can hold them back (to prove acknowledgement waits for the commit). */

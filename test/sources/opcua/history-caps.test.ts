@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPCUAClient, type ClientSession } from 'node-opcua';
-import { openBufferDatabase } from '../../../src/buffer/file/database.js';
+import { openBufferDatabase } from '../../../src/store/file/database.js';
 import { GapLedger } from '../../../src/buffer/gaps.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { createMetrics } from '../../../src/core/metrics.js';
@@ -13,6 +13,7 @@ import type { NodeBinding } from '../../../src/sources/opcua/decode.js';
 import { HistoryBackfill, type HistorySettings } from '../../../src/sources/opcua/history.js';
 import { waitFor } from '../../helpers/wait.js';
 import { captureLogger, tmpPki } from './helpers.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../../../src/runtime/store-schemas.js';
 
 /**
  * Issue 21 §2, the caps of the historical backfill (src/sources/opcua/history.ts) against a real
@@ -39,10 +40,10 @@ async function backfill(sim: OpcuaSimulator, nodeId: string, from: number, to: n
   const dir = mkdtempSync(join(tmpdir(), 'hist-caps-'));
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
   const log = captureLogger('info');
-  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'normal', logger: log.logger });
+  const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'normal', logger: log.logger });
   cleanup.push(() => db.close());
   const metrics = createMetrics();
-  const gaps = new GapLedger(db, metrics);
+  const gaps = new GapLedger(gatewayStore(db).owner('gaps'), metrics);
   const gap = gaps.open({ source: 'plc', variables: null, from, to, reason: 'source_disconnected', filled: 'pending' }, Date.now());
   const appends: Sample[][] = [];
   const binding: NodeBinding = { index: 0, configuredId: nodeId, nodeId, variable: 'mvr_x', scale: 1, offset: 0, timestamp: 'source', uncertain: 'forward', samplingInterval: 1_000, queueSize: 1 };

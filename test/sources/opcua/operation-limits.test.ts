@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AttributeIds, MonitoringMode, OPCUAClient, TimestampsToReturn } from 'node-opcua';
-import { openBufferDatabase } from '../../../src/buffer/file/database.js';
+import { openBufferDatabase } from '../../../src/store/file/database.js';
 import { GapLedger } from '../../../src/buffer/gaps.js';
 import { systemClock } from '../../../src/core/clock.js';
 import { createMetrics } from '../../../src/core/metrics.js';
@@ -14,6 +14,7 @@ import { HistoryBackfill } from '../../../src/sources/opcua/history.js';
 import { entriesPerCall, readServerOperationLimits } from '../../../src/sources/opcua/operation-limits.js';
 import { waitFor } from '../../helpers/wait.js';
 import { captureLogger, makeSource, tmpPki, type Harness } from './helpers.js';
+import { GATEWAY_SCHEMAS, gatewayStore } from '../../../src/runtime/store-schemas.js';
 
 /**
  * Issue 25: a server's operation limits (Part 5 §6.3.11, ServerCapabilities.OperationLimits) are
@@ -108,10 +109,10 @@ describe('OPC UA operation limits (Part 5 §6.3.11)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'oplimits-hist-'));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
     const log = captureLogger('info');
-    const { db } = openBufferDatabase(join(dir, 'buffer.db'), { synchronous: 'normal', logger: log.logger });
+    const { db } = openBufferDatabase(join(dir, 'buffer.db'), { schemas: GATEWAY_SCHEMAS, synchronous: 'normal', logger: log.logger });
     cleanup.push(() => db.close());
     const metrics = createMetrics();
-    const gaps = new GapLedger(db, metrics);
+    const gaps = new GapLedger(gatewayStore(db).owner('gaps'), metrics);
     const gap = gaps.open({ source: 'plc', variables: null, from: fromMs, to: toMs, reason: 'source_disconnected', filled: 'pending' }, Date.now());
     const appends: Sample[] = [];
     const bindings: NodeBinding[] = Array.from({ length: count }, (_, i) => {

@@ -70,17 +70,17 @@ export class JsonDecoder implements PayloadDecoder {
     for (const v of this.values) {
       const raw = readJsonPath(doc, v.path);
       if (raw === MISSING) {
-        refusals.push({ reason: 'missing_value', detail: `no value at path ${v.path.text}` });
+        refusals.push({ reason: 'missing_value', detail: `no value at path ${v.path.text}`, variable: v.variable });
         continue;
       }
       const c = coerceValue(raw);
       if (!c.ok) {
-        refusals.push({ reason: c.reason, detail: `${v.path.text}: ${c.detail}` });
+        refusals.push({ reason: c.reason, detail: `${v.path.text}: ${c.detail}`, variable: v.variable });
         continue;
       }
       const value = scaled(c.value, v.scale, v.offset);
       if (!Number.isFinite(value)) {
-        refusals.push({ reason: 'not_finite', detail: `${v.path.text}: ${c.value} scaled is not finite` });
+        refusals.push({ reason: 'not_finite', detail: `${v.path.text}: ${c.value} scaled is not finite`, variable: v.variable });
         continue;
       }
       let ts = messageTs;

@@ -60,19 +60,19 @@ export class MetricsDecoder implements PayloadDecoder {
         continue;
       }
       if (!('value' in m)) {
-        refusals.push({ reason: 'missing_value', detail: `metric ${JSON.stringify(shorten(m.name))} has no "value"` });
+        refusals.push({ reason: 'missing_value', detail: `metric ${JSON.stringify(shorten(m.name))} has no "value"`, variable });
         continue;
       }
       const c = coerceValue(m.value);
       if (!c.ok) {
-        refusals.push({ reason: c.reason, detail: `metric ${JSON.stringify(shorten(m.name))}: ${c.detail}` });
+        refusals.push({ reason: c.reason, detail: `metric ${JSON.stringify(shorten(m.name))}: ${c.detail}`, variable });
         continue;
       }
       let ts = messageTs;
       if (m.timestamp !== undefined && m.timestamp !== null) {
         const t = parseTimestamp(m.timestamp, this.format, msg.receivedAt);
         if (!t.ok) {
-          refusals.push({ reason: 'bad_timestamp', detail: `metric ${JSON.stringify(shorten(m.name))}: ${t.detail}` });
+          refusals.push({ reason: 'bad_timestamp', detail: `metric ${JSON.stringify(shorten(m.name))}: ${t.detail}`, variable });
           continue;
         }
         ts = t.ts;

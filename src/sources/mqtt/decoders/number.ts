@@ -26,9 +26,9 @@ export class NumberDecoder implements PayloadDecoder {
     if (!variable) return { samples: [], refusals: [{ reason: 'unknown_name', detail: 'no variable configured' }] };
     if (msg.payload.length === 0) return { samples: [], refusals: [{ reason: 'malformed', detail: 'empty payload' }] };
     const v = coerceText(msg.payload.toString());
-    if (!v.ok) return { samples: [], refusals: [{ reason: v.reason, detail: v.detail }] };
+    if (!v.ok) return { samples: [], refusals: [{ reason: v.reason, detail: v.detail, variable }] };
     const value = scaled(v.value, this.cfg.scale, this.cfg.offset);
-    if (!Number.isFinite(value)) return { samples: [], refusals: [{ reason: 'not_finite', detail: `${v.value} scaled is not finite` }] };
+    if (!Number.isFinite(value)) return { samples: [], refusals: [{ reason: 'not_finite', detail: `${v.value} scaled is not finite`, variable }] };
     return { samples: [{ variable, value, ts: undefined }], refusals: [] };
   }
 }

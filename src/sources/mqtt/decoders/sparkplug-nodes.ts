@@ -38,8 +38,25 @@ export class EdgeNodeState {
   /** Monotonic ms of the last Rebirth request sent for this node. */
   lastRebirthRequest: number | null = null;
   rebirthRequests = 0;
+  /**
+   * Origin numbers of this edge node and of each of its devices (Decoded.origin): what an NDEATH or
+   * a DDEATH makes stale. Kept across sessions, so a variable delivered before a rebirth still goes
+   * stale with the next death.
+   */
+  readonly deviceOrigins = new Map<string, number>();
 
-  constructor(readonly group: string, readonly edgeNode: string) {}
+  constructor(
+    readonly group: string,
+    readonly edgeNode: string,
+    readonly origin = 0,
+    private readonly newOrigin: () => number = () => 0,
+  ) {}
+
+  deviceOrigin(device: string): number {
+    let o = this.deviceOrigins.get(device);
+    if (o === undefined) this.deviceOrigins.set(device, (o = this.newOrigin()));
+    return o;
+  }
 
   /** NBIRTH: a new session; everything learned before is void, devices must send DBIRTH again. */
   birth(bdSeq: number | null, seq: number | null, at: number): void {
@@ -136,7 +153,10 @@ export class EdgeNodeState {
 export class EdgeNodeTable {
   private readonly nodes = new Map<string, EdgeNodeState>();
 
-  constructor(private readonly maxNodes = 10_000) {}
+  constructor(
+    private readonly newOrigin: () => number = () => 0,
+    private readonly maxNodes = 10_000,
+  ) {}
 
   get(group: string, edgeNode: string): EdgeNodeState | undefined {
     return this.nodes.get(`${group}/${edgeNode}`);
@@ -150,7 +170,7 @@ export class EdgeNodeTable {
         const oldest = this.nodes.keys().next().value;
         if (oldest !== undefined) this.nodes.delete(oldest);
       }
-      n = new EdgeNodeState(group, edgeNode);
+      n = new EdgeNodeState(group, edgeNode, this.newOrigin(), this.newOrigin);
       this.nodes.set(key, n);
     }
     return n;

@@ -49,6 +49,10 @@ export interface SparkplugHost {
   now(): number;
   /** Counts a protocol event (nbirth, ndeath, seq_gap, rebirth_requested ...) and logs it. */
   event(event: string, fields: Record<string, unknown>): void;
+  /** A new origin number for an edge node or device (Decoded.origin). */
+  newOrigin(): number;
+  /** The variables last delivered by these origins are stale from `at` (an NDEATH or DDEATH). */
+  stale(origins: ReadonlySet<number>, at: number): void;
 }
 
 interface MappingEntry {
@@ -73,12 +77,13 @@ function isProtocolMetric(name: string): boolean {
  * allowed, a Rebirth is requested so the edge node re-sends its BIRTH certificates.
  */
 export class SparkplugDecoder implements PayloadDecoder {
-  private readonly nodes = new EdgeNodeTable();
+  private readonly nodes: EdgeNodeTable;
   private readonly mapping = new Map<string, MappingEntry[]>();
   private readonly countUnknown: boolean;
   private readonly allowed: (variable: string) => boolean;
 
   constructor(private readonly cfg: SparkplugSubscriptionConfig, private readonly host: SparkplugHost) {
+    this.nodes = new EdgeNodeTable(() => host.newOrigin());
     this.allowed = payloadVariableAllowed(cfg.payload_variables);
     for (const m of cfg.metrics) {
       const list = this.mapping.get(m.name) ?? [];
@@ -129,6 +134,9 @@ export class SparkplugDecoder implements PayloadDecoder {
         }
         node.death();
         this.host.event('ndeath', { ...where, bd_seq: bdSeq });
+        // Sparkplug B 3.0 chapter 5 (Edge Node Session Termination): the host marks every metric of
+        // the edge node and of its devices stale.
+        this.host.stale(new Set([node.origin, ...node.deviceOrigins.values()]), msg.receivedAt);
         return { samples: [], refusals: [], ignored: 'NDEATH' };
       }
       case 'DBIRTH': {
@@ -147,6 +155,8 @@ export class SparkplugDecoder implements PayloadDecoder {
         if (node.born) this.checkSeq(node, seq);
         node.deviceDeath(topic.device as string, msg.receivedAt);
         this.host.event('ddeath', where);
+        // Chapter 5 (Device Session Termination): every metric of the device is stale.
+        this.host.stale(new Set([node.deviceOrigin(topic.device as string)]), msg.receivedAt);
         return { samples: [], refusals: [], ignored: 'DDEATH' };
       }
       case 'NDATA':
@@ -175,6 +185,7 @@ export class SparkplugDecoder implements PayloadDecoder {
   private samplesOf(metrics: UMetric[], payload: UPayload, node: EdgeNodeState, device: string | null, msg: InboundMessage): Decoded {
     const samples: RawSample[] = [];
     const refusals: Refusal[] = [];
+    const origin = device === null ? node.origin : node.deviceOrigin(device);
     const payloadTs = toNumberOrNull(payload.timestamp);
     for (const m of metrics) {
       const alias = toNumberOrNull(m.alias);
@@ -202,12 +213,12 @@ export class SparkplugDecoder implements PayloadDecoder {
       }
       const v = metricValue(m);
       if (!v.ok) {
-        refusals.push({ reason: v.reason, detail: `metric ${JSON.stringify(shorten(name))}: ${v.detail}` });
+        refusals.push({ reason: v.reason, detail: `metric ${JSON.stringify(shorten(name))}: ${v.detail}`, variable: target.variable });
         continue;
       }
       const value = scaled(v.value, target.scale, target.offset);
       if (!Number.isFinite(value)) {
-        refusals.push({ reason: 'not_finite', detail: `metric ${JSON.stringify(shorten(name))}: scaled value is not finite` });
+        refusals.push({ reason: 'not_finite', detail: `metric ${JSON.stringify(shorten(name))}: scaled value is not finite`, variable: target.variable });
         continue;
       }
       const rawTs = toNumberOrNull(m.timestamp) ?? payloadTs;
@@ -217,12 +228,12 @@ export class SparkplugDecoder implements PayloadDecoder {
       }
       const ts = checkRange(rawTs, msg.receivedAt);
       if (!ts.ok) {
-        refusals.push({ reason: 'bad_timestamp', detail: `metric ${JSON.stringify(shorten(name))}: ${ts.detail}` });
+        refusals.push({ reason: 'bad_timestamp', detail: `metric ${JSON.stringify(shorten(name))}: ${ts.detail}`, variable: target.variable });
         continue;
       }
       samples.push({ variable: target.variable, value, ts: ts.ts });
     }
-    return { samples, refusals };
+    return { samples, refusals, origin };
   }
 
   private resolve(group: string, edgeNode: string, device: string | null, name: string): { variable: string; scale: number; offset: number } | 'not_allowed' | null {

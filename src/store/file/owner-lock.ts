@@ -10,14 +10,14 @@ import { errorCode, GatewayError } from '../../core/errors.js';
  * (src/buffer/README.md).
  *
  * The lock is a small SQLite file beside the buffer (`<buffer.path>.lock`) held with
- * `locking_mode = EXCLUSIVE` after a first write: SQLite then keeps its exclusive POSIX lock on the
- * file until the connection closes. The kernel drops that lock when the process ends in any way
+ * `locking_mode = EXCLUSIVE` after `BEGIN EXCLUSIVE`: SQLite then keeps its exclusive POSIX lock on
+ * the file until the connection closes, without writing anything for it. The kernel drops that lock when the process ends in any way
  * (SIGKILL, power cut, OOM kill), so there is never a stale lock to clean up by hand, unlike a PID
  * file. It works across containers that share the volume on one host; it is not meant for network
  * file systems (neither is the buffer itself).
  *
  * A locked database cannot be read, so who holds the lock is written into the buffer's own `meta`
- * table (`recordBufferOwner`) where a refused second gateway can read it for its error message.
+ * table (the store notes it at open, store.ts `noteHolder`) where a refused second gateway can read it for its error message.
  */
 
 export interface BufferOwnerInfo {
@@ -74,13 +74,11 @@ function lockOnce(lockPath: string, waitMs: number): Database {
   const db = new BetterSqlite3(lockPath, { timeout: waitMs });
   try {
     db.pragma('locking_mode = EXCLUSIVE');
-    // The first write takes the exclusive lock; in EXCLUSIVE locking mode it is kept after COMMIT.
+    // BEGIN EXCLUSIVE takes the exclusive lock at once, and in EXCLUSIVE locking mode it is kept
+    // after COMMIT. Nothing is written for it: a start on a full disk (src/store/README.md S6)
+    // must not fail here, where the lock file and its journal would need new space.
     db.exec('BEGIN EXCLUSIVE');
-    db.exec('CREATE TABLE IF NOT EXISTS owner (pid INTEGER NOT NULL, host TEXT NOT NULL, started_at TEXT NOT NULL)');
-    db.exec('DELETE FROM owner');
-    db.prepare('INSERT INTO owner VALUES (?, ?, ?)').run(process.pid, hostname(), new Date().toISOString());
     db.exec('COMMIT');
-    return db;
   } catch (err) {
     try {
       db.close();
@@ -88,6 +86,25 @@ function lockOnce(lockPath: string, waitMs: number): Database {
       // nothing more to release
     }
     throw err;
+  }
+  noteHolder(db);
+  return db;
+}
+
+/**
+ * Notes who holds the lock in the lock file, when the disk has room for it. The lock is held
+ * either way; a refused second gateway reads the holder from the buffer's `meta` (the store notes it there too).
+ */
+function noteHolder(db: Database): void {
+  try {
+    db.exec('BEGIN');
+    db.exec('CREATE TABLE IF NOT EXISTS owner (pid INTEGER NOT NULL, host TEXT NOT NULL, started_at TEXT NOT NULL)');
+    db.exec('DELETE FROM owner');
+    db.prepare('INSERT INTO owner VALUES (?, ?, ?)').run(process.pid, hostname(), new Date().toISOString());
+    db.exec('COMMIT');
+  } catch {
+    // A full disk: the lock is held all the same.
+    if (db.inTransaction) db.exec('ROLLBACK');
   }
 }
 
@@ -101,10 +118,12 @@ function inUseError(bufferPath: string, lockPath: string, cause: unknown): Gatew
   );
 }
 
-/** Notes in the buffer who owns it, for the message a refused second gateway prints. */
-export function recordBufferOwner(db: Database): void {
-  const info: BufferOwnerInfo = { pid: process.pid, host: hostname(), started_at: new Date().toISOString() };
-  db.prepare("INSERT INTO meta (key, value) VALUES ('owner', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value").run(JSON.stringify(info));
+/** The row the store writes into the buffer's `meta` at open: who holds the file. */
+export const RECORD_OWNER_SQL = "INSERT INTO meta (key, value) VALUES ('owner', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+
+/** Who holds the file now, as the store notes it. */
+export function ownerInfoNow(): BufferOwnerInfo {
+  return { pid: process.pid, host: hostname(), started_at: new Date().toISOString() };
 }
 
 /** The owner last recorded in the buffer file, or null when unknown or unreadable. */

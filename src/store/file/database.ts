@@ -3,10 +3,19 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSy
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { describeError, errorCode, GatewayError } from '../../core/errors.js';
-import { migrate } from './migrations.js';
+import { migrate, type OwnerSchema } from '../migrations.js';
 
 export interface OpenOptions {
   synchronous: 'full' | 'normal';
+  /** The owners' schemas (migrations.ts): the file is brought to their version at open. */
+  schemas: readonly OwnerSchema[];
+  /**
+   * Keep SQLite's locks for this connection alone (`locking_mode = EXCLUSIVE` before WAL): the
+   * WAL index then lives in the process's memory instead of the `-shm` file, which a full disk
+   * cannot create (src/store/README.md S6). Other connections to the file (the checkpoint worker,
+   * the import-file reader) then cannot open it and their work stays on the main thread or waits.
+   */
+  exclusive?: boolean;
   logger: Logger;
   /** Run `PRAGMA integrity_check` at open (default true). */
   integrityCheck?: boolean;
@@ -91,15 +100,21 @@ function openAndCheck(path: string, options: OpenOptions): Database {
   if (existsSync(`${path}.convert`)) rmSync(`${path}.convert`, { force: true });
   const db = new BetterSqlite3(path, { timeout: 5_000 });
   try {
+    // Before the first read of the file: only then does SQLite keep the WAL index in memory.
+    if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
     // A new file (no page written yet) gets the page size of NEW_FILE_PAGE_SIZE: it must be set
     // before the first page is written (auto_vacuum and journal_mode below write page 1). On an
     // existing file the pragma would only take effect at a VACUUM, which the conversion below runs
     // (VACUUM INTO), so it is not issued there: an existing file keeps its page size.
-    if ((db.pragma('page_count', { simple: true }) as number) === 0) db.pragma(`page_size = ${options.pageSize ?? NEW_FILE_PAGE_SIZE}`);
+    const fresh = (db.pragma('page_count', { simple: true }) as number) === 0;
+    if (fresh) db.pragma(`page_size = ${options.pageSize ?? NEW_FILE_PAGE_SIZE}`);
     // A new file gives free pages back in steps (capacity/disk.ts): set before its first page is
-    // written, which `journal_mode = WAL` does. On an existing file it changes nothing by itself.
-    // Fails with SQLITE_NOTADB on a file that is not a database.
-    db.pragma('auto_vacuum = INCREMENTAL');
+    // written, which `journal_mode = WAL` does. An existing file keeps its mode (a file of an
+    // earlier version is converted below); setting it there would write page 1, which a full disk
+    // refuses (src/store/README.md S6). Reading it fails with SQLITE_NOTADB on a file that is not
+    // a database.
+    if (fresh) db.pragma('auto_vacuum = INCREMENTAL');
+    else db.pragma('auto_vacuum', { simple: true });
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
     // After a checkpoint the WAL is cut back to this size, so what it takes on disk stays near
@@ -114,7 +129,7 @@ function openAndCheck(path: string, options: OpenOptions): Database {
       const problems = rows.map((r) => r.integrity_check).filter((s) => s !== 'ok');
       if (problems.length > 0) throw new IntegrityError(`integrity_check failed: ${problems.slice(0, 3).join('; ')}`);
     }
-    migrate(db);
+    migrate(db, options.schemas);
     return db;
   } catch (err) {
     try {
