@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readAllSamples } from '../../src/buffer/chunks/store.js';
-import { openBufferDatabase } from '../../src/buffer/file/database.js';
 import { silentLogger } from '../../src/core/logger.js';
+import { GATEWAY_SCHEMAS } from '../../src/runtime/store-schemas.js';
+import { openBufferDatabase } from '../../src/store/file/database.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -49,7 +50,7 @@ function uncommittedFrames(wal: string): number {
 
 /** Opens the copy as the gateway would after the power came back (WAL recovery), and reads it. */
 function reopen(path: string): { samples: Sample[]; chunks: number; integrity: string } {
-  const { db } = openBufferDatabase(path, { synchronous: 'full', logger: silentLogger() });
+  const { db } = openBufferDatabase(path, { schemas: GATEWAY_SCHEMAS, synchronous: 'full', logger: silentLogger() });
   try {
     return {
       samples: readAllSamples(db).map(({ variable, ts, value }) => ({ variable, ts, value })),
