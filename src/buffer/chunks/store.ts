@@ -69,7 +69,8 @@ export class ChunkStore {
 
   constructor(
     private readonly db: StatementSource,
-    private readonly compressor: Compressor = 'deflate',
+    /** null: chunk format 3 (codec-v3.ts); a compressor: format 2 with it (comparisons, tests). */
+    private readonly compressor: Compressor | null = null,
   ) {
     this.st = {
       insert: db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -100,7 +101,7 @@ export class ChunkStore {
 
   /** Encodes one variable's samples as a chunk row without storing it (compaction orders them first). */
   encode(varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): EncodedChunk {
-    const data = encodeChunk(ts, values, { compressor: this.compressor });
+    const data = encodeChunk(ts, values, this.compressor === null ? {} : { compressor: this.compressor });
     let min = Infinity;
     let max = -Infinity;
     for (let i = 0; i < ts.length; i++) {
