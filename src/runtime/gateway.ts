@@ -73,6 +73,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       status: board.status,
       reload: (next) => reloads.apply(next),
       reloadRefused: (problems) => reloads.refused(problems),
+      takeWrittenFile: (digest) => reloads.takeWrittenFile(digest),
       // A reload under way finishes first, so none rebuilds a stage that has stopped.
       close: once(async () => {
         await reloads.close();

@@ -63,6 +63,7 @@ const COST_S: Readonly<Record<string, number>> = {
   'fleet-budget.ts': 135,
   'history-backfill.ts': 105,
   'history-read-1m.ts': 134,
+  'hostile-inputs.ts': 22,
   'import-file.ts': 13,
   'memory.ts': 25,
   'modbus-poll.ts': 33,
