@@ -32,6 +32,7 @@ const REASON_TEXT: Record<GapReason, string> = {
   source_disconnected: 'source disconnected',
   device_error: 'device not answering',
   buffer_full: 'samples dropped because the buffer was full',
+  values_lost: 'values lost before they reached the gateway\'s buffer',
 };
 const POLL_MS = 5_000;
 

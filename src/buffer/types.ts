@@ -41,6 +41,11 @@ export interface BufferOptions {
   keepFreeBytes?: number;
   /** How long free pages must stay unused before they are returned (buffer.return_free_after). */
   returnFreeAfterMs?: number;
+  /**
+   * PASSIVE checkpoints run on the main thread while each takes less than this (ms), on a worker
+   * thread from the first slower one (capacity/checkpointer.ts); null: on the worker from the first.
+   */
+  checkpointInlineBelowMs?: number | null;
 }
 
 export interface BufferedRow {

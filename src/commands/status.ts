@@ -217,6 +217,29 @@ export interface RenderOptions {
   now?: number;
 }
 
+/**
+ * The UPLINK section's first lines: the state in the one vocabulary (status/uplink-state.ts), the
+ * link and the pace, the outage in progress or the last one. An older gateway without `state`
+ * shows its link condition.
+ */
+function uplinkLines(u: GatewayStatus['uplink'], now: number): string[] {
+  const out: string[] = [];
+  const st = u.state as GatewayStatus['uplink']['state'] | undefined;
+  out.push(`  ${st ? st.text : u.condition}${!st && u.reason ? ` (${u.reason})` : ''}`);
+  const link = `${u.condition}${u.reason ? ` (${u.reason})` : ''}${u.resume_in_ms > 0 ? `, next attempt in ${formatDuration(u.resume_in_ms / 1000)}` : ''}`;
+  const rate = u.rate as GatewayStatus['uplink']['rate'] | undefined;
+  const pace = u.pace_per_minute === undefined ? '' : `; pace ${n(u.pace_per_minute)}/min${rate?.found_per_minute != null ? ` (limit found ${n(rate.found_per_minute)}/min` + `, ${n(rate.rate_limited_total)} × 429)` : ''}`;
+  out.push(`  link    ${link}; ${n(u.requests_last_minute)} requests in the last minute, budget ${n(u.budget_per_minute)}${pace}`);
+  const o = u.outage as GatewayStatus['uplink']['outage'] | undefined;
+  if (o) {
+    const since = `unreachable since ${o.since}${o.until ? ` until ${o.until} (${formatDuration((Date.parse(o.until) - Date.parse(o.since)) / 1000)})` : ` (${formatDuration(Math.max(0, now - Date.parse(o.since)) / 1000)})`}`;
+    const during = `backlog up to ${n(o.backlog_peak)}, oldest ${o.oldest_age_peak_s === null ? '-' : `${ago(o.oldest_age_peak_s)} old`}`;
+    const after = o.state === 'down' ? '' : o.state === 'catching_up' ? '; catching up' : `; caught up ${formatDuration(o.catch_up_s ?? 0)} after`;
+    out.push(`  outage  ${o.state === 'down' ? '' : 'last: '}${since}: ${during}${after}`);
+  }
+  return out;
+}
+
 /** Human-readable status for operators. */
 export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): string {
   const now = options.now ?? Date.now();
@@ -281,10 +304,10 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   out.push('');
   out.push('UPLINK');
   const u = s.uplink;
-  out.push(`  ${u.condition}${u.reason ? ` (${u.reason})` : ''}${u.resume_in_ms > 0 ? `, next attempt in ${formatDuration(u.resume_in_ms / 1000)}` : ''}; ${n(u.requests_last_minute)} of ${n(u.budget_per_minute)} requests in the last minute`);
+  out.push(...uplinkLines(u, now));
   const share = s.fleet?.budget_sharing;
   if (s.fleet?.broker.duplicate_name) out.push(`  fleet   DUPLICATE NAME: ${s.fleet.broker.duplicate_name}; give each gateway its own gateway.name`);
-  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.ignored_peers ? `, ${n(share.ignored_peers)} more not counted above max_gateways ${share.max_gateways}` : ''}${share.aimd_factor < 1 ? `, ${Math.round(share.aimd_factor * 100)} % after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
+  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.ignored_peers ? `, ${n(share.ignored_peers)} more not counted above max_gateways ${share.max_gateways}` : ''}${share.pace_per_minute !== undefined && share.pace_per_minute < share.share_per_minute ? `, paced at ${n(share.pace_per_minute)}/min after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
   out.push(`  sync    ${rate(u.sync.rate_per_s)}, delivered ${n(u.sync.delivered_total)}, ${u.sync.inflight_batches} batch${u.sync.inflight_batches === 1 ? '' : 'es'} in flight, freshest value ${u.freshest_delivered_age_s === null ? '-' : `${ago(u.freshest_delivered_age_s)} old`}`);
   const bf = s.backfill;
   if (bf.enabled) {
@@ -293,7 +316,8 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   } else {
     out.push('  import  off (uplink.backfill.enabled: false)');
   }
-  const eta = s.backlog_eta_s === null ? 'unknown (the backlog is not shrinking at the current rates)' : formatDuration(s.backlog_eta_s);
+  const d = s.delivery as GatewayStatus['delivery'] | undefined;
+  const eta = d?.state === 'growing' ? `none: growing (${d.no_estimate_because})` : s.backlog_eta_s === null ? `unknown (${d?.no_estimate_because ?? 'the backlog is not shrinking at the current rates'})` : formatDuration(s.backlog_eta_s);
   if (bf.backlog_at_start > 0 && b.samples > 0) {
     // A catch-up through import jobs is under way: progress against the backlog it started with.
     const start = Math.max(bf.backlog_at_start, b.samples);

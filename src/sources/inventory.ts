@@ -42,3 +42,26 @@ export function variableSourceLookup(inventory: ReadonlyMap<string, SourceInfo>)
   for (const [name, info] of inventory) for (const v of info.variables) if (!by.has(v)) by.set(v, name);
   return (variable) => by.get(variable) ?? null;
 }
+
+/** A count is read again at most this often (a reload changes the sources; the status is read every second). */
+const MAPPED_COUNT_MS = 10_000;
+
+/**
+ * The number of distinct machine variables the sources map, for the uplink's "delivering N of M
+ * variables"; null when a source learns its variables only as data arrives (the count would be short).
+ */
+export function mappedCount(inventory: () => ReadonlyMap<string, SourceInfo>, clock: { monotonic(): number }): () => number | null {
+  let cached: { at: number; n: number | null } | null = null;
+  return () => {
+    const now = clock.monotonic();
+    if (cached && now - cached.at < MAPPED_COUNT_MS) return cached.n;
+    const all = new Set<string>();
+    let complete = true;
+    for (const info of inventory().values()) {
+      if (info.variables.length === 0) complete = false;
+      for (const v of info.variables) all.add(v);
+    }
+    cached = { at: now, n: complete ? all.size : null };
+    return cached.n;
+  };
+}

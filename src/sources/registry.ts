@@ -27,7 +27,9 @@ export async function buildSourceSection(section: SourceSection, config: SourceS
     case 'modbus':
       return config.modbus ? (await import('./modbus/index.js')).createModbusSources(config.modbus, makeContext) : [];
     case 'mqtt':
-      return config.mqtt ? (await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext) : [];
+      if (!config.mqtt) return [];
+      // Without the embedded broker, its modules (aedes, ws) are not loaded at all.
+      return config.mqtt.broker?.enabled ? (await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext) : (await import('./mqtt/remote-sources.js')).createRemoteMqttSources(config.mqtt, makeContext);
   }
 }
 

@@ -31,6 +31,7 @@ export const NON_BENCH_MODULES: Readonly<Record<string, string>> = {
   'corpora.ts': 'the corpora of the buffer benches and xz / zstd of their text forms (buffer-footprint, chunk-codec)',
   'real-recording.ts': 'a public real sensor recording shipped in an npm package (corpora.ts)',
   'prefill.ts': 'writes an old backlog into a buffer file (backlog-drain, memory, uplink-budget, fleet-budget)',
+  'open62541.ts': 'the open62541 plant server, its value check and a bare node-opcua client (plant-scale, opcua-ingest, opcua-recovery)',
 };
 
 /** Kept in step with bench/lib.ts (which the test does not import: it would run bench code in the test process). */
@@ -69,12 +70,15 @@ const COST_S: Readonly<Record<string, number>> = {
   'modbus-poll.ts': 33,
   'mqtt-throughput.ts': 21,
   'opcua-browse-tree.ts': 34,
+  'opcua-ingest.ts': 40,
   'opcua-recovery.ts': 148,
   'opcua-subscription.ts': 98,
   'outage-recovery.ts': 22,
   'plant-scale.ts': 160,
   'quality.ts': 6,
   'set-aside-requeue.ts': 9,
+  'service-rate.ts': 35,
+  'small-plant.ts': 25,
   'trend-flush.ts': 10,
   'uplink-budget.ts': 27,
 };
