@@ -117,7 +117,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
       sealAfterMs: DEFAULT_SEAL_AFTER_MS,
       sealRows: DEFAULT_SEAL_ROWS,
       compactSamples: DEFAULT_COMPACT_SAMPLES,
-      compressor: 'deflate',
+      compressor: null,
       sliceMs: DEFAULT_SLICE_MS,
       maintenanceIdleMs: 1_000,
       lastCommittedFlushMs: LAST_COMMITTED_FLUSH_MS,

@@ -70,7 +70,7 @@ describe('the PASSIVE checkpoint on a worker thread (B9)', () => {
       },
       { timeoutMs: 60_000, intervalMs: 20, what: 'the database file growing with no checkpoint on the main connection' },
     );
-    // The main connection ran only TRUNCATE checkpoints (the WAL over 256 kB, every 10 s), never a PASSIVE one.
+    // The main connection ran only TRUNCATE checkpoints (the WAL over 32 kB, every 10 s), never a PASSIVE one.
     expect(onMain.filter((s) => !/TRUNCATE/i.test(s))).toEqual([]);
     // Its answer (logged at debug) may still be on its way.
     await waitFor(() => lines.some((l) => l.event === 'buffer_checkpoint' && (l.checkpointed as number) > 0), { timeoutMs: 30_000, what: 'the worker answering a checkpoint' });
