@@ -342,7 +342,7 @@ describe('sealed chunks (buffer v2)', () => {
     expect(b.buffer.stats().rows).toBe(5_000 - 100 - reservedBefore.length);
   });
 
-  it('compaction merges a variable\'s small chunks across sealing steps, bit-exact and in order, leaving held seqs alone (sealer L5)', async () => {
+  it('compaction merges a variable\'s small chunks across sealing steps, bit-exact and in order, leaving held seqs alone (sealer.ts B3)', async () => {
     const { b, data } = await filled(20_000, { compactSamples: 8_000 });
     b.buffer.sealNow();
     const chunksBefore = b.buffer.stats().chunks;

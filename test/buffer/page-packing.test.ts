@@ -5,7 +5,7 @@ import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { rng } from '../helpers/random.js';
 
 /**
- * Page packing of the chunks table (chunks/page-packing.ts, sealer L5): the cell-size model agrees with
+ * Page packing of the chunks table (chunks/page-packing.ts, sealer.ts B3): the cell-size model agrees with
  * SQLite's own page accounting (dbstat), first-fit-decreasing bins are valid and near the bound,
  * and a compaction of chunks of one to three kilobytes leaves the leaf pages nearly full.
  */

@@ -254,7 +254,7 @@ export class SealSchedule implements MaintenanceTask {
    * Rows below sealed_upto left by claims that unsealed a chunk and then let its rows go (the
    * claim took part of them, a call failed): 26 bytes a sample instead of ~1.5, for as long as the
    * sync path does not take them. Sealed again once no claim unsealed anything for seal_after (the
-   * sync path is idle or far from them: no chase, sealer L3), a run of rows with no chunk and no
+   * sync path is idle or far from them: no chase, sealer J1), a run of rows with no chunk and no
    * hold inside at a time, from the lowest.
    */
   private startReseal(maxRows: number): boolean {
@@ -309,7 +309,7 @@ export class SealSchedule implements MaintenanceTask {
   /**
    * The next range to seal: from just above `sealed_upto`, at most `maxRows` seqs, up to
    * `eligible`, stopping before anything held (B3). Held rows at its start are skipped for good
-   * (sealer L3: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
+   * (sealer J1: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
    */
   private nextSealRange(eligible: number, maxRows: number): { lo: number; hi: number; cut: boolean } | null {
     const holds = this.o.holds.all(this.sealedUpto);

@@ -28,12 +28,12 @@ import type { StoreOwner } from '../../store/store.js';
  *      discarded, having written nothing.
  *
  * Its own rules:
- *  L3  Rows below `meta.sealed_upto` (a chunk turned back into rows for the sync path, held rows
+ *  J1  Rows below `meta.sealed_upto` (a chunk turned back into rows for the sync path, held rows
  *      skipped) are sealed again only by a reseal job, which the schedule starts once no claim
  *      unsealed anything for seal_after (seal-schedule.ts), so sealing and unsealing cannot chase
  *      each other. A reseal range holds rows only (no chunk inside it), so its new chunks take seqs
  *      of that range alone; it never moves `sealed_upto` back.
- *  L4  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
+ *  J2  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
  */
 
 /** What a job changed, for the counts (Tally) and the logs. */
@@ -137,12 +137,12 @@ export class Sealer {
     };
   }
 
-  /** Highest seq below which rows are sealed only by a reseal job (L3). */
+  /** Highest seq below which rows are sealed only by a reseal job (J1). */
   sealedUpto(): number {
     return Number((this.st.getUpto.get() as string | undefined) ?? 0);
   }
 
-  /** Moves `sealed_upto` past rows that are held and will stay rows (L3); no rows change. */
+  /** Moves `sealed_upto` past rows that are held and will stay rows (J1); no rows change. */
   skipTo(seq: number): void {
     if (seq > this.sealedUpto()) this.db.write('moving sealed_upto past held rows', () => this.st.setUpto.run(String(seq)));
   }

@@ -13,7 +13,7 @@ import type { StatementSource } from '../../store/store.js';
  * import range, set-aside items) re-encodes the rest over its remaining seqs in the caller's
  * transaction (B2). Its own rule:
  *
- *  S4  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
+ *  K1  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
  *      key range scan starting MAX_CHUNK_SAMPLES below it.
  */
 
@@ -116,7 +116,7 @@ export class ChunkStore {
     this.st.insert.run(seqFrom, c.var, c.n, c.ts_min, c.ts_max, c.data);
   }
 
-  /** Chunks holding any seq in [from, to], in seq order (S4). */
+  /** Chunks holding any seq in [from, to], in seq order (K1). */
   overlapping(from: number, to: number): ChunkRow[] {
     return this.st.overlapping.all(from - MAX_CHUNK_SAMPLES + 1, to, from) as ChunkRow[];
   }
