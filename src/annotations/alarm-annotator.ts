@@ -16,7 +16,7 @@ import type { AnnotationStore } from './store.js';
 import { checkPlausible } from './validate.js';
 
 /**
- * Machine conditions into annotations (issue 26 §2). Receives the decoded events of every OPC UA
+ * Machine conditions into annotations. Receives the decoded events of every OPC UA
  * server with `events:` (through core/condition-event.ts) and keeps `alarm_conditions`
  * (alarm-store.ts) in step:
  *

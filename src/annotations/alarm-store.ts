@@ -12,7 +12,7 @@ import type { AlarmCategory } from './alarm-config.js';
  *   alarm recorded as an instant annotation. The row keeps the condition's states (acknowledged,
  *   confirmed) for the console after the annotation went out, and why an end was inferred.
  * - `annotation_links`: an operator's downtime and a machine condition of the same machine that
- *   overlap (both annotations are kept; issue 26 §3).
+ *   overlap (both annotations are kept).
  * - `annotation_flags`: an operator's downtime the machine's running signal contradicts.
  *
  * INVARIANTS

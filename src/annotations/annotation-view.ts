@@ -6,7 +6,7 @@ import { CONTRADICTED } from './reconcile.js';
 import type { AnnotationStore } from './store.js';
 
 /**
- * The JSON of an annotation for the local API and the console's Annotations page (issue 26 §3, §5):
+ * The JSON of an annotation for the local API and the console's Annotations page:
  * the outbox entry (model.ts entryView, with `origin_kind`: operator | detector | alarm | gap), and
  *
  * - `alarm`: for an annotation a machine condition produced, the condition and its states

@@ -119,7 +119,7 @@ export interface PanelView {
   counts: Record<DeliveryState, number>;
 }
 
-/** A machine condition (OPC UA Part 9) behind an annotation, as last reported (issue 26 §5). */
+/** A machine condition (OPC UA Part 9) behind an annotation, as last reported. */
 export interface AlarmDetailView {
   server: string;
   condition_id: string;

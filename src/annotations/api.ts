@@ -27,7 +27,7 @@ import { registerHmiPage } from './hmi-page.js';
 export interface ApiDeps {
   service: AnnotationService;
   store: AnnotationStore;
-  /** Annotations with their alarm details, links and flags (issue 26); plain entries without. */
+  /** Annotations with their alarm details, links and flags; plain entries without. */
   views?: AnnotationViews;
   /** Panel data (machines, detector episodes, uplink, recent entries). */
   panel: () => PanelView;

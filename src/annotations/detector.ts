@@ -56,7 +56,7 @@ interface RuleState {
   lastValue: number | null;
   episodes: number;
   ignoredShort: number;
-  /** What the variable said since this process started (issue 26 §3: operator downtimes it contradicts). */
+  /** What the variable said since this process started (operator downtimes it contradicts). */
   timeline: StateTimeline;
 }
 
@@ -208,7 +208,7 @@ export class DowntimeDetector implements SampleTap {
   }
 
   /**
-   * Whether a machine's state variables said "running" for the whole of [from, to] (issue 26 §3):
+   * Whether a machine's state variables said "running" for the whole of [from, to]:
    * the first rule of the machine that saw it, with its variable; null when no rule of the machine
    * saw the state at `from`, or one saw it down during the interval.
    */

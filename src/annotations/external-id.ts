@@ -35,7 +35,7 @@ export function contentExternalId(gatewayName: string, payload: Buffer | string)
 }
 
 /**
- * A deterministic id for one activation of a machine condition (issue 26): the same condition of the
+ * A deterministic id for one activation of a machine condition: the same condition of the
  * same server that became active at the same time always gives the same id, so a ConditionRefresh,
  * a restart or a lost database can only meet a 409. `kind` r: range (a mapped condition), i: instant
  * (an unmapped alarm), e: a plain event (then `activeSince` is 0 and the id hashes its EventId).

@@ -11,7 +11,7 @@ import { EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_CHARS, MAX_MACHINE_VARIABLES, MAX_
 import type { AnnotationStore } from './store.js';
 
 /**
- * Gaps the cloud can see (issue 14 §3): each closed gap that history did not fill (filled `no` or
+ * Gaps the cloud can see: each closed gap that history did not fill (filled `no` or
  * `partial`) and that lasted at least `gaps.min_duration` becomes a range annotation (§2.3) through
  * the annotation outbox, so it is delivered exactly once like every other annotation:
  *

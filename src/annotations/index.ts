@@ -42,7 +42,7 @@ export interface AnnotationsDeps {
   metrics: Metrics;
   clock: Clock;
   dataDir: string;
-  /** Where OPC UA sources send condition events (issue 26); annotations.alarms attaches to it. */
+  /** Where OPC UA sources send condition events; annotations.alarms attaches to it. */
   conditions?: ConditionRouter;
   /** Names of the OPC UA servers that send condition events (opcua.servers[].events). */
   eventServers?: string[];
@@ -105,7 +105,7 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
   });
   const detector = new DowntimeDetector({ rules: cfg.detectors, service, store, gatewayName, logger: logger.child({ part: 'detector' }), clock });
   detector.restore();
-  // Issue 26: machine conditions, and their reconciliation with what operators record.
+  // Machine conditions, and their reconciliation with what operators record.
   const alarmStore = new AlarmStore(deps.owners.alarms);
   const reconciler = new Reconciler({ alarms: alarmStore, store, service, detector, logger: logger.child({ part: 'reconcile' }), clock });
   service.reconciler = reconciler;
@@ -251,7 +251,7 @@ function panelAlarms(open: readonly AlarmRow[]): Map<string, PanelAlarm[]> {
 }
 
 /**
- * annotations.alarms (issue 26): the annotator of machine conditions, attached to the router the
+ * annotations.alarms: the annotator of machine conditions, attached to the router the
  * OPC UA sources send their events to (attaching asks them for a ConditionRefresh).
  */
 function startAlarms(

@@ -9,7 +9,7 @@ import { manualKey, type AnnotationService } from './service.js';
 import type { AnnotationStore } from './store.js';
 
 /**
- * Reconciliation of what the operator says with what the machine says (issue 26 §3).
+ * Reconciliation of what the operator says with what the machine says.
  *
  * Links. When an operator's downtime of a machine (a range from the panel, the API, MQTT or the
  * CLI, with a machine) and one of the machine's conditions (an alarm range) overlap, both

@@ -45,7 +45,7 @@ export interface ServiceOptions {
 }
 
 /**
- * Reconciliation with the machine's own account (reconcile.ts, issue 26 §3): set after
+ * Reconciliation with the machine's own account (reconcile.ts): set after
  * construction, because it needs the detectors, which need this service.
  */
 export interface OperatorReconciler {
@@ -278,7 +278,7 @@ export function composeText(reason: string | null, free: string | null): string 
 }
 
 /**
- * The operator's text, then the machine's account after it (issue 26 §3: the operator's reason
+ * The operator's text, then the machine's account after it (the operator's reason
  * wins); the machine's part is cut, never the operator's, to keep §2.3's 5000 characters.
  */
 export function withEvidence(text: string, evidence: string | null): string {

@@ -1,8 +1,8 @@
 /**
  * What a detector's machine-state variable said over time, as far as this gateway process saw it:
  * the timestamps where it switched between "down" (the rule's condition holds) and "running".
- * Used to flag an operator's downtime that the machine's own running signal contradicts
- * (issue 26 §3). Bounded: the oldest switches are forgotten first, and then nothing before the
+ * Used to flag an operator's downtime that the machine's own running signal contradicts.
+ * Bounded: the oldest switches are forgotten first, and then nothing before the
  * oldest one kept is known.
  */
 export class StateTimeline {

@@ -43,7 +43,7 @@ export interface ValidationContext {
 const span = (ms: number): string => (ms >= 86_400_000 ? `${Math.round(ms / 86_400_000)} days` : ms >= 3_600_000 ? `${Math.round(ms / 3_600_000)} h` : `${Math.round(ms / 60_000)} min`);
 
 /**
- * Issue 12 §4: a trigger with a reset clock sent a start in 1970, which was accepted. A time outside
+ * A trigger with a reset clock sent a start in 1970, which was accepted. A time outside
  * [now - max_age, now + max_ahead] is refused with the bounds named.
  */
 export function checkPlausible(ms: number, raw: unknown, field: string, ctx: Pick<ValidationContext, 'plausible'>): Problem | null {

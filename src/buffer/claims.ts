@@ -66,8 +66,8 @@ export class Claims {
   }
 
   /**
-   * Claims up to `limit` of the oldest samples no one holds, sealed ones included (issue 12 §5:
-   * the sync path alternates to these while the oldest unsent sample is older than its bound).
+   * Claims up to `limit` of the oldest samples no one holds, sealed ones included
+   * (the sync path alternates to these while the oldest unsent sample is older than its bound).
    */
   claimOldest(limit: number): BufferedRow[] {
     const out: BufferedRow[] = [];
@@ -100,7 +100,7 @@ export class Claims {
     return out;
   }
 
-  /** Timestamp of the oldest sample (by seq) that no sender holds, or null (issue 12 §5). */
+  /** Timestamp of the oldest sample (by seq) that no sender holds, or null. */
   oldestAvailableTs(): number | null {
     const store = this.o.store;
     for (const gap of this.o.holds.gapsAscending()) {
@@ -136,8 +136,8 @@ export class Claims {
 
   /**
    * Several groups, each with its own reason, in one transaction (B2c): the sync path sets aside
-   * the samples of many unknown variables at once, each with what the service said about it
-   * (issue 24 §1), without a commit per variable.
+   * the samples of many unknown variables at once, each with what the service said about it,
+   * without a commit per variable.
    */
   setAsideGroups(groups: ReadonlyArray<{ rows: readonly BufferedRow[]; info: SetAsideInfo }>): void {
     const all = groups.filter((g) => g.rows.length > 0);
@@ -172,7 +172,7 @@ export class Claims {
   /**
    * Chunks back to rows in one transaction. One commit per chunk (an fsync each) made the sync
    * path's pace a few chunks per fsync once the backlog was sealed: with 30,000 variables a
-   * chunk holds a few dozen samples, and draining fell to 700–1,000 samples/s (issue 25).
+   * chunk holds a few dozen samples, and draining fell to 700–1,000 samples/s.
    */
   private unsealAll(chunks: readonly ChunkRow[]): void {
     const n = this.db.write('unseal', () => {

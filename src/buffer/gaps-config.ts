@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { durationMs } from '../config/units.js';
 
 /**
- * The `gaps:` section (issue 14 §3): whether gaps the history could not fill become range
+ * The `gaps:` section: whether gaps the history could not fill become range
  * annotations upstream. The ledger itself (src/buffer/gaps.ts) is always kept.
  */
 export const gapsSchema = z

@@ -4,7 +4,7 @@ import type { OwnerSchema } from '../store/migrations.js';
 import type { StoreOwner } from '../store/store.js';
 
 /**
- * The gap ledger (issue 14 §2): a durable record of every interval in which a source, or some of
+ * The gap ledger: a durable record of every interval in which a source, or some of
  * its variables, produced no data when it should have. It lives in the gateway's file (table
  * `gaps`, an owner of its own: src/store/README.md), so a power cut neither loses a gap nor
  * forgets that history already filled it.
@@ -14,7 +14,7 @@ import type { StoreOwner } from '../store/store.js';
  *      of starting a second, so a flapping state cannot double-count an interval.
  *  G2  `filled` is `pending` only while an OPC UA historical backfill may still fill the gap; the
  *      backfill sets yes / partial / no. A pending gap survives a restart and is read again then.
- *  G3  A gap is annotated (issue 14 §3) at most once: the annotation ids are written in the same
+ *  G3  A gap is annotated at most once: the annotation ids are written in the same
  *      transaction as the outbox rows (see src/annotations/gap-annotator.ts).
  *  G4  `gateway_gap_seconds_total{reason}` grows once per gap, when it closes, by its duration.
  *  G5  Bounded by store.gaps_max_bytes: after a write that went over it the oldest closed gaps are
@@ -74,7 +74,7 @@ const GAPS_STEP = `
   -- transaction; only grows). Where an OPC UA historical backfill starts after a gap.
   CREATE TABLE last_committed (variable TEXT PRIMARY KEY, ts INTEGER NOT NULL) WITHOUT ROWID;
 
-  -- Intervals in which a source (or some of its variables) produced no data (issue 14 §2).
+  -- Intervals in which a source (or some of its variables) produced no data.
   CREATE TABLE gaps (
     id             INTEGER PRIMARY KEY,
     source         TEXT    NOT NULL,

@@ -58,7 +58,7 @@ const INSERT_ROWS = 64;
  * sample the last commits took on this machine; the next slice runs in the next turn of the event
  * loop, after sockets and timers. Sources deliver in bursts (an OPC UA server answers a whole
  * publishing interval at once: 30,000 values at 30,000 items at 1 s), and a commit of all of them
- * held the loop 80–240 ms on a busy 2-core machine (issue 25). Measured, not fixed: a fixed 5,000
+ * held the loop 80–240 ms on a busy 2-core machine. Measured, not fixed: a fixed 5,000
  * cut ingest throughput by two thirds (each commit also pays an fsync, and then wrote one
  * last_committed row per variable), while a slice sized by time keeps commits as large as the
  * machine commits in that time. At least MIN_SLICE_SAMPLES, so one slow commit cannot shrink them to nothing.
@@ -503,7 +503,7 @@ export class Ingest {
 
   /**
    * After `stop`: refuses the samples still held in memory because the disk refused every write
-   * and returns how many. Their appends are refused (issue 12 §1), so a caller that keeps them (a
+   * and returns how many. Their appends are refused, so a caller that keeps them (a
    * QoS 1 publisher) offers them again and they are not counted lost.
    */
   discardPending(): number {

@@ -4,11 +4,11 @@ import type { VariableDictionary } from './variables.js';
 import type { StoreOwner } from '../store/store.js';
 
 /**
- * Per machine variable, the newest sample timestamp ever committed to the buffer (issue 14 §1):
+ * Per machine variable, the newest sample timestamp ever committed to the buffer:
  * where an OPC UA historical backfill starts after a gap, and which sources had data before a
  * stop (runtime/gap-watch.ts). Kept in the buffer file (table `last_committed`, migration 3).
  *
- * Written on the maintenance schedule, not inside the group commit (issue 25): one upsert per
+ * Written on the maintenance schedule, not inside the group commit: one upsert per
  * variable and commit was as many row writes as the samples themselves at 100,000 variables a
  * second (a b-tree keyed by name, every commit touching a slice of it). The commit records each
  * variable's newest timestamp in memory (by dictionary id, in typed arrays: a Map by name cost 4 %
@@ -148,7 +148,7 @@ export class LastCommitted implements MaintenanceTask {
     if (ids.length >= MIN_PART) {
       // Up at once, down slowly: the upserts' cost swings with the page cache (2–9 µs each at
       // 100,000 variables), and sizing a part by one quick write made the next overrun its slice
-      // (up to 160 ms, issue 25).
+      // (up to 160 ms).
       const now = Math.max(0.0005, (performance.now() - t0) / ids.length);
       this.msPerEntry = now > this.msPerEntry ? now : 0.8 * this.msPerEntry + 0.2 * now;
     }

@@ -89,7 +89,7 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private closed = false;
   /** The turn after a commit's acknowledgements, when one is due (afterAcknowledgements). */
   private afterAcks: NodeJS.Immediate | null = null;
-  /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
+  /** Per-variable newest committed timestamp, written inside the commit transaction. */
   readonly lastCommitted: LastCommitted;
   /** The import-job ledger (imports/ledger.ts), in this file. */
   readonly importLedger: ImportLedger;

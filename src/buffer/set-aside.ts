@@ -123,7 +123,7 @@ export interface SetAsideSummary {
 
 /**
  * How many samples are set aside, in all, per variable and per tracked reason prefix, kept in
- * memory (issue 24 §4: with thousands of unknown variables set_aside grows by thousands of rows a
+ * memory (with thousands of unknown variables set_aside grows by thousands of rows a
  * second, and a `count(*)` for every status read took longer the longer it ran). Read once from
  * the table when first asked, then kept by every change this process makes: the gateway owns the
  * file while it runs (src/store/file/owner-lock.ts), so no other process changes set_aside meanwhile. A
@@ -320,8 +320,8 @@ export class SetAsideStore {
   }
 
   /**
-   * Puts the matching samples back into the running gateway's queue, in steps of `stepRows`
-   * (issue 21 §1). Each step's rows are committed by the buffer first and only then deleted from
+   * Puts the matching samples back into the running gateway's queue, in steps of `stepRows`.
+   * Each step's rows are committed by the buffer first and only then deleted from
    * set_aside: a crash in between leaves a duplicate, never a loss (re-sending replaces the same
    * value upstream, CONTRACT.md). When the buffer refuses a step (refuse_new on a full buffer) the
    * requeue stops there and that step and the rest stay set aside; the result says how many and why.

@@ -11,8 +11,8 @@ import type { VariableDictionary } from './variables.js';
 
 /**
  * The trend room: the console's recent minimum, maximum and sample count per variable and time
- * bucket, kept in the buffer file so that a variable's trend survives a restart of the gateway
- * (issue 24 §4). It holds no sample: losing some of it loses nothing the service is owed, so B1–B4
+ * bucket, kept in the buffer file so that a variable's trend survives a restart of the gateway.
+ * It holds no sample: losing some of it loses nothing the service is owed, so B1–B4
  * do not concern it.
  *
  * The console's value ring (src/console/value-ring.ts, through src/console/trend-keeper.ts) is the

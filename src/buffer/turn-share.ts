@@ -3,7 +3,7 @@
  * commits, maintenance slices and a finished import job's deletes each keep to `sliceMs`, but
  * they used to add up when they fell due together. A commit's timer and a maintenance timer
  * expiring in the same timers phase ran back to back (50 + 50 ms and their promise callbacks),
- * and at 100,000 samples/s that made most of the gateway's turns over 100 ms (issue 25: 30 of the
+ * and at 100,000 samples/s that made most of the gateway's turns over 100 ms (30 of the
  * 46 turns of 80 ms or more in an 80 s profile were a commit and a maintenance slice together).
  *
  * "The same turn" here is what an event-loop delay monitor sees: work that ran with no timers

@@ -57,7 +57,7 @@ export interface BufferReadout {
 }
 
 /**
- * What the console's trend uses (src/console/trend-keeper.ts, issue 24 §4): the buckets kept from
+ * What the console's trend uses (src/console/trend-keeper.ts): the buckets kept from
  * before a restart, read once at its start, and its closed buckets handed over on the buffer's
  * maintenance schedule (trend.ts), never inside a commit.
  */

@@ -7,7 +7,7 @@ import { withDemoPorts, type RawDemoSections } from '../sim/plant.js';
 import { UsageError } from './flags.js';
 
 /**
- * The demo runs from a real configuration file in its data folder (issue 24 §2), so the console's
+ * The demo runs from a real configuration file in its data folder, so the console's
  * Configuration tab shows it and Apply writes it:
  *
  * - first start (no `<data dir>/demo.yaml`): the packaged config/demo.yaml (or --config FILE) is

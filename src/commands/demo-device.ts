@@ -8,7 +8,7 @@ import { statusUrlFromConfig, tokenFromConfig } from './status.js';
 
 const HELP = `Usage: edge-gateway demo device [NAME down|up] [--url URL | --data-dir DIR] [--token TOKEN]
 
-Takes a simulated device of the running demo down, or brings it back (issue 24 §2), through the
+Takes a simulated device of the running demo down, or brings it back, through the
 demo gateway's local API (POST /console/api/demo/devices/NAME); without NAME, lists the devices.
 
   press1   OPC UA server of Press 1: down stops the server, the gateway records a gap

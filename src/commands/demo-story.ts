@@ -31,7 +31,7 @@ export interface StoryTimings {
   /**
    * The gateway is stopped for `restartMs` this long after the start (and not before the outage
    * was caught up), while the plant keeps producing: Press 1's gap is read back from its OPC UA
-   * server's history (issue 14).
+   * server's history.
    */
   restartAfterMs: number;
   restartMs: number;
@@ -180,7 +180,7 @@ export function demoBanner(o: { plant: string[]; serviceUrl: string; gatewayUrl:
   const title = 'Edge gateway demo: a simulated plant, the tracking-service emulator and the gateway, all on this machine. Ctrl-C stops everything.';
   const addresses = [
     `  service   ${o.serviceUrl}  (the emulator; what it stored: ${inspect}/_emulator/stats)`,
-    // Issue 24 §2: the console is where commissioning happens; its address comes first.
+    // The console is where commissioning happens; its address comes first.
     ...(o.gatewayUrl && o.console !== false ? [`  console   ${o.gatewayUrl}/console/  (commissioning console: live values, configuration, device switches)`] : []),
     ...(o.gatewayUrl ? [`  gateway   ${o.gatewayUrl}/  (operator page; ${o.gatewayUrl}/status, ${o.gatewayUrl}/metrics)`] : []),
   ];
@@ -294,7 +294,7 @@ export function startDemoStory(o: StoryOptions): DemoStory {
       if (a.type === 'range' && a.started_at && a.ended_at) {
         const from = Date.parse(a.started_at);
         const to = Date.parse(a.ended_at);
-        // Who made it: the gateway's outbox knows (issue 26: alarm annotations beside the detector's).
+        // Who made it: the gateway's outbox knows (alarm annotations beside the detector's).
         const origin = gateway.annotations?.store.byExternalId(a.external_id ?? '')?.origin;
         const what = origin === 'alarm' ? 'alarm annotation' : origin === 'gap' || a.text.startsWith('No data from') ? 'gap annotation' : 'downtime annotation';
         view.event(`${what} stored upstream: "${a.text}" ${clockTime(from)}–${clockTime(to)} (${seconds(to - from)})`);
@@ -345,7 +345,7 @@ export function startDemoStory(o: StoryOptions): DemoStory {
     }
   };
 
-  // --- the restart (issue 14): stop, the plant keeps producing, start, Press 1's gap read from history
+  // --- the restart: stop, the plant keeps producing, start, Press 1's gap read from history
   let restart: { kind: 'waiting' } | { kind: 'restarting' } | { kind: 'filling'; since: number; reported: Set<number> } | { kind: 'done' } = { kind: 'waiting' };
   const followRestart = () => {
     if (!o.restart || restart.kind === 'done' || restart.kind === 'restarting') return;

@@ -97,7 +97,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
 
   // The emulator's lab credential; a real deployment gets its secret from the environment.
   process.env.GATEWAY_CLIENT_SECRET ??= DEMO_CLIENT_SECRET;
-  // Issue 24 §2: a real file in the data folder, so the console's Apply works (demo-config.ts).
+  // A real file in the data folder, so the console's Apply works (demo-config.ts).
   const file = prepareDemoConfig({ template: v.config ?? DEFAULT_CONFIG, templateGiven: v.config !== undefined, portsFrom, dataDir: v['data-dir'] });
   const config = file.config;
   const base = new URL(config.service.base_url);
@@ -138,7 +138,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
   });
 
   let story: DemoStory | null = null;
-  // The story's gateway restart (issue 14) stops the gateway alone: the plant and the emulator go on.
+  // The story's gateway restart stops the gateway alone: the plant and the emulator go on.
   let restarting = false;
   let stopRequested = false;
   const stopPlantAndEmulator = async () => {

@@ -74,7 +74,7 @@ export async function fleetCommand(argv: string[]): Promise<number> {
     return 1;
   }
   // Whatever happens from here on (a row that cannot be shown, Ctrl-C), the connection is closed,
-  // or it would keep the process alive after the command is done (issue 21 §5).
+  // or it would keep the process alive after the command is done.
   try {
     return await show(client, table, { prefix, broker: v.broker, wait, once: Boolean(v.once || v.json), json: Boolean(v.json) });
   } finally {

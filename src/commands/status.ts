@@ -313,7 +313,7 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
     if (trigger && typeof trigger.connected === 'boolean') out.push(`  MQTT trigger ${trigger.connected ? 'connected' : 'NOT connected'}`);
   }
 
-  // Issue 14: intervals without data, and whether history filled them (edge-gateway gaps list).
+  // Intervals without data, and whether history filled them (edge-gateway gaps list).
   const g = s.gaps;
   if (g && g.recent.length > 0) {
     out.push('');

@@ -40,7 +40,7 @@ export function loadConfigFile(file: string, options: { requireSecrets?: boolean
   }
 }
 
-/** Deepest nesting a configuration may have; real ones stay below 10 (issue 12 §4: 5,000 levels overflowed the stack). */
+/** Deepest nesting a configuration may have; real ones stay below 10 (5,000 levels overflowed the stack). */
 export const MAX_NESTING = 64;
 
 export function parseConfigText(text: string, origin = 'config'): Omit<LoadedConfig, 'path'> {
@@ -49,7 +49,7 @@ export function parseConfigText(text: string, origin = 'config'): Omit<LoadedCon
 
 /**
  * YAML text → plain object, refusing what the YAML library would otherwise report as a crash or a
- * bare library message (issue 12 §4): nesting deeper than MAX_NESTING, several documents, aliases
+ * bare library message: nesting deeper than MAX_NESTING, several documents, aliases
  * without an anchor, and alias bombs. Every message names the file, the setting and the value.
  */
 export function parseYamlConfig(text: string, origin = 'config'): unknown {
@@ -89,7 +89,7 @@ const PARSE_SLICE_CHARS = 8_192;
 /**
  * `parseYamlDocument` that awaits `pause()` after each slice of about 8 kB of text (cut at line
  * ends; the YAML parser takes its input in pieces), so reading a large text does not hold the event
- * loop in one block (issue 21 §3: the console's dry-run check of 60 kB). Composing the document
+ * loop in one block (the console's dry-run check of 60 kB). Composing the document
  * stays one step, a fraction of the parse.
  */
 export async function parseYamlDocumentSliced(text: string, origin: string, pause: () => Promise<void>): Promise<ParsedYaml> {
@@ -118,7 +118,7 @@ function refuseDeepNesting(text: string, origin: string): void {
 
 /**
  * Parser tokens → document → plain object, refusing what the YAML library would otherwise report as
- * a crash or a bare library message (issue 12 §4): several documents, keys written twice, aliases
+ * a crash or a bare library message: several documents, keys written twice, aliases
  * without an anchor, and alias bombs (yaml-checks.ts, one walk linear in the document's size: the
  * library's own duplicate-key check is quadratic in a mapping's keys). Every message names the
  * file, the line and the setting.
@@ -218,7 +218,7 @@ function warningsFor(config: GatewayConfig): string[] {
   if (config.uplink.requests_per_minute > 1_500) {
     warnings.push(`uplink.requests_per_minute: ${config.uplink.requests_per_minute} is above the service limit of 1,500 per minute per IP (§8); expect 429 responses`);
   }
-  // Issue 12 §3: credentials and data in clear text across the plant network.
+  // Credentials and data in clear text across the plant network.
   for (const [setting, url] of [['service.base_url', config.service.base_url], ['service.auth_url', config.service.auth_url]] as const) {
     if (!url) continue;
     const u = new URL(url);

@@ -43,9 +43,9 @@ export const gatewaySchema = z
     gaps: gapsSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
-    // Issue 14 §3: a gap annotation needs the site and the outbox of the annotations section.
+    // A gap annotation needs the site and the outbox of the annotations section.
     if (c.gaps.annotate && !c.annotations) ctx.addIssue({ code: 'custom', path: ['gaps', 'annotate'], message: 'true needs the annotations section (its site and outbox); add annotations: {site: ...} or set gaps.annotate: false', input: true });
-    // Issue 26: OPC UA events become annotations through annotations.alarms, and only there.
+    // OPC UA events become annotations through annotations.alarms, and only there.
     const withEvents = new Set((c.opcua?.servers ?? []).filter((s) => s.events).map((s) => s.name));
     c.opcua?.servers.forEach((s, i) => {
       if (s.events && !c.annotations?.alarms) ctx.addIssue({ code: 'custom', path: ['opcua', 'servers', i, 'events'], message: 'needs annotations.alarms (where conditions become annotations); add annotations: {site: ..., alarms: {...}} or remove events', input: undefined });
@@ -56,8 +56,8 @@ export const gatewaySchema = z
     c.annotations?.alarms?.rules.forEach((r, i) => {
       if (r.match.server !== undefined && !withEvents.has(r.match.server)) ctx.addIssue({ code: 'custom', path: ['annotations', 'alarms', 'rules', i, 'match', 'server'], message: `"${r.match.server}" is not an OPC UA server with events (opcua.servers[].name with events:)`, input: r.match.server });
     });
-    // Source names label metrics and status entries, so they are unique across protocols (issue 12
-    // §4: a duplicate used to be refused at start without saying where the two names are).
+    // Source names label metrics and status entries, so they are unique across protocols
+    // (a duplicate used to be refused at start without saying where the two names are).
     const named = SOURCE_PLUGINS.flatMap((p) => p.names(c[p.kind])).filter((n) => !n.device);
     const first = new Map<string, Array<string | number>>();
     for (const n of named) {

@@ -5,7 +5,7 @@ import { Secret, secretRefSchema, type SecretRef } from './secrets.js';
 /**
  * Which settings hold secrets, read from the configuration schema itself: every setting declared
  * with `secretSchema()` (config/secrets.ts), so a secret added to a component's schema is masked by
- * the console and guarded by its Apply without a second list to keep in step (issue 21 §3).
+ * the console and guarded by its Apply without a second list to keep in step.
  *
  * A pattern is a setting path with `[]` for any list index: `mqtt.connections[].tls.passphrase`.
  */

@@ -18,14 +18,14 @@ export class Secret {
 
   /**
    * `register: false` keeps the value out of the redaction of log lines: for a configuration that
-   * is only being checked, never applied (issue 21 §3: a dry-run check used to register every
+   * is only being checked, never applied (a dry-run check used to register every
    * literal it saw, for good). An applied configuration registers its secrets (`registerSecretsOf`).
    */
   constructor(value: string, origin: string, options: { ref?: SecretRef; register?: boolean } = {}) {
     this.#value = value;
     this.origin = origin;
     this.ref = options.ref ?? null;
-    // Known to the redaction of outside text and log lines (core/redact.ts, issue 12 §3).
+    // Known to the redaction of outside text and log lines (core/redact.ts).
     if (options.register !== false) registerSecret(value);
   }
 
@@ -60,9 +60,9 @@ export type SecretRef = z.infer<typeof secretRefSchema>;
 
 export type SecretResolution = { ok: true; secret: Secret } | { ok: false; problem: string };
 
-/** Largest secret file read: a secret is a few dozen bytes, a PEM passphrase or token a few hundred (issue 21 §3). */
+/** Largest secret file read: a secret is a few dozen bytes, a PEM passphrase or token a few hundred. */
 export const MAX_SECRET_FILE_BYTES = 64 * 1024;
-/** Longest a secret file read may take (issue 21 §3); a regular file on a local disk takes microseconds. */
+/** Longest a secret file read may take; a regular file on a local disk takes microseconds. */
 export const SECRET_READ_TIMEOUT_MS = 2_000;
 
 export function resolveSecret(ref: SecretRef, env: NodeJS.ProcessEnv = process.env, register = true): SecretResolution {
@@ -77,8 +77,8 @@ export function resolveSecret(ref: SecretRef, env: NodeJS.ProcessEnv = process.e
 }
 
 /**
- * Reads a secret file, which must be a regular file of at most MAX_SECRET_FILE_BYTES (issue 21 §3:
- * `{file: /dev/zero}` grew the process by 1 GB/s and `{file: <FIFO>}` froze it). The file is opened
+ * Reads a secret file, which must be a regular file of at most MAX_SECRET_FILE_BYTES
+ * (`{file: /dev/zero}` grew the process by 1 GB/s and `{file: <FIFO>}` froze it). The file is opened
  * non-blocking, so a FIFO without a writer cannot stall the open, and judged by `fstat` of the open
  * descriptor (not of the path, which could be swapped in between). A regular file never waits for
  * a writer, so the bounded read loop ends; its deadline covers a slow disk between reads.
@@ -131,7 +131,7 @@ function kindOf(stat: Stats): string {
  * - `all` (run, reload, Apply): resolved, and a missing variable or unreadable file is a problem;
  * - `available`: resolved where possible, else empty (commands that need only paths and ports);
  * - `none` (the console's dry-run check): never resolved, no variable read, no file opened: only
- *   the reference's form is validated (issue 21 §3).
+ *   the reference's form is validated.
  * `register: false` leaves the values out of the log redaction until the configuration is applied.
  */
 interface SecretMode {

@@ -3,7 +3,7 @@ import { ConfigError } from '../core/errors.js';
 import { MAX_ALIAS_VALUES } from './yaml-checks.js';
 
 /**
- * A lean reader for large configuration files (issue 25: 100,000 variables make a 7.4 MB YAML
+ * A lean reader for large configuration files (100,000 variables make a 7.4 MB YAML
  * file). The `yaml` library, which reads every other configuration, builds a concrete syntax tree
  * and a document with source positions before the plain value: for 7.4 MB that was ~330 MB of heap
  * live at once and 5–7 s, the gateway's highest RSS of a whole run (565–677 MB) before any source

@@ -42,7 +42,7 @@ export const browseSchema = z.strictObject({
 type SameMembers<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const policyChoicesMatch: SameMembers<(typeof SECURITY_POLICY_CHOICES)[number], (typeof SECURITY_POLICIES)[number]> = true;
 
-/** A console browse stops after this long (and after max_nodes), whatever the server does (issue 21 §2). */
+/** A console browse stops after this long (and after max_nodes), whatever the server does. */
 export const BROWSE_TIMEOUT_MS = 60_000;
 
 /**

@@ -22,7 +22,7 @@ export interface CatalogDeps {
 }
 
 /**
- * The console's copy of the organisation's catalog (issue 21 §4). It names the machine of each
+ * The console's copy of the organisation's catalog. It names the machine of each
  * variable and feeds the mapping on the build page.
  *
  * A GET that starts work is a write (src/http/guard.ts): a cross-site `<img>` pointing at
@@ -71,7 +71,7 @@ export class ConsoleCatalog {
     return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.machine])) : null;
   }
 
-  /** Variable id -> unit (issue 24 §4: units next to values), from the copy; null before the first read. */
+  /** Variable id -> unit (units next to values), from the copy; null before the first read. */
   units(): Map<string, string | null> | null {
     return this.copy ? new Map(this.copy.body.variables.map((v) => [v.id, v.unit])) : null;
   }

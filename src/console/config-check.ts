@@ -13,7 +13,7 @@ import { assertUniqueNames, buildSourceSection, SOURCE_SECTIONS } from '../sourc
 import type { CheckProblem } from './api/config.js';
 
 /**
- * The console's dry-run check of a configuration text (issue 21 §3): what `edge-gateway check`
+ * The console's dry-run check of a configuration text: what `edge-gateway check`
  * does, bounded so that no text a browser can post costs the gateway more than a moment.
  *
  * - at most MAX_CHECK_BYTES of text;

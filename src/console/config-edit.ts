@@ -7,8 +7,8 @@ import { lineDiff } from '../config/text-diff.js';
 import type { CheckProblem, SecretChange } from './api/config.js';
 
 /**
- * What the console's configuration editor does with the file's text besides checking it
- * (issue 21 §3): hide every secret written in it, put the hidden ones back on Apply, list the
+ * What the console's configuration editor does with the file's text besides checking it:
+ * hide every secret written in it, put the hidden ones back on Apply, list the
  * changes that send a secret somewhere new, show the diff, and write the file keeping its mode,
  * owner, formatting and comments.
  */
@@ -21,7 +21,7 @@ import type { CheckProblem, SecretChange } from './api/config.js';
  * without telling anything about it (and an edit that moves settings around keeps its secrets).
  */
 const PLACEHOLDER = /^\(hidden secret ([0-9a-f]{12}), kept on Apply\)$/;
-/** What the console showed before issue 21; posted back, it is refused with a clear message. */
+/** What older consoles showed in place of a secret; posted back, it is refused with a clear message. */
 const OLD_MARKER = '(hidden: written in the file)';
 let tagKey = randomBytes(32);
 
@@ -144,7 +144,7 @@ export function unmaskSecrets(posted: string, current: string | null): { text: s
 export type { SecretChange };
 
 /**
- * The Apply rule (issue 21 §3, README "Commissioning console"): an edit may not, unconfirmed, make
+ * The Apply rule (README "Commissioning console"): an edit may not, unconfirmed, make
  * the gateway send a secret somewhere it did not send it before. Each secret of the new text is a
  * (secret, destination) pair: the secret is its reference (`{env: NAME}`, `{file: PATH}`) or, when
  * written in the file, its value; the destination is the peer of the section holding it. A pair
@@ -197,8 +197,8 @@ export function confirmationOf(diff: string): string {
 // --- Writing the file ----------------------------------------------------------------------------
 
 /**
- * Replaces the configuration file: written beside it with the file's own mode and owner (issue 21
- * §3: a 0600 file became 0640), fsynced, renamed over it, directory fsynced, so a power cut leaves
+ * Replaces the configuration file: written beside it with the file's own mode and owner (a 0600
+ * file became 0640), fsynced, renamed over it, directory fsynced, so a power cut leaves
  * the old file or the new one, never half of each. When the owner cannot be kept (the gateway runs
  * as another user), nothing is written.
  */

@@ -12,7 +12,7 @@ export { commentColumn } from './merge-text.js';
 import { REGISTER_COUNT, type DataType } from '../sources/modbus/decode.js';
 
 /**
- * "Add to configuration" (issue 24 §3): merges what the Build page selected (OPC UA nodes of one
+ * "Add to configuration": merges what the Build page selected (OPC UA nodes of one
  * server, Modbus registers of one device, CSV rows) into the text of the configuration the user is
  * editing. It edits the YAML document, so every comment, blank line and flow/block style the user
  * wrote stays as it was; new entries take the style of their siblings (a register list written as

@@ -37,7 +37,7 @@ export interface ConfigRouteDeps {
 }
 
 /**
- * The configuration editor of the console (Build the config → Configuration), issue 21 §3:
+ * The configuration editor of the console (Build the config → Configuration):
  *
  *   POST /console/api/config/check    dry-run check of a text (config-check.ts): never resolves a
  *                                     secret, never writes
@@ -157,7 +157,7 @@ export class ConfigWriter {
           : 'the configuration file or the text changed since the diff was shown; look at the new diff and confirm again';
       return { status: 409, json: { error: { code: o.confirm === undefined ? 'confirm_required' : 'diff_changed', message }, diff: p.diff, confirm: p.confirm, secret_changes: p.changes } satisfies ConfigApplyRefusal };
     }
-    // Validated exactly as `run` validates the file at start (issue 21 §3: Apply accepted
+    // Validated exactly as `run` validates the file at start (Apply accepted
     // {env: UNSET_VAR}, reloaded with an empty password, and the next restart exited 2). The
     // secrets are registered for log redaction once applied, not before.
     let applied: GatewayConfig;

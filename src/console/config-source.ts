@@ -3,7 +3,7 @@ import { configYaml } from '../config/yaml-writer.js';
 import { settingKeys, type VariableInfo } from './variable-index.js';
 
 /**
- * A variable's mapping entry as YAML for the Variables page (issue 24 §4: "the YAML the user
+ * A variable's mapping entry as YAML for the Variables page ("the YAML the user
  * wrote, not JSON"): the entry's own text in the configuration file, comments and flow style as
  * written, found by the setting path that names the variable; when the file does not hold it (no
  * file, changed since, or an entry the schema expanded), the entry written as YAML by the one
@@ -13,7 +13,7 @@ export function entryYaml(fileText: string | null, info: Pick<VariableInfo, 'id'
   const setting = info.settings.find((s) => !s.startsWith('annotations') && s.endsWith('.variable'));
   if (fileText !== null && setting && fileText.length > WHOLE_PARSE_MAX_CHARS) {
     // A plant-sized file (100,000 variables: 8 MB) parsed whole for each variable the console
-    // opens held the event loop for seconds and ~330 MB of heap (issue 25): find the entry by its
+    // opens held the event loop for seconds and ~330 MB of heap: find the entry by its
     // lines instead, or write it afresh.
     const found = entryByLines(fileText, info.id, String(settingKeys(setting)[0]));
     if (found !== null) return found;

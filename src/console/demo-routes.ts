@@ -20,7 +20,7 @@ export class DemoDeviceUnknown extends Error {}
 const NOT_DEMO = 'this gateway does not run the demo (edge-gateway demo, npm start): it has no simulated devices to switch';
 
 /**
- * The demo's device switch (issue 24 §2), for the console's button and `edge-gateway demo device`:
+ * The demo's device switch, for the console's button and `edge-gateway demo device`:
  *
  *   GET  /console/api/demo                    the devices and whether each is up
  *   POST /console/api/demo/devices/:name      {state: "down" | "up"}: really stops the device's

@@ -38,7 +38,7 @@ export function registerLiveRoutes(http: LocalHttpServer, deps: LiveRouteDeps): 
   http.route('GET', '/console', () => (readBundle('console') ? page : { status: 503, html: notBuiltPage('console') }), { name: 'console page', access: 'public' });
   registerBundleRoutes(http, 'console', '/console', { label: 'console' });
 
-  // A stream: counted against http.max_streams_per_client and http.max_streams (issue 21 §4).
+  // A stream: counted against http.max_streams_per_client and http.max_streams.
   http.route('GET', '/console/api/events', (ctx) => {
     deps.hub.attach(ctx.res);
   }, { name: 'console events', stream: true, access: 'confidential' });

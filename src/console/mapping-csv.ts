@@ -7,7 +7,7 @@ import { formatCsv } from './csv.js';
 
 /**
  * Mappings as CSV, the way Kepware and Neuron users keep their tag lists in a spreadsheet
- * (issue 24 §3; the columns are documented in docs/mappings-csv.md):
+ * (the columns are documented in docs/mappings-csv.md):
  *
  * - export: every mapping of a configuration text (OPC UA nodes, Modbus registers, MQTT
  *   subscriptions), one row each, with the settings of its source;

@@ -17,7 +17,7 @@ export interface MappingRouteDeps {
 }
 
 /**
- * Mappings as CSV (issue 24 §3, docs/mappings-csv.md), beside the configuration editor:
+ * Mappings as CSV (docs/mappings-csv.md), beside the configuration editor:
  *
  *   GET  /console/api/config/mappings.csv  every mapping of the configuration file (of the running
  *                                          configuration when there is no file), for a spreadsheet

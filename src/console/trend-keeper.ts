@@ -3,7 +3,7 @@ import type { TrendBuffer } from '../buffer/views.js';
 import { BUCKET_MS, BUCKETS, slotOf, type ValueRing } from './value-ring.js';
 
 /**
- * The console's trend across restarts (issue 24 §4): at the start the value ring is seeded with
+ * The console's trend across restarts: at the start the value ring is seeded with
  * the buckets the buffer kept (src/buffer/trend.ts), a row per event-loop turn so that the sources
  * start meanwhile, and a variable's page shows the minutes before the restart; from then on the
  * buffer takes the ring's closed buckets on its maintenance schedule (never inside a commit), and

@@ -10,7 +10,7 @@ export interface VariableInfo {
   kind: string | null;
   /**
    * True when the source reports this variable only when it changes (MQTT; an OPC UA subscription,
-   * with or without a deadband): a value hours old is then current, not stale (issue 24 §1).
+   * with or without a deadband): a value hours old is then current, not stale.
    * Polled sources (Modbus, OPC UA polling) and generators report on a period.
    */
   onChange: boolean;
@@ -51,7 +51,7 @@ const NO_SOURCE: VariableSource = { source: null, kind: null, onChange: false };
  * holds only a reference to its source's shared VariableSource (the list needs no more); a
  * variable's settings and mapping entry (its detail page) are found again when asked for. Holding a
  * VariableInfo with its setting paths for every variable cost ~285 bytes each: 28.5 MB at 100,000
- * mapped variables, for the life of the process after the first list (issue 25).
+ * mapped variables, for the life of the process after the first list.
  */
 export class VariableIndex {
   private readonly sources = new Map<string, VariableSource>();

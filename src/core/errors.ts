@@ -18,7 +18,7 @@ export class GatewayError extends Error {
 /** A configuration problem found at load or start-up. The message names the setting and value. */
 export class ConfigError extends GatewayError {
   readonly problems: string[];
-  /** The configuration file the problems are in, when they come from one (issue 12 §4: name the file). */
+  /** The configuration file the problems are in, when they come from one (name the file). */
   file?: string;
 
   constructor(problems: string[], options: { cause?: unknown; file?: string } = {}) {

@@ -3,7 +3,7 @@
  *
  * A callback that throws inside setInterval/setTimeout becomes an uncaught exception and ends the
  * process. Under resource exhaustion even innocent calls throw: `process.memoryUsage()` opens
- * /proc/self/stat and fails with EMFILE when every file descriptor is taken (issue 12 §1: ~1,000
+ * /proc/self/stat and fails with EMFILE when every file descriptor is taken (~1,000
  * idle sockets and the status timer killed the gateway). Housekeeping must survive that: the
  * error goes to `onError` (a throttled log line) and the timer keeps running.
  */

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 
-/** Lines one reason may write per interval before its further lines are only counted (issue 12 §1). */
+/** Lines one reason may write per interval before its further lines are only counted. */
 export const LINES_PER_REASON = 10;
 
 /**

@@ -50,8 +50,8 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
     },
     formatters: { level: (label) => ({ level: label }) },
     // Value-based redaction of the finished line: configured secrets and Bearer credentials that
-    // arrive inside outside text (an upstream error echoing request headers), issue 12 §3; only
-    // inside the line's strings, so the line stays JSON whatever a secret looks like (issue 21 §3).
+    // arrive inside outside text (an upstream error echoing request headers); only
+    // inside the line's strings, so the line stays JSON whatever a secret looks like.
     hooks: { streamWrite: redactJsonLine },
   };
   const format = settings.format ?? 'auto';

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type GaugeC
 
 /**
  * A gauge whose value is read when it is scraped, through prom-client's `collect()` hook, instead
- * of written as a side effect of something else (issue 23: `/metrics` called `status()` only to
+ * of written as a side effect of something else (`/metrics` called `status()` only to
  * refresh these). The component that owns the figure binds its reader with `readFrom` (and the
  * returned function unbinds it at stop); a reader that throws (a database closing) leaves the last
  * value. Until bound, the gauge reports what was last `set()`.
@@ -215,14 +215,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     annotationsCreated: new Counter({ name: 'gateway_annotations_created_total', help: 'Annotations queued in the outbox, by origin (api, hmi, mqtt, cli, detector, gap, alarm)', labelNames: ['origin'], registers: r }),
     annotationTriggerMessages: new Counter({ name: 'gateway_annotation_trigger_messages_total', help: 'Messages on the annotation MQTT topic, by outcome (ok; duplicate: a redelivery or a repeated start/stop; invalid: refused by validation; malformed: not JSON or unknown shape; oversize; not_stored: the outbox could not be written, not acknowledged; store_full: the outbox is at store.annotations_max_bytes, acknowledged and refused)', labelNames: ['outcome'], registers: r }),
 
-    // --- gap ledger and OPC UA historical backfill (issue 14) ---
+    // --- gap ledger and OPC UA historical backfill ---
     gapsOpen: readGauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
     gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full, values_lost)', labelNames: ['reason'], registers: r }),
     gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
     historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),
     historyRequests: new Counter({ name: 'gateway_opcua_history_requests_total', help: 'OPC UA HistoryRead requests, by outcome (ok, error)', labelNames: ['source', 'outcome'], registers: r }),
 
-    // --- machine conditions: OPC UA Alarms & Conditions into annotations (issue 26) ---
+    // --- machine conditions: OPC UA Alarms & Conditions into annotations ---
     alarmEventsReceived: new Counter({ name: 'gateway_alarm_events_received_total', help: 'Condition events (OPC UA Alarms & Conditions) received and decoded, by source', labelNames: ['source'], registers: r }),
     alarmEventsRefused: new Counter({ name: 'gateway_alarm_events_refused_total', help: 'Condition events refused, by source and reason (missing_field, wrong_type, bad_severity: malformed; implausible_time: outside annotations.max_age / max_ahead; not_stored: the annotations component could not take them, a ConditionRefresh follows; store_full: a new activation while the alarms space is at store.alarms_max_bytes)', labelNames: ['source', 'reason'], registers: r }),
     alarmEventsHandled: new Counter({ name: 'gateway_alarm_events_handled_total', help: 'Condition events turned into annotation state, by source and outcome (opened: a range began; closed: a range annotation was queued; updated: acknowledged, confirmed or repeated by a refresh; instant: an instant annotation was queued; ignored: unmapped and below annotations.alarms.instant_min_severity, a branch, or inactive and never seen active)', labelNames: ['source', 'outcome'], registers: r }),

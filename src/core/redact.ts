@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { formatWithOptions } from 'node:util';
 
 /**
- * One redaction mechanism for text that crosses a boundary (issue 12 §3): every configured secret
+ * One redaction mechanism for text that crosses a boundary: every configured secret
  * (registered when its `Secret` is created, config/secrets.ts) and any `Bearer …`/`Basic …`
  * credential is replaced by `[redacted]`, as is, JSON-escaped, URL-encoded and base64-encoded.
  *
@@ -61,7 +61,7 @@ export function redact(text: string): string {
     for (const n of needles) if (out.includes(n)) out = out.split(n).join('[redacted]');
     return out;
   }
-  // Many secrets (issue 21 §3: 10,000 of them made every log line slow): one pass; a position
+  // Many secrets (10,000 of them made every log line slow): one pass; a position
   // whose first characters start no secret costs one set lookup, whatever their number.
   let result = '';
   let from = 0;
@@ -83,7 +83,7 @@ export function redact(text: string): string {
 const JSON_STRING = /"(?:[^"\\]|\\.)*"/g;
 
 /**
- * `redact` for one JSON log line that keeps it JSON (issue 21 §3: a secret `"msg":"` replaced in the
+ * `redact` for one JSON log line that keeps it JSON (a secret `"msg":"` replaced in the
  * raw line corrupted every later line; one that looks like a number broke numbers). Secrets are
  * replaced only inside string values and keys, decoded and encoded again.
  */

@@ -40,7 +40,7 @@ export interface SourceStatus {
   samplesRefused: Record<string, number>;
   /** Wall-clock ms of the last sample produced, or null. */
   lastSampleAt: number | null;
-  /** The last error, with its time; cleared when the source is connected again (issue 24 §1). */
+  /** The last error, with its time; cleared when the source is connected again. */
   lastError: { code: string; message: string; at: number } | null;
   /**
    * Wall-clock ms the source last stopped being connected, while it is not; null while it is up.
@@ -141,7 +141,7 @@ export class SourceStats {
 
   private readonly stateListeners = new Set<(state: SourceState, previous: SourceState, at: number) => void>();
 
-  /** Observes state changes (the gap ledger, issue 14). Returns the function that stops it. */
+  /** Observes state changes (the gap ledger). Returns the function that stops it. */
   onStateChange(listener: (state: SourceState, previous: SourceState, at: number) => void): () => void {
     this.stateListeners.add(listener);
     return () => this.stateListeners.delete(listener);
@@ -173,7 +173,7 @@ export class SourceStats {
   /**
    * The buffer did not take `n` samples that this source cannot offer again (a poll, a subscription
    * value, QoS 0): counted as refused by reason (buffer_full under refuse_new, else
-   * buffer_unavailable), never as read, and the error kept for status (issue 21 §1).
+   * buffer_unavailable), never as read, and the error kept for status.
    */
   bufferRefused(err: unknown, n: number): void {
     this.error(err, 'BUFFER_REFUSED');

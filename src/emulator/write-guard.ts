@@ -5,7 +5,7 @@ import { errorReply, type Reply } from './http.js';
 
 /**
  * Who may change the emulator through its own API (/_emulator/: faults, reset, tokens/expire,
- * clearing the journal) [A, emulator only]. Issue 21 §5: a web page open on a developer's machine
+ * clearing the journal) [A, emulator only]. A web page open on a developer's machine
  * could POST `text/plain` to http://127.0.0.1:8780/_emulator/reset (a no-cors fetch, a form, a
  * beacon need no preflight) and wipe the emulator under a running test.
  *

@@ -17,7 +17,7 @@ export const SESSION_TAKEN_OVER = 0x8e;
  * Two gateways with the same gateway.name write the same topics and, with the default client id,
  * knock each other off the broker in turn: the broker closes the older connection when the same
  * client id connects again (MQTT 3.1.1 §3.1.4, MQTT 5 session takeover), and each reconnects
- * 2 s later (issue 21 §5). This notices it and says so, and calms the ping-pong:
+ * 2 s later. This notices it and says so, and calms the ping-pong:
  *
  * - every gateway process has a random instance id, carried in its status documents and will;
  * - the link subscribes to its own status topic. A status there from another instance (online, or

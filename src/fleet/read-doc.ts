@@ -5,7 +5,7 @@ import type { FleetStatusDoc } from './status-doc.js';
 
 /**
  * Reading what other gateways (or strangers) publish under the fleet prefix: the size is checked
- * before a byte is decoded, then the document is checked against a schema (issue 21 §5: a 64 MB
+ * before a byte is decoded, then the document is checked against a schema (a 64 MB
  * retained message cost every gateway 270 MB; `"uplink": 5` broke `edge-gateway fleet` and the
  * console's Fleet page). The schemas accept what every released gateway publishes (optional
  * fields) and refuse wrong types, so a viewer never meets a number where it expects a string.

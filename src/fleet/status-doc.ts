@@ -36,7 +36,7 @@ export interface FleetStatusDoc {
   reason?: string;
   /**
    * Random id of the publishing process (a new one every start). Two ids taking turns on one
-   * topic are two gateways with the same name (duplicate-name.ts). Absent before issue 21.
+   * topic are two gateways with the same name (duplicate-name.ts). Absent in older gateways' documents.
    */
   instance?: string;
   /** Set while this gateway sees another one publishing under its name: what it saw. */

@@ -15,7 +15,7 @@ import { parseFleetTopic } from './topics.js';
  * Every document is checked (read-doc.ts) before it is used: one that is not a status document
  * (not JSON, a wrong type, too large) makes its gateway `invalid`, with what is wrong as its
  * `problem` and the figures of its last good status if any, instead of reaching a renderer that
- * would throw on it (issue 21 §5).
+ * would throw on it.
  */
 export type FleetState = 'online' | 'stale' | 'offline' | 'stopped' | 'invalid';
 

@@ -122,7 +122,7 @@ export const httpSchema = z
   })
   .meta({ description: 'Local HTTP server: operator (HMI) page, local API, status, metrics, health' });
 
-/** Issue 12 §4: `"not a host!"` passed check and failed at run with a bare getaddrinfo ENOTFOUND. */
+/** `"not a host!"` passed check and failed at run with a bare getaddrinfo ENOTFOUND. */
 export function isHostOrAddress(host: string): boolean {
   if (isIP(host) !== 0) return true;
   return host.length <= 253 && host.split('.').every((label) => /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(label));

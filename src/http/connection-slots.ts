@@ -4,7 +4,7 @@ import type { ConnectionLimits } from './config.js';
 export type BusyReason = 'streams_per_client' | 'streams_total' | 'reserved_connections';
 
 /**
- * Who may hold the local HTTP server's connections (issue 21 §4). Node closes every connection
+ * Who may hold the local HTTP server's connections. Node closes every connection
  * beyond http.max_connections as it is accepted, whatever it is for; before this, one client with
  * 256 console event streams took them all and /healthz and the operator page went dark.
  *

@@ -2,7 +2,7 @@ import type { GapLedger } from '../buffer/gaps.js';
 import { HttpError, type LocalHttpServer } from './server.js';
 
 /**
- * The gap ledger as JSON (issue 14 §2), for `edge-gateway gaps list` and the web console:
+ * The gap ledger as JSON, for `edge-gateway gaps list` and the web console:
  *   GET /api/gaps?state=open|all&limit=N
  *   → {"gaps": [{id, source, variables (null = all of the source), from, to (null = open),
  *                reason, filled: no|partial|yes|pending, note (why not filled, or null),

@@ -26,7 +26,7 @@ import { isLoopbackHost } from '../core/loopback.js';
  *   'confidential'  a read of what an intruder on the plant network should not see: the
  *            configuration file and the live values of every variable (the console). Like 'read',
  *            but a server that listens beyond localhost without an api_token refuses it outright
- *            (issue 21 §3; the start-up log says so), whatever require_token_for_reads says.
+ *            (the start-up log says so), whatever require_token_for_reads says.
  *
  * WHAT IS CHECKED
  *

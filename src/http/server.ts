@@ -76,7 +76,7 @@ export interface LocalHttpOptions {
   apiToken?: Secret;
   maxBodyBytes: number;
   rateLimitPerMinute: number;
-  /** http.max_connections: most connections at once (issue 12 §1), lowered to what the open-file limit leaves. Default 256. */
+  /** http.max_connections: most connections at once, lowered to what the open-file limit leaves. Default 256. */
   maxConnections?: number;
   /** http.max_connections_per_client: most connections at once from one address. Default 64. */
   maxConnectionsPerClient?: number;
@@ -172,7 +172,7 @@ export class LocalHttpServer {
         resolve();
       });
     });
-    // Issue 21 §3: say at start why writes and confidential reads will be refused, not at the first refusal.
+    // Say at start why writes and confidential reads will be refused, not at the first refusal.
     const refused = this.guard.refusedWithoutToken;
     if (refused) this.o.logger.warn({ host: this.o.host }, refused);
     if (this.lowered) this.o.logger.warn({ max_connections: this.slots.limits.maxConnections }, this.lowered);
@@ -225,7 +225,7 @@ export class LocalHttpServer {
       const url = parseRequestUrl(req.url);
       if (!this.allow(ip)) {
         // Closed with the answer: keep-alive connections kept busy with refused requests would
-        // otherwise hold http.max_connections as well as streams did (issue 21 §4).
+        // otherwise hold http.max_connections as well as streams did.
         res.setHeader('connection', 'close');
         throw new HttpError(429, 'rate_limited', `more than ${this.o.rateLimitPerMinute} requests per minute from ${ip}`);
       }
@@ -263,7 +263,7 @@ export class LocalHttpServer {
     throw new HttpError(refusal.status, refusal.code, refusal.message);
   }
 
-  /** Throws the 429/503 of a connection limit (issue 21 §4), logged once a minute per reason. */
+  /** Throws the 429/503 of a connection limit, logged once a minute per reason. */
   private busy(res: ServerResponse, reason: BusyReason, ip: string): never {
     const l = this.slots.limits;
     this.o.metrics.httpBusy.inc({ reason });

@@ -8,7 +8,7 @@ import type { Source, SourceState, SourceStats } from '../core/source.js';
 import type { SourceInfo } from '../sources/inventory.js';
 
 /**
- * Feeds the gap ledger (src/buffer/gaps.ts, issue 14 §2) from what the running gateway sees:
+ * Feeds the gap ledger (src/buffer/gaps.ts) from what the running gateway sees:
  *
  * - gateway_stopped: at start, one gap per source that had delivered data before, from the last
  *   heartbeat of the previous run (written every HEARTBEAT_MS and at a clean stop) until the

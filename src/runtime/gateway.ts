@@ -45,7 +45,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   try {
     const uplink = stages.add('uplink', startUplink({ service: config.service, uplink: config.uplink }, services, { store, makeHealth: options.uplinkHealth }));
     const sources = stages.add('sources', await startSources(sourceSections(config), services, { store }));
-    // Unknown machine variables are shown with the source that maps them (issue 24 §1).
+    // Unknown machine variables are shown with the source that maps them.
     uplink.unknown.sourceOf = () => variableSourceLookup(sources.inventory());
     uplink.mappedVariables = mappedCount(() => sources.inventory(), clock);
     const reloads = new ConfigReloads(config, { ...services, sources, configPath, startedAt });

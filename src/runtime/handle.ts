@@ -43,12 +43,12 @@ export interface GatewayHandle {
   readonly budget: RequestBudget;
   readonly sync: SyncSender;
   readonly backfill: BackfillManager;
-  /** Machine variables the service does not know (issue 24 §1). */
+  /** Machine variables the service does not know. */
   readonly unknown: UnknownVariables;
   readonly http: LocalHttpServer | null;
   /** Operator annotations (outbox, local API, HMI page, detectors), when configured. */
   readonly annotations: AnnotationsRuntime | null;
-  /** The gap ledger (issue 14): intervals without data, and whether history filled them. */
+  /** The gap ledger: intervals without data, and whether history filled them. */
   readonly gaps: GapLedger;
   /** Base URL of the local HTTP server, or null when disabled. */
   readonly httpUrl: string | null;

@@ -56,7 +56,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
       else log.info({ status: line }, 'status');
     });
   let timer: NodeJS.Timeout | null = null;
-  // Issue 12 §1: the status line must not end the process when a read fails (EMFILE under fd exhaustion).
+  // The status line must not end the process when a read fails (EMFILE under fd exhaustion).
   const timerErrors = new LogThrottle(log, 60_000);
   const startStatusTimer = () => {
     if (timer) clearInterval(timer);
@@ -70,7 +70,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
 
   // --- hot reload -----------------------------------------------------------------------------
   // A digest of the file as last applied, not its text: at 100,000 OPC UA nodes the file is 7.4 MB,
-  // held for the life of the process only to tell a real change from a touch (issue 25).
+  // held for the life of the process only to tell a real change from a touch.
   let lastDigest = configPath ? fileDigest(configPath) : null;
   // Each text the file had, kept as a version (console/config-history.ts): at start, and after
   // each reload of an edit made elsewhere (the console's Apply keeps its own).

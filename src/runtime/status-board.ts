@@ -49,8 +49,8 @@ export class StatusBoard {
   };
 
   /**
-   * process.memoryUsage() opens /proc/self/stat and throws EMFILE when every descriptor is taken
-   * (issue 12 §1); /status then shows the last reading instead of failing.
+   * process.memoryUsage() opens /proc/self/stat and throws EMFILE when every descriptor is taken;
+   * /status then shows the last reading instead of failing.
    */
   private memoryNow(): GatewayStatus['gateway']['memory'] {
     try {

@@ -1,5 +1,5 @@
 /**
- * An alarm storm for the load test and the benchmark (issue 26): the OPC UA simulator with N
+ * An alarm storm for the load test and the benchmark: the OPC UA simulator with N
  * AlarmConditionType instances (`BulkAlarms.A<i>`) in a child process of its own, so the server's
  * work does not share the measuring process's core, toggling them round-robin at a given rate.
  * Every toggle is one condition event; every activation that ends is one range the gateway owes.

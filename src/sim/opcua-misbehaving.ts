@@ -1,5 +1,5 @@
 /**
- * Parts of an OPC UA server that break the rules, for tests and benchmarks (issue 21 §2). Installed
+ * Parts of an OPC UA server that break the rules, for tests and benchmarks. Installed
  * into the simulator (src/sim/opcua-server.ts, option `misbehave`) under a `Misbehaving` folder; the
  * rest of the simulator behaves. Each one is a failure seen in the field, or one a gateway must
  * survive whatever the server:

@@ -92,7 +92,7 @@ export interface OpcuaSimulatorOptions {
    */
   historizedBulk?: { count: number; fromMs: number; toMs: number; stepMs: number };
   /**
-   * Alarms & Conditions on Press1 (Part 9; issue 26): Jam, an OffNormalAlarmType whose input is the
+   * Alarms & Conditions on Press1 (Part 9): Jam, an OffNormalAlarmType whose input is the
    * Boolean Press1.JamDetected (normal: false), and Overtemperature, an AlarmConditionType with
    * ConfirmedState. Default false (the demo's plant turns them on).
    */

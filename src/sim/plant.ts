@@ -111,7 +111,7 @@ export interface PressScript {
 export type PlantEvent =
   | { kind: 'press_stopped'; at: number }
   | { kind: 'press_running'; at: number; stoppedMs: number }
-  /** Press 1's OPC UA server raised or cleared one of its alarms (issue 26). */
+  /** Press 1's OPC UA server raised or cleared one of its alarms. */
   | { kind: 'alarm_raised'; at: number; alarm: string; type: string; severity: number }
   | { kind: 'alarm_cleared'; at: number; alarm: string };
 
@@ -124,7 +124,7 @@ export interface PlantOptions {
   logger?: Logger;
 }
 
-/** A simulated device the demo can take down and bring back (issue 24 §2). */
+/** A simulated device the demo can take down and bring back. */
 export type DemoDeviceName = 'press1' | 'mixer1' | 'packer1' | 'oven1';
 
 export interface DemoDeviceState {
@@ -190,7 +190,7 @@ export async function startPlant(opts: PlantOptions): Promise<Plant> {
     if (state !== 1 && stoppedAt === null) {
       stoppedAt = at;
       opts.onEvent?.({ kind: 'press_stopped', at });
-      // Issue 26: the press says why it stopped, through its own alarms.
+      // The press says why it stopped, through its own alarms.
       if (alarms) {
         alarms.jam.activate();
         opts.onEvent?.({ kind: 'alarm_raised', at, alarm: 'Jam', type: 'OffNormalAlarm', severity: 700 });

@@ -18,9 +18,9 @@ export interface SourceContext {
   clock: Clock;
   /** Directory for the source's own files (OPC UA certificates, ...). Exists. */
   dataDir: string;
-  /** Buffer state for the OPC UA historical backfill (issue 14); absent in tests that build a source alone. */
+  /** Buffer state for the OPC UA historical backfill; absent in tests that build a source alone. */
   history?: HistoryContext;
-  /** Where condition events (OPC UA Alarms & Conditions, issue 26) go; absent when nothing consumes them. */
+  /** Where condition events (OPC UA Alarms & Conditions) go; absent when nothing consumes them. */
   conditions?: ConditionEventSink;
 }
 

@@ -5,7 +5,7 @@ import { pluginSections, type SourceSections } from './plugins.js';
 /**
  * The source inventory: what the configuration says each source delivers, by source name. The gap
  * watcher (runtime/gap-watch.ts) scopes gaps with it and the gap annotator (annotations/
- * gap-annotator.ts) names machine variables from it (issue 14).
+ * gap-annotator.ts) names machine variables from it.
  */
 export interface SourceInfo extends SourceFacts {
   kind: SourceKind;

@@ -19,7 +19,7 @@ export { ESTIMATE_MIN_MEASURED_S, deliveryOutlook } from './delivery.js';
 export type { UplinkSummary, UplinkState } from './uplink-state.js';
 
 /**
- * The status model (issue 23): what `/status`, `edge-gateway status`, the console and the fleet
+ * The status model: what `/status`, `edge-gateway status`, the console and the fleet
  * status documents show, as a pure function of read-only readings. It reads nothing itself and
  * writes nothing (no gauges, no clocks): the runtime gathers the readings (runtime/status-board.ts)
  * and Prometheus reads its own figures through collect hooks (core/metrics.ts). Every room that
@@ -46,7 +46,7 @@ export interface GatewayStatus {
     free_bytes: number;
     max_bytes: number;
     oldest_unsent_age_s: number | null;
-    /** uplink.max_unsent_age: beyond it the sync path alternates oldest-first batches (issue 12 §5). */
+    /** uplink.max_unsent_age: beyond it the sync path alternates oldest-first batches. */
     max_unsent_age_s: number;
     /** Buffer v2: unsent samples still rows (the live tail) and sealed in compressed chunks. */
     live_rows: number;
@@ -87,7 +87,7 @@ export interface GatewayStatus {
     freshest_delivered_age_s: number | null;
     sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number; oldest_first_batches: number };
     /**
-     * Machine variables the service refuses as unknown (issue 24 §1): their samples are set aside,
+     * Machine variables the service refuses as unknown: their samples are set aside,
      * the rest is delivered. Not an outage: the condition stays `ok`.
      */
     unknown_variables: UnknownVariablesSnapshot;
@@ -97,11 +97,11 @@ export interface GatewayStatus {
   set_aside: { samples: number };
   /** The gateway's file: bytes, bound and full policy per owner (samples and each side table), the disk-full state (src/store/README.md). */
   store?: StoreStatus;
-  /** The gap ledger (issue 14): open gaps and the newest ones, in the /api/gaps shape. */
+  /** The gap ledger: open gaps and the newest ones, in the /api/gaps shape. */
   gaps?: { open: number; recent: GapView[]; annotate: boolean };
   /** Backlog ETA in seconds at current rates (null when nothing is pending or the rate is 0). */
   backlog_eta_s: number | null;
-  /** Whether delivery keeps up with ingest, the sync path's capacity, import jobs, the drain estimate (issue 24 §1). */
+  /** Whether delivery keeps up with ingest, the sync path's capacity, import jobs, the drain estimate. */
   delivery: DeliveryOutlook;
   annotations?: Record<string, unknown>;
   /** The plant broker link and the shared request budget (fleet.mqtt, uplink.budget_sharing). */

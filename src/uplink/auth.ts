@@ -106,7 +106,7 @@ export class ClientCredentialsAuth implements CredentialProvider {
       });
       status = res.statusCode;
       headers = res.headers;
-      // Outside text: an error that echoes the request must not carry the client secret further (issue 12 §3).
+      // Outside text: an error that echoes the request must not carry the client secret further.
       text = redact(await res.body.text());
     } catch (err) {
       this.o.metrics.uplinkRequests.inc({ endpoint: 'token', status: 'network' });

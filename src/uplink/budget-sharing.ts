@@ -6,7 +6,7 @@ import type { RequestBudget } from './budget.js';
 import { fairShares } from './fair-share.js';
 
 /**
- * Sharing one address's request budget among the gateways behind it (issue 17; interface §8: the
+ * Sharing one address's request budget among the gateways behind it (interface §8: the
  * service limits requests per IP, all endpoints together) without a coordinator of our own.
  *
  * Each gateway announces its demand on the plant's MQTT broker (retained, refreshed every
@@ -24,8 +24,8 @@ import { fairShares } from './fair-share.js';
  * While the broker is unreachable the table is frozen (peers are not expired: they are still
  * there, we just cannot hear them), and the rate finder alone reacts.
  *
- * Anyone who may publish under the fleet prefix can announce demand under made-up names (issue 21
- * §5: 300 fakes cut a share of 1,400/min to 5/min, 15,000 stalled the gateway 21 s). So:
+ * Anyone who may publish under the fleet prefix can announce demand under made-up names (300
+ * fakes cut a share of 1,400/min to 5/min, 15,000 stalled the gateway 21 s). So:
  * - at most `maxGateways` members are counted, this gateway included: the peers that have been in
  *   the table longest (incumbents keep their places; newcomers beyond the cap wait for a slot);
  * - the floor: this gateway's share is never below min(its demand, total / maxGateways), whatever

@@ -6,7 +6,7 @@ import { RateFinder, type RateFinderSnapshot } from './rate-finder.js';
  * Priority of a call in the shared request budget. A lower rank goes first when several calls
  * wait (DESIGN.md: "annotations ahead of polls ahead of bulk data"); token calls come first of all
  * because every other call needs one. `background` is for reads no delivery depends on (the
- * console's catalog, issue 21 §4): they go only when no other call waits, never ahead of data.
+ * console's catalog): they go only when no other call waits, never ahead of data.
  */
 export type Priority = 'token' | 'annotation' | 'poll' | 'upload' | 'data' | 'background';
 const RANK: Record<Priority, number> = { token: 0, annotation: 1, poll: 2, upload: 3, data: 4, background: 5 };

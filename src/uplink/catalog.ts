@@ -144,7 +144,7 @@ async function listAll(client: TrackingClient, kind: 'machines' | 'machine_varia
 
 /**
  * Reads the organisation's machines and machine variables, every page. `priority` in the request
- * budget: the running gateway's console reads at 'background', behind data (issue 21 §4).
+ * budget: the running gateway's console reads at 'background', behind data.
  */
 export async function fetchCatalog(client: TrackingClient, service: GatewayConfig['service'], options: { signal?: AbortSignal; priority?: Priority } = {}): Promise<OrganisationCatalog> {
   const machines = await listAll(client, 'machines', service, options.signal, options.priority);

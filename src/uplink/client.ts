@@ -303,7 +303,7 @@ export class TrackingClient {
           bodyTimeout: timeout,
           signal: s.signal,
         });
-        // The one entry point for the service's text (issue 12 §3): an error that echoes request
+        // The one entry point for the service's text: an error that echoes request
         // headers must not carry the API key into set-aside reasons, the outbox, status or logs.
         text = redact(await readLimited(res.body, MAX_RESPONSE_BYTES));
         status = res.statusCode;

@@ -33,7 +33,7 @@ const apiKey = z.strictObject({
 });
 
 /**
- * Issue 12 §3: `https://user:pw@host/...` was accepted and then logged with the password. The
+ * `https://user:pw@host/...` was accepted and then logged with the password. The
  * service authenticates with service.auth; credentials in the URL are refused without echoing them.
  */
 const noCredentialsInUrl = (u: string, ctx: z.core.$RefinementCtx<string>): void => {
@@ -126,7 +126,7 @@ export const budgetSharingSchema = z
   })
   .meta({ description: 'Sharing the per-address request budget (§8) among the gateways behind one address' });
 
-/** What happens to the samples of machine variables the service does not know (issue 24 §1, §4). */
+/** What happens to the samples of machine variables the service does not know. */
 const unknownVariablesSchema = z
   .strictObject({
     keep_set_aside: z

@@ -1,5 +1,5 @@
 /**
- * Max-min fair division of one address's request budget among the gateways behind it (issue 17).
+ * Max-min fair division of one address's request budget among the gateways behind it.
  * A pure function of the member table, so every gateway that sees the same table computes the
  * same division without anyone coordinating: no member ever needs to tell another its share.
  *

@@ -28,13 +28,13 @@ export interface SyncSenderOptions {
   metrics: Metrics;
   clock: Clock;
   /**
-   * Bound on the age of the oldest unsent sample (uplink.max_unsent_age, issue 12 §5): beyond it
+   * Bound on the age of the oldest unsent sample (uplink.max_unsent_age): beyond it
    * every other batch is claimed oldest-first. 0 turns it off.
    */
   maxUnsentAgeMs?: number;
   /** True while import jobs will take the oldest samples (then the sync path leaves them alone, I5). */
   importJobsTakeOldest?: () => boolean;
-  /** Machine variables the service does not know (issue 24 §1): their samples are set aside without a request. */
+  /** Machine variables the service does not know: their samples are set aside without a request. */
   unknown?: UnknownVariables;
   /** Most set-aside samples of unknown variables kept (uplink.unknown_variables.keep_set_aside); the oldest beyond are deleted. */
   keepUnknownSetAside?: number;
@@ -134,7 +134,7 @@ export class SyncSender {
   }
 
   /**
-   * Claim selection (I5 with the age bound of issue 12 §5): newest first, so live values stay
+   * Claim selection (I5 with the age bound): newest first, so live values stay
    * fresh; but while the oldest sample no import job will take is older than the bound, every other
    * batch takes the oldest samples (sealed ones included), so a backlog under the import threshold,
    * or rows left beside a shrunk job range, cannot starve behind steady live ingest.
@@ -301,7 +301,7 @@ export class SyncSender {
   }
 
   /**
-   * The set-aside samples of unknown variables are bounded (issue 24 §4): 5,000 unknown variables
+   * The set-aside samples of unknown variables are bounded: 5,000 unknown variables
    * at 1 Hz set aside 18 million rows an hour, and counted against buffer.max_bytes they would push
    * the full policy onto real data. The oldest beyond the bound go, counted and logged.
    */

@@ -26,7 +26,7 @@ export function fmtAge(ms: number | null | undefined): string {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
-/** How long ago, as a phrase: `just now`, `42 s ago` (never "now ago", issue 24 §1). */
+/** How long ago, as a phrase: `just now`, `42 s ago` (never "now ago"). */
 export function fmtAgo(ms: number | null | undefined): string {
   if (ms === null || ms === undefined || !Number.isFinite(ms)) return '–';
   return ms < 1000 ? 'just now' : `${fmtAge(ms)} ago`;

@@ -36,7 +36,7 @@ export interface CheckpointerOptions {
  * The buffer's regular PASSIVE checkpoint (capacity/disk.ts, B9) off the main thread.
  *
  * At 100,000 variables/s a PASSIVE checkpoint (copying a second of WAL back into the file and
- * syncing it) held the gateway's event loop for 87–114 ms, every second (CPU profile, issue 25). It now runs on
+ * syncing it) held the gateway's event loop for 87–114 ms, every second (CPU profile). It now runs on
  * a worker thread with a connection of its own to the same file (checkpoint-worker.ts); the main
  * thread only posts a message. The buffer is in WAL mode with normal locking (the one-gateway lock
  * is a file of its own, src/store/file/owner-lock.ts), so the worker's checkpoint runs beside the main

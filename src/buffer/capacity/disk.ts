@@ -31,7 +31,7 @@ import type { FileAccess } from '../../store/store.js';
  *    for it. The buffer turns it off (sample-buffer.ts) and this task asks for a PASSIVE
  *    checkpoint every CHECKPOINT_EVERY_MS after writes; it runs on a worker thread with a
  *    connection of its own (checkpointer.ts; on the main thread it took 87–114 ms each second at
- *    100,000 variables/s in a CPU profile, issue 25), on the main thread only when that worker
+ *    100,000 variables/s in a CPU profile), on the main thread only when that worker
  *    cannot run. A TRUNCATE here waits while that checkpoint runs. WalBound stays the backstop (a
  *    TRUNCATE checkpoint after a commit once the WAL is over 64 MB, e.g. when a reader held it
  *    back).

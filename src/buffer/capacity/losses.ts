@@ -46,7 +46,7 @@ export class Losses {
   /**
    * Counts refused samples. Those whose caller keeps them are refused only; the others are lost,
    * so they also count as dropped by the policy (`refuse_new`, or `memory` for the in-memory limit)
-   * and make or extend a full-buffer episode, as before issue 21.
+   * and make or extend a full-buffer episode.
    */
   countRefusal(batch: readonly RefusedBatch[], code: BufferRefusal, reason: string, lostAs: LossLabel = code === 'BUFFER_FULL' ? 'refuse_new' : 'memory'): void {
     if (batch.length === 0) return;

@@ -82,7 +82,7 @@ export class ChunkStore {
       insertRow: db.prepare('INSERT INTO samples (seq, var, ts, value) VALUES (?, ?, ?, ?)'),
       oldest: db.prepare(`SELECT min(ts_min) FROM (SELECT ts_min FROM chunks ORDER BY seq_from LIMIT ${OLDEST_LOOKAHEAD})`).pluck(true),
       // Samples with seqs in [?1, ?2], summed by SQLite (no chunk data read into JS): a job's range
-      // can hold 100,000 small chunks (issue 25).
+      // can hold 100,000 small chunks.
       samplesIn: db.prepare(`SELECT coalesce(sum(min(@to, seq_from + n - 1) - max(@from, seq_from) + 1), 0) FROM chunks WHERE seq_from >= @from - ${MAX_CHUNK_SAMPLES - 1} AND seq_from <= @to AND seq_from + n - 1 >= @from`).pluck(true),
       earliestFrom: db.prepare(`SELECT min(ts_min) FROM (SELECT ts_min FROM chunks WHERE seq_from >= ? AND seq_from < ? ORDER BY seq_from LIMIT ${OLDEST_LOOKAHEAD})`).pluck(true),
     };

@@ -47,7 +47,7 @@ export class ImportRanges {
   /** Marks a seq range as held by an import job (the ledger row is the durable record). */
   reserveRange(range: SeqRange): void {
     // planJobRange counted the range while choosing it (in this same turn, nothing changed since):
-    // counting 1.3 M rows again held the event loop ~50–100 ms at 100,000 variables (issue 25).
+    // counting 1.3 M rows again held the event loop ~50–100 ms at 100,000 variables.
     const planned = this.planned;
     this.planned = null;
     const count = planned && planned.from === range.from && planned.to === range.to && planned.rows === this.o.tally.rows && planned.sealed === this.o.tally.sealed ? planned.count : this.countIn(range.from, range.to);
@@ -203,7 +203,7 @@ export class ImportRanges {
    * chunk is taken whole when the end falls inside it (one job per chunk, no re-encoding at the
    * end). Walking chunk by chunk to an exact count, one lookup each, held the event loop 100 s on
    * a restarted gateway whose 1.2 M-sample backlog was sealed into 100,000 small chunks (30,000
-   * variables; issue 25's kill check): now a few index lookups and two counts.
+   * variables; the plant-scale kill check): now a few index lookups and two counts.
    */
   private seqAtCount(first: number, hi: number, want: number): { to: number; count: number } | null {
     const sealed = this.o.tally.sealed > 0;

@@ -90,7 +90,7 @@ export interface BrowseResponse {
   root: string;
   namespaces: string[];
   truncated: boolean;
-  /** Why the browse stopped early (issue 21 §2): the node limit or the time limit; null when it ran to the end. */
+  /** Why the browse stopped early: the node limit or the time limit; null when it ran to the end. */
   stopped_by: 'max_nodes' | 'timeout' | null;
   nodes: BrowseNode[];
 }
@@ -137,7 +137,7 @@ export interface ProbeResponse {
 
 /**
  * GET /console/api/modbus/devices: the Modbus devices of the running configuration, for the
- * probe's device list (issue 24 §3: the probe starts on the configured device). Addresses are
+ * probe's device list (the probe starts on the configured device). Addresses are
  * protocol addresses (0-65535), as the probe reads them.
  */
 export interface ConfiguredModbusDevice {
@@ -162,7 +162,7 @@ export type MergeModbusDevice =
   | { name: string; url: string; unit_id: number };
 
 /**
- * POST /console/api/config/merge: "Add to configuration" (issue 24 §3). The editor's text and
+ * POST /console/api/config/merge: "Add to configuration". The editor's text and
  * what to add (OPC UA nodes of one server, or Modbus registers of one device); the answer is the
  * merged text (console/config-merge.ts) and the diff from the posted text. Nothing is written:
  * the text goes back into the editor, and Apply shows the diff against the file again.

@@ -1,5 +1,5 @@
 /**
- * The configuration editor's model (Build the config → Configuration, issue 21 §3): check,
+ * The configuration editor's model (Build the config → Configuration): check,
  * read, preview and Apply. Built by console/config-routes.ts, read by console/web/page-build.tsx.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The demo's device switch (issue 24 §2): the simulated devices of `edge-gateway demo` and whether
+ * The demo's device switch: the simulated devices of `edge-gateway demo` and whether
  * each is up. Built by console/demo-routes.ts, read by console/web/demo-controls.tsx and
  * `edge-gateway demo device`.
  */

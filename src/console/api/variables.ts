@@ -19,7 +19,7 @@ export interface VariableRow {
   mapped: boolean;
   /**
    * Reported only on change (MQTT, OPC UA subscriptions; variables only seen, never mapped, come
-   * from MQTT's open-ended subscriptions): an old value is current, never stale (issue 24 §1).
+   * from MQTT's open-ended subscriptions): an old value is current, never stale.
    */
   on_change: boolean;
   /**

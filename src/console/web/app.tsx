@@ -121,6 +121,6 @@ startLive();
 void loadVariables();
 const root = document.getElementById('app')!;
 // The shell's "Loading the console…" line (console/assets.ts) goes: Preact renders beside what it
-// finds, and the line stayed above the console (issue 24 §4).
+// finds, and the line stayed above the console.
 root.replaceChildren();
 render(<Shell />, root);

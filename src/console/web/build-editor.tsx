@@ -139,7 +139,7 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
     return () => clearTimeout(t);
   }, [text]);
   // Apply shows the diff first (and any secret sent somewhere new); the second step sends the
-  // confirmation of exactly that diff (issue 21 §3).
+  // confirmation of exactly that diff.
   const review = async () => {
     setNote(null);
     try {
@@ -170,7 +170,7 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
   };
   const lines = text.split('\n').length;
   const count = check ? check.problems.length + (check.more_problems ?? 0) : 0;
-  // Issue 24 §2: a disabled Apply says why.
+  // A disabled Apply says why.
   const applyBlocked = noFile ?? (!text.trim() ? 'the editor is empty' : !check ? 'the text is being checked…' : !check.ok ? `the check finds ${count} problem${count === 1 ? '' : 's'} (listed below); Apply is possible once it passes` : null);
   const more = check?.more_problems ? (
     <li class="bad">

@@ -4,7 +4,7 @@ import type { Catalog, MappingsResponse } from '../api/build.js';
 import { api, messageOf } from './lib.js';
 
 /**
- * What the Build page's mapping lines share (issue 24 §3, "flag a machine-variable id that is not
+ * What the Build page's mapping lines share ("flag a machine-variable id that is not
  * in the catalog, and one mapped twice, inline"): the organisation's catalog, the variables the
  * editor's text already feeds, and the flags of one typed id.
  */

@@ -45,7 +45,7 @@ const pickKey = (p: { table: ModbusTable; address: number }) => `${p.table}:${p.
 
 /**
  * Build the config → Modbus probe: read a register range once and see it as every type × byte
- * order; the cell that shows the device's value becomes a mapping line (issue 24 §3). The form
+ * order; the cell that shows the device's value becomes a mapping line. The form
  * starts on the running configuration's first device; any other device can be typed.
  */
 export function ModbusProbe({ addToConfig, text }: { addToConfig: AddToConfig; text: string }) {

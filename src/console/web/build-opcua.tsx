@@ -164,7 +164,7 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
     setTicked(next);
   };
 
-  // --- the mapping's flags (issue 24 §3) ---------------------------------------------------------
+  // --- the mapping's flags ---------------------------------------------------------
   const catalogIds = catalog && !('error' in catalog) ? new Set(catalog.variables.map((v) => v.id)) : null;
   const mappedBy = new Map<string, string>();
   for (const v of store.vars ?? []) if (v.mapped) mappedBy.set(v.id, v.source ? `by ${v.source}` : 'in the configuration');

@@ -1,4 +1,4 @@
-// The demo's device switches (issue 24 §2): shown only when the demo runs this gateway.
+// The demo's device switches: shown only when the demo runs this gateway.
 import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { DemoDevice, DemoDevicesResponse, DemoSwitchResponse } from '../api/demo.js';

@@ -43,7 +43,7 @@ export async function api<T>(path: string, { method = 'GET', body }: { method?: 
 }
 
 /**
- * Natural order for names and ids (issue 24 §4): `mvr_gen_2` before `mvr_gen_10`, `Press 2`
+ * Natural order for names and ids: `mvr_gen_2` before `mvr_gen_10`, `Press 2`
  * before `Press 10`, case ignored.
  */
 export const naturalCompare: (a: string, b: string) => number = new Intl.Collator('en', { numeric: true, sensitivity: 'base' }).compare;

@@ -1,4 +1,4 @@
-// The console's Annotations page (issue 26 §5, issue 24 §4): every annotation with who recorded it,
+// The console's Annotations page: every annotation with who recorded it,
 // its times, what the machine said about it (alarm states, links, the contradiction flag), and the
 // machine conditions active now. Reads GET /api/annotations (src/annotations/api.ts) with the types
 // of src/annotations/api-model.ts.
@@ -30,7 +30,7 @@ function detailOf(a: Entry): AnnotationDetailView | null {
 
 const ms = (iso: string | null | undefined): number | null => (iso ? Date.parse(iso) : null);
 
-/** An instant's time; a range's start, end and duration (issue 24 §4). */
+/** An instant's time; a range's start, end and duration. */
 function When({ a, endInferred }: { a: Entry; endInferred: string | null }) {
   if (a.type === 'instant')
     return (

@@ -7,7 +7,7 @@ import { OpcuaBrowse } from './build-opcua.js';
 import { api } from './lib.js';
 
 /**
- * "Add to configuration" (issue 24 §3): merges a selection into the editor's text on the gateway
+ * "Add to configuration": merges a selection into the editor's text on the gateway
  * (console/config-merge.ts keeps the file's comments and layout), puts the result in the editor
  * and opens it with the diff of what was added. Nothing is written until Apply.
  */

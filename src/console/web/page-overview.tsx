@@ -44,7 +44,7 @@ export function problemsOf(st: GatewayStatus | null, refusing: RefusalCondition[
 
 type SourceStatus = GatewayStatus['sources'][number];
 
-/** "Down" from when it stopped being connected, not from its latest retry (issue 24 §1). */
+/** "Down" from when it stopped being connected, not from its latest retry. */
 function sourceProblem(s: SourceStatus, out: Problem[]): void {
   const down = s.downSince ?? (s.state === 'disconnected' || s.state === 'stopped' ? s.since : null);
   const error = s.lastError ? `: ${s.lastError.message} (${fmtTime(s.lastError.at)})` : '';
@@ -85,7 +85,7 @@ export function refusalText(c: RefusalCondition): string {
 }
 
 /**
- * Issue 24 §1: one problem for every unknown variable, naming a few, their sources and what the
+ * One problem for every unknown variable, naming a few, their sources and what the
  * service said; their samples are set aside (the uplink itself is fine: the rest is delivered).
  */
 export function unknownVariablesProblem(u: GatewayStatus['uplink']['unknown_variables'], setAside: number): string {

@@ -155,7 +155,7 @@ export function SetAside() {
 type GapFilter = 'open' | 'all';
 
 export function Gaps() {
-  // Issue 24 §4: the page opens on "All" when no gap is open (an empty "Open" list hides the
+  // The page opens on "All" when no gap is open (an empty "Open" list hides the
   // history), on "Open" when some are; after that the buttons decide.
   const [which, setWhich] = useState<GapFilter>('open');
   const [decided, setDecided] = useState(false);

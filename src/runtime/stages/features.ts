@@ -26,7 +26,7 @@ export interface FeaturesDeps {
 /**
  * Stage 5, the features: operator annotations (outbox, local API and operator page on the
  * surfaces' HTTP server, MQTT trigger, downtime detectors fed by the sources' sink) and, with
- * gaps.annotate, the gap annotator that turns unfilled gaps into annotations (issue 14 §3). A reload
+ * gaps.annotate, the gap annotator that turns unfilled gaps into annotations. A reload
  * that changes the annotations section rebuilds them here. Each is loaded only when configured.
  */
 export class FeaturesStage implements Stage {
@@ -101,7 +101,7 @@ export class FeaturesStage implements Stage {
     const untap = sources.sink.addTap(annotations);
     this.running = { annotations, untap, gapAnnotator: null };
     if (!this.settings.gaps.annotate) return;
-    // Issue 14 §3: unfilled gaps become range annotations through the same outbox.
+    // Unfilled gaps become range annotations through the same outbox.
     const { GapAnnotator } = await import('../../annotations/gap-annotator.js');
     const gapAnnotator = new GapAnnotator({
       ledger: store.gaps,

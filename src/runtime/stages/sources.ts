@@ -30,14 +30,14 @@ export interface SourceChange {
 /**
  * Stage 3, the sources: every configured source built (no I/O until `open`), writing through a
  * tapped sink into the store's buffer so observers (the console's value ring, the downtime
- * detector) see committed samples, and the gap watcher fed by their state changes (issue 14).
+ * detector) see committed samples, and the gap watcher fed by their state changes.
  * Stopping closes the sources, then commits what they handed over.
  */
 export class SourcesStage implements Stage {
   /** The running sources; replaced in place by reloads, so whoever holds it sees the running ones. */
   readonly list: Source[] = [];
   readonly sink: TappedSink;
-  /** Condition events (OPC UA Alarms & Conditions) go to annotations.alarms through this router (issue 26). */
+  /** Condition events (OPC UA Alarms & Conditions) go to annotations.alarms through this router. */
   readonly conditions = new ConditionRouter();
   private readonly stats = new Map<string, SourceStats>();
   private readonly refusalListeners = new Set<RefusalListener>();

@@ -114,7 +114,7 @@ function localServer(h: HttpConfig, { logger, metrics }: RuntimeServices, { stor
 /**
  * The commissioning console (src/console): live values and refusals tapped from the sources
  * (bounded), its routes on the server. The value ring starts with the trend the buffer kept from
- * before a restart (issue 24 §4), read back before it takes the first sample, and hands its closed
+ * before a restart, read back before it takes the first sample, and hands its closed
  * buckets back to the buffer from then on.
  */
 function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; configPath: string | null; demo: DemoDevices | null }, { logger, metrics, clock }: RuntimeServices, deps: SurfacesDeps): { stop(): void } {

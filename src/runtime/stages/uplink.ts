@@ -33,7 +33,7 @@ export interface UplinkStage extends Stage {
   readonly client: TrackingClient;
   readonly sync: SyncSender;
   readonly backfill: BackfillManager;
-  /** Machine variables the service does not know (issue 24 §1). */
+  /** Machine variables the service does not know. */
   readonly unknown: UnknownVariables;
   /** What the backlog did, measured once a second (backlog-meter.ts). */
   readonly meter: BacklogMeter;

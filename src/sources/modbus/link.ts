@@ -50,7 +50,7 @@ export interface LinkOptions {
 const TIMEOUTS_BEFORE_RECONNECT = 3;
 
 /**
- * Receive limits of an RTU-over-TCP link (issue 12 §1: ~13 MB/s of garbage drove the CPU to 265 %
+ * Receive limits of an RTU-over-TCP link (~13 MB/s of garbage drove the CPU to 265 %
  * and /healthz to 4.7 s, because modbus-serial concatenates and JSON-encodes its whole receive
  * buffer on every chunk). An RTU frame is at most 256 bytes (Modbus over Serial Line v1.02
  * §2.5.1) and one request is outstanding at a time, so more than a few frames waiting is a peer

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 const memory = createRequire(import.meta.url)('aedes-persistence') as () => Record<string, unknown>;
 
 /**
- * aedes' in-memory persistence with limits (issue 12 §1: retained messages and the QoS 1 queues of
+ * aedes' in-memory persistence with limits (retained messages and the QoS 1 queues of
  * offline persistent sessions grew the gateway to 1.5 GB).
  *
  * - Retained messages: at most `maxRetained` topics and `maxRetainedBytes` of payload. Replacing

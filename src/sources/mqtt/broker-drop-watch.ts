@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 
 /**
  * Mosquitto's count of dropped messages, read to warn when the broker visibly lost messages while
- * the gateway was away (issue 12 §8). With its default `max_queued_messages 1000`, a persistent
+ * the gateway was away. With its default `max_queued_messages 1000`, a persistent
  * session queues at most 1,000 messages while the gateway is stopped and mosquitto drops the rest
  * ("Outgoing messages are being dropped for client ..." in its log only).
  *

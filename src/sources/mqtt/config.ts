@@ -45,7 +45,7 @@ const timestampSpec = z
   })
   .meta({ description: 'Take the sample timestamp from the payload. Without it the gateway stamps the time the message arrived: a QoS 1/2 message the broker delivers again after a crash of the gateway (received, not yet acknowledged) then gets a new timestamp and becomes a second value upstream. Set it wherever the payload carries a time', examples: [{ path: 'ts', format: 'epoch_ms' }] });
 
-/** Issue 12 §4: without it, a payload naming any mvr_ id writes that variable. */
+/** Without it, a payload naming any mvr_ id writes that variable. */
 const payloadVariables = z
   .array(z.string().regex(/^mvr_[A-Za-z0-9_]*\*?$/, { error: 'is not a machine variable id (mvr_...) or a prefix ending in "*" (mvr_oven1_*)' }))
   .optional()

@@ -57,7 +57,7 @@ export const MACHINE_VARIABLE_ID = /^mvr_[A-Za-z0-9_]+$/;
 
 /**
  * The `payload_variables` allow-list of a subscription as a predicate: exact ids, or prefixes
- * written with a trailing "*". Undefined allows every id (issue 12 §4).
+ * written with a trailing "*". Undefined allows every id.
  */
 export function payloadVariableAllowed(list: readonly string[] | undefined): (variable: string) => boolean {
   if (list === undefined) return () => true;

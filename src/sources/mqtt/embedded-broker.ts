@@ -104,7 +104,7 @@ export class EmbeddedBroker {
     if (!this.aedes) this.aedes = await this.createAedes();
     try {
       // No server.maxConnections: Node would close a PLC's connection at accept while idle sockets
-      // that never sent CONNECT held every slot (issue 21 §6). broker-connections.ts admits them.
+      // that never sent CONNECT held every slot. broker-connections.ts admits them.
       const server = createServer((socket) => {
         if (this.connections.admit(socket)) this.accept(socket, socket.remoteAddress ?? '?');
       });
@@ -171,7 +171,7 @@ export class EmbeddedBroker {
     this.persistenceStats = bounded.stats;
     const aedes = await Aedes.createBroker({
       persistence: bounded.persistence as never,
-      // Issue 12 §1: aedes' 30 s default let idle sockets hold their slots long enough to lock out PLCs.
+      // Aedes' 30 s default let idle sockets hold their slots long enough to lock out PLCs.
       // broker-connections.ts closes them at connect_deadline (and says from where); this is the backstop.
       connectTimeout: this.cfg.connect_deadline + 1_000,
       // MQTT 3.1.1 §3.1.3.1 lets a server accept client ids longer than 23 characters; PLCs use them.

@@ -72,7 +72,7 @@ export class MqttConnectionSource implements Source {
   private retryTimer: NodeJS.Timeout | null = null;
   private subscribedOnce = false;
   private sessionPresent: boolean | null = null;
-  /** Issue 12 §8: mosquitto's drop count, to warn when the broker lost messages while we were away. */
+  /** Mosquitto's drop count, to warn when the broker lost messages while we were away. */
   private readonly drops: BrokerDropWatch;
   private connectedAt: number | null = null;
   private connects = 0;

@@ -101,7 +101,7 @@ interface Budget {
  * the nodes of the last level are looked at with one more Browse that takes only the first page
  * of each (its continuation points released at once) and lists nothing.
  *
- * Bounded whatever the server does (issue 21 §2: a server whose BrowseNext never ends grew the
+ * Bounded whatever the server does (a server whose BrowseNext never ends grew the
  * gateway by 60 MB/s until it ran out of memory): the node limit counts references as they
  * arrive, page by page; the walk stops at `timeoutMs` and at MAX_BROWSE_DEPTH; a node reached twice
  * (a reference loop, or several parents) is listed but descended into once; a continuation point

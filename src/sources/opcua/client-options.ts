@@ -55,7 +55,7 @@ const MIN_CHUNK_BYTES = 8_192;
  * (node-opcua: a ServiceFault BadTcpMessageTooLarge, the session stays usable). MaxChunkCount
  * follows from it: chunks are at least 8,192 bytes. node-opcua's client announces 0 (no limit) by
  * default, which let one HistoryRead answer of 1,000,000 values take about 500 MB and block the
- * event loop for seconds (issue 21 §2).
+ * event loop for seconds.
  */
 export function transportLimits(maxMessageSize: number): { maxMessageSize: number; maxChunkCount: number } {
   return { maxMessageSize, maxChunkCount: Math.ceil(maxMessageSize / MIN_CHUNK_BYTES) + 1 };

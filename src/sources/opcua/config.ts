@@ -165,7 +165,7 @@ export const opcuaServerSchema = z
           }),
       })
       .prefault({})
-      .meta({ description: 'Historical backfill: fill gaps in the data from the server\'s history (issue 14)' }),
+      .meta({ description: 'Historical backfill: fill gaps in the data from the server\'s history' }),
   })
   .superRefine((s, ctx) => {
     const policy = s.security_policy;

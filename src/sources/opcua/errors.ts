@@ -135,7 +135,7 @@ export function classifyConnectError(err: unknown, c: ErrorContext): GatewayErro
     return new GatewayError(OpcuaErrorCodes.authFailed, `${c.path}.user: the OPC UA server ${c.endpoint} ${advice}.${retry}`, { cause: err });
   }
   if (/BadTooManySessions/.test(text)) {
-    // Issue 12 §8: a gateway killed without closing its session leaves it on the server until the
+    // A gateway killed without closing its session leaves it on the server until the
     // session times out (Part 4 §5.6.2 CreateSession: revisedSessionTimeout); PLCs with few slots
     // then refuse the restarted gateway. The connect loop retries with backoff until a slot frees.
     const timeout = c.sessionTimeoutMs ? ` (this gateway requests ${Math.round(c.sessionTimeoutMs / 1000)} s, ${c.path}.session_timeout; other clients may hold theirs longer)` : '';

@@ -20,7 +20,7 @@ import { isResponseTooLarge } from './errors.js';
 import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './operation-limits.js';
 
 /**
- * OPC UA historical backfill (issue 14 §1; OPC UA Part 11 §6.4.3 ReadRawModifiedDetails, Part 4
+ * OPC UA historical backfill (OPC UA Part 11 §6.4.3 ReadRawModifiedDetails, Part 4
  * §5.10.3 HistoryRead). After any gap — the gateway started after a stop, the session was lost and
  * re-established, the subscription re-created, the watchdog rebuilt the connection — the values the
  * server historized while the gateway was not reading are read back and put into the buffer like
@@ -34,7 +34,7 @@ import { entriesPerCall, NO_OPERATION_LIMITS, type OperationLimits } from './ope
  *    or a second connection loss is read again from the ledger, not forgotten);
  *  - at most `max_window` (the newest part), `values_per_request` values per node per request,
  *    continuation points followed (Part 11 §6.4.3.2), within bounds a misbehaving server cannot
- *    push (issue 21 §2, see readGroup): every page must move forward in time, reading stops at the
+ *    push (see readGroup): every page must move forward in time, reading stops at the
  *    gap's end and after `max_values_per_gap` values, continuation points are released, an answer
  *    is at most `max_message_size` (client-options.ts) and goes to the buffer in slices. A gap so cut
  *    short is marked partial/no with a note and logged once.
@@ -77,7 +77,7 @@ const APPEND_SLICE = 10_000;
 /**
  * Consecutive pages with a continuation point but no value newer than the pages before, after
  * which a node's reading stops. Part 11 §6.4.3.2: each page continues where the last one ended; a
- * server that sends the same values again would otherwise be read for ever (issue 21 §2: 360
+ * server that sends the same values again would otherwise be read for ever (360
  * requests and 360,000 duplicate values in 20 s for a 4 s gap). A few are allowed for a server
  * that returns an empty page when its own time budget ran out.
  */
@@ -149,7 +149,7 @@ export interface HistoryStatus {
 
 /**
  * Variables named in the status's `nodes_without_history`. All 100,000 of a plant whose server keeps
- * no history made every status request build and send a 100,000-name list (~2 MB of JSON, issue 25).
+ * no history made every status request build and send a 100,000-name list (~2 MB of JSON).
  */
 const STATUS_NAMES = 20;
 
@@ -306,7 +306,7 @@ export class HistoryBackfill {
       } catch (err) {
         failed = true;
         // A buffer refusal (refuse_new on a full buffer) leaves the gap pending like a failed read:
-        // its values are still on the server (issue 21 §1).
+        // its values are still on the server.
         const what = err instanceof SamplesRefusedError ? `the buffer refused the values read back (${err.reason})` : 'HistoryRead failed';
         this.o.logger.warn({ err: describeError(err) }, `${this.o.path}: ${what}; the gap stays pending and is read again at the next connect`);
       }
@@ -584,7 +584,7 @@ export class HistoryBackfill {
     done?.push(c);
   }
 
-  /** History values: the node's scale/offset and quality rules, always the source timestamp (issue 14 §1). */
+  /** History values: the node's scale/offset and quality rules, always the source timestamp. */
   private decode(b: NodeBinding, dv: DataValue, from: number, to: number): Sample | null {
     const d = decodeDataValue({ ...b, timestamp: 'source' }, dv, this.o.clock.now());
     if (!d.ok) return null;
@@ -646,7 +646,7 @@ export function mergeRanges(ranges: ReadonlyArray<[number, number]>): Array<[num
   return out;
 }
 
-/** Keeps the newest `maxMs` of the ranges (issue 14 §1: a maximum window). */
+/** Keeps the newest `maxMs` of the ranges (a maximum window). */
 export function clampNewest(ranges: ReadonlyArray<[number, number]>, maxMs: number): { kept: Array<[number, number]>; clamped: boolean } {
   if (ranges.length === 0) return { kept: [], clamped: false };
   const newest = ranges[ranges.length - 1][1];

@@ -59,7 +59,7 @@ interface Link {
 const DISCONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * One OPC UA server as a source (issue 4): a secure session, a subscription (or polling), and
+ * One OPC UA server as a source: a secure session, a subscription (or polling), and
  * recovery that needs no operator.
  *
  * Recovery has two layers:
@@ -225,7 +225,7 @@ export class OpcuaSource implements Source {
    * One link from connect to teardown. Its own async function, so nothing of the link outlives it:
    * a suspended async function keeps every local it ever held (V8 keeps its registers), and when
    * this body was inline in run()'s loop the torn-down link (client, session, subscription and its
-   * 100,000 monitored items, issue 25) stayed reachable through the backoff sleeps and the next
+   * 100,000 monitored items) stayed reachable through the backoff sleeps and the next
    * connect until a later link happened to overwrite the register.
    */
   private async runLink(): Promise<void> {
@@ -265,7 +265,7 @@ export class OpcuaSource implements Source {
   /**
    * A torn-down link lets go of what it holds, so nothing that still reaches the Link object (a
    * listener node-opcua keeps, a late callback) keeps the client and its monitored items in memory
-   * while the next link is built (issue 25: two sets of 100,000 items during a rebuild).
+   * while the next link is built (two sets of 100,000 items during a rebuild).
    */
   private release(link: Link): void {
     if (this.link === link) this.link = null;
@@ -283,7 +283,7 @@ export class OpcuaSource implements Source {
    * rebuild (watchdog, lost session, restarted server) re-checks only the nodes refused last time
    * while the namespace array is unchanged: checking every node again (DataType, ValueRank and Value,
    * three reads each) made a rebuild 4–6× slower than a bare client's at 30,000–100,000 nodes
-   * (issue 25, bench/opcua-recovery.ts). What a restarted server changed is still caught: a node that
+   * (bench/opcua-recovery.ts). What a restarted server changed is still caught: a node that
    * no longer exists is refused by CreateMonitoredItems (BadNodeIdUnknown), a value that is no
    * longer numeric by the decoder, each with its reason.
    */
@@ -525,7 +525,7 @@ export class OpcuaSource implements Source {
     this.recoveries.reconnected = (this.recoveries.reconnected ?? 0) + 1;
     this.ctx.metrics.opcuaSessionRecoveries.inc({ source: this.name, how: 'reconnected' });
     // A repaired session may have missed values (a subscription re-created, not transferred): read
-    // them back from history (issue 14 §1). Overlap with transferred values is harmless. Before the
+    // them back from history. Overlap with transferred values is harmless. Before the
     // items are created again, so their first live values cannot move where the gap starts.
     if (link.session && this.link === link) this.history?.begin(link.session, link.bindings, link.limits);
     if (link.subscription) {
@@ -701,7 +701,7 @@ export class OpcuaSource implements Source {
   private eventsError: string | null = null;
 
   /**
-   * Subscribes to the server's events (events:, issue 26). A notifier or type the server does not
+   * Subscribes to the server's events (events:). A notifier or type the server does not
    * have is reported and skipped: the values keep flowing.
    */
   private async startEvents(link: Link, session: ClientSession): Promise<void> {

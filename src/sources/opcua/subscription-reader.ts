@@ -124,7 +124,7 @@ const REFUSED = 2;
  * table and a closure, the request's ReadValueId, NodeId, NumericRange, QualifiedName and
  * MonitoringParameters, the create result; measured in test/sources/opcua/monitored-items.test.ts),
  * ~80 MB of heap at 100,000 items, which V8's old generation then grows by half again between
- * collections (issue 25: ≤ 400 MB RSS at 100,000).
+ * collections (≤ 400 MB RSS at 100,000).
  * Here an item is its binding's position: client handle = position + 1, one byte of state.
  * Values are taken from each NotificationMessage by client handle. node-opcua still transfers or
  * re-creates the subscription when it repairs a connection; the items of a re-created one are

@@ -51,7 +51,7 @@ export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, 
   const typeCache = new Map<string, DataType>();
   const perRead = entriesPerCall(READ_CHUNK, limits.maxNodesPerRead, 2);
   // One Read's worth of nodes resolved at a time, not the whole list first: at 100,000 nodes a
-  // list of candidates (each with its resolved id) was ~14 MB held through the whole check (issue 25).
+  // list of candidates (each with its resolved id) was ~14 MB held through the whole check.
   let next = 0;
   const nextChunk = (): Candidate[] => {
     const chunk: Candidate[] = [];
@@ -69,7 +69,7 @@ export async function planNodes(session: ClientSession, cfg: OpcuaServerConfig, 
         continue;
       }
       // The configured text when it already is the resolved id (ns=<index>;...): one string per
-      // node kept for the link's life instead of a second, built copy (issue 25: 100,000 nodes).
+      // node kept for the link's life instead of a second, built copy (100,000 nodes).
       chunk.push({ index: next, node, nodeId: r.nodeId === node.node_id ? node.node_id : r.nodeId });
     }
     return chunk;

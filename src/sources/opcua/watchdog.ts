@@ -11,8 +11,7 @@ import type { Clock } from '../../core/clock.js';
  * Silence is counted only while the gateway could listen: when its own event loop was blocked (a
  * check runs late), what the server sent meanwhile is still unread in the socket, and Node runs
  * expired timers before it reads sockets. The time the checks were late is not counted, so a long
- * synchronous job in the gateway does not drop a healthy session and record a false gap (issue 21
- * §2: a 3.5 s block tripped it); a dead link still trips, that much later.
+ * synchronous job in the gateway does not drop a healthy session and record a false gap (a 3.5 s block tripped it); a dead link still trips, that much later.
  */
 export class Watchdog {
   private last: number;

@@ -36,7 +36,7 @@ export interface OpenOptions {
  * Page size of a file this version creates. A b-tree takes at least one page even when empty, and
  * the buffer's schema has about twenty (most of them empty most of the time: set_aside, the import
  * ledger, the annotation outbox...): with 4 KB pages they alone took ~0.25 bytes per sample of a
- * 400k-sample buffer, a tenth of the issue 22 §3 budget of 2.5. Smaller pages also leave less empty
+ * 400k-sample buffer, a tenth of the footprint budget of 2.5. Smaller pages also leave less empty
  * space at the end of the chunk table's leaf pages and of the live row tail. 2 KB rather than 1 KB:
  * a chunk (up to ~10 KB) then spans a handful of overflow pages, not ten, and the live rows' b-tree
  * stays as shallow (bench/buffer-footprint.ts, bench/commit-latency.ts). Files of earlier versions
