@@ -13,5 +13,9 @@ export default defineConfig({
     maxWorkers: 2,
     reporters: ['default'],
     sequence: { sequencer: LongestFirstSequencer },
+    // expect.poll gives up after 1 s by default: a page that repaints a second late on a loaded
+    // machine (a browser, a gateway and a test run beside other work on 2 cores) failed a check that
+    // would have passed. A poll still needs its condition to come true; it only waits longer.
+    expect: { poll: { timeout: 15_000 } },
   },
 });
