@@ -18,7 +18,7 @@ import type { StoreOwner } from '../store/store.js';
  *  B4  A claimed row is in Holds until it is released, or acknowledged and its delete committed; a
  *      claim never takes a held sample (another claim or an import job's range).
  *  B5  Newest first (`claimNewest`: live data stays fresh); oldest first only for the age bound
- *      (`claimOldest`, issue 12 §5).
+ *      (`claimOldest`), by seq across rows and chunks.
  *  B3  The sync path claims rows only: a sealed sample it needs is first turned back into a row
  *      with the same seq (`unsealAll`, the chunks one claim needs in one transaction), outside
  *      every import-job range.
@@ -41,16 +41,28 @@ export class Claims {
     };
   }
 
-  /** Claims up to `limit` of the newest samples no one holds (B4, B5). */
+  /**
+   * Claims up to `limit` of the newest samples no one holds (B4, B5), rows and sealed ones alike:
+   * in each gap between import-job ranges, newest first, the rows above the newest chunk, then
+   * that chunk (back to rows, B3) and the rows above the next one. Rows are not always newer than
+   * chunks: a claim that unsealed a chunk and was released leaves its samples as rows.
+   */
   claimNewest(limit: number): BufferedRow[] {
     const out: BufferedRow[] = [];
     if (limit <= 0) return out;
-    // Rows first; when no unheld row is left, the newest unheld chunk becomes rows again (B3).
-    for (;;) {
-      this.claimNewestRows(limit, out);
-      if (out.length >= limit || this.o.tally.sealed === 0) return out;
-      if (!this.unsealNewest(limit - out.length)) return out;
+    for (const gap of this.o.holds.gapsDescending()) {
+      let hi = gap.hi;
+      while (out.length < limit) {
+        const c = this.o.tally.sealed > 0 ? this.o.store.lastBefore(gap.lo, hi) : undefined;
+        this.claimNewestRows(c ? c.seq_from + c.n - 1 : gap.lo, hi, limit, out);
+        if (out.length >= limit || !c) break;
+        this.unsealAll(this.chunksFrom(c, limit - out.length, (x) => this.o.store.lastBefore(gap.lo, x.seq_from)));
+        // Its samples are rows now, with the same seqs: they and what lies below come next.
+        hi = Math.min(hi, c.seq_from + c.n);
+      }
+      if (out.length >= limit) break;
     }
+    return out;
   }
 
   /**
@@ -146,21 +158,6 @@ export class Claims {
     if (moved.fromChunks > 0) this.o.tally.resync(this.o.store.totals());
   }
 
-  /**
-   * Turns the newest chunks outside every import-job range back into rows, as many as hold `want`
-   * samples; false when there is none.
-   */
-  private unsealNewest(want: number): boolean {
-    for (const gap of this.o.holds.gapsDescending()) {
-      const c = this.o.store.lastBefore(gap.lo, gap.hi);
-      if (c) {
-        this.unsealAll(this.chunksFrom(c, want, (x) => this.o.store.lastBefore(gap.lo, x.seq_from)));
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** `first` and the chunks `next` leads to, until they hold `want` samples (at most UNSEAL_BATCH chunks). */
   private chunksFrom(first: ChunkRow, want: number, next: (c: ChunkRow) => ChunkRow | undefined): ChunkRow[] {
     const out = [first];
@@ -191,31 +188,28 @@ export class Claims {
     for (const c of chunks) t.chunkBytes -= c.data.length;
   }
 
-  private claimNewestRows(limit: number, out: BufferedRow[]): void {
+  /** Claims the newest unheld rows with seqs in (lo, hi), until `out` holds `limit`. */
+  private claimNewestRows(lo: number, hi: number, limit: number, out: BufferedRow[]): void {
     // Seqs first (small integers), then whole rows only for the chosen ones: the newest rows are
     // mostly already claimed or acknowledged, and reading them whole only made garbage.
     const holds = this.o.holds;
-    for (const gap of holds.gapsDescending()) {
-      let hi = gap.hi;
-      while (out.length < limit) {
-        // Claimed seqs are skipped; the page is not sized to every claim (the oldest-first ones are
-        // elsewhere): at 100,000 samples/s reading past all of them on every claim cost 3.6 % of
-        // the gateway. A page that comes back full is followed by the next one below it.
-        const want = limit - out.length + Math.min(holds.claimedCount, 2 * limit);
-        const seqs = this.st.newestSeqs.all(gap.lo, hi, want) as number[];
-        if (seqs.length === 0) break;
-        for (const seq of seqs) {
-          if (holds.isClaimed(seq)) continue;
-          const row = this.st.rowBySeq.get(seq) as [number, number, number | Buffer] | undefined;
-          if (!row) continue;
-          holds.claim(seq);
-          out.push({ seq, variable: this.o.dict.nameOf(row[0]), ts: row[1], value: fromRowValue(row[2]) });
-          if (out.length >= limit) break;
-        }
-        if (seqs.length < want) break;
-        hi = seqs[seqs.length - 1];
+    while (out.length < limit) {
+      // Claimed seqs are skipped; the page is not sized to every claim (the oldest-first ones are
+      // elsewhere): at 100,000 samples/s reading past all of them on every claim cost 3.6 % of
+      // the gateway. A page that comes back full is followed by the next one below it.
+      const want = limit - out.length + Math.min(holds.claimedCount, 2 * limit);
+      const seqs = this.st.newestSeqs.all(lo, hi, want) as number[];
+      if (seqs.length === 0) break;
+      for (const seq of seqs) {
+        if (holds.isClaimed(seq)) continue;
+        const row = this.st.rowBySeq.get(seq) as [number, number, number | Buffer] | undefined;
+        if (!row) continue;
+        holds.claim(seq);
+        out.push({ seq, variable: this.o.dict.nameOf(row[0]), ts: row[1], value: fromRowValue(row[2]) });
+        if (out.length >= limit) break;
       }
-      if (out.length >= limit) break;
+      if (seqs.length < want) break;
+      hi = seqs[seqs.length - 1];
     }
   }
 }

@@ -174,6 +174,12 @@ export class Ingest {
     const keepsRefused = options.keepsRefused === true;
     if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', samples.length));
     if (samples.length === 0) return Promise.resolve();
+    const invalid = nonFiniteSample(samples);
+    if (invalid !== null) {
+      // B1: refused whole, as every refusal is, rather than committed with a sample skipped unseen.
+      this.r.losses.countRefusal([{ samples, keepsRefused }], 'INVALID_SAMPLE', invalid);
+      return Promise.reject(new SamplesRefusedError('INVALID_SAMPLE', invalid, samples.length));
+    }
     if (this.pendingCount + samples.length > this.o.maxPendingSamples) {
       // Memory is the limit: the disk has refused writes for a while, or one append is larger than
       // what may wait for a commit. Refuse the newest (these) rather than grow without bound.
@@ -257,7 +263,6 @@ export class Ingest {
       let tss = this.committedTs;
       for (const p of batch) {
         for (const s of p.samples) {
-          if (!Number.isFinite(s.value) || !Number.isFinite(s.ts)) continue;
           const id = this.r.dict.idOf(s.variable);
           const ts = Math.trunc(s.ts);
           if (inserted === ids.length) {
@@ -346,7 +351,6 @@ export class Ingest {
       m.bufferCommits.inc();
       m.bufferCommittedSamples.inc(inserted);
       m.bufferCommitSeconds.observe((performance.now() - started) / 1000);
-      if (inserted < samples && !refuse) m.bufferWriteErrors.inc({ code: 'INVALID_SAMPLE' }, samples - inserted);
       this.markWritable();
       if (refusal !== null) this.refuse(batch, 'BUFFER_FULL', refusal);
       else for (const p of batch) p.resolve();
@@ -497,4 +501,20 @@ function growFloat64(a: Float64Array): Float64Array<ArrayBuffer> {
   const b = new Float64Array(a.length * 2);
   b.set(a);
   return b;
+}
+
+/**
+ * Why an append cannot be committed as it is (a value or timestamp that is not a finite number:
+ * the service takes JSON numbers only, CONTRACT.md), naming the sample; null when every sample is
+ * finite. Sources convert device values with `toSampleValue` and never offer such a sample; this
+ * keeps a caller's bug from being committed, or skipped unseen.
+ */
+function nonFiniteSample(samples: readonly Sample[]): string | null {
+  for (let i = 0; i < samples.length; i++) {
+    const s = samples[i];
+    if (Number.isFinite(s.value) && Number.isFinite(s.ts)) continue;
+    const what = Number.isFinite(s.ts) ? `value ${String(s.value)}` : `timestamp ${String(s.ts)}`;
+    return `refused: sample ${i + 1} of ${samples.length} (variable "${s.variable}") has the ${what}; the buffer keeps finite numbers only, so none of this append's ${samples.length} samples was committed`;
+  }
+  return null;
 }

@@ -84,6 +84,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   private readonly reader: SampleReader;
   private readonly trend: TrendStore;
   private closed = false;
+  /** The turn after a commit's acknowledgements, when one is due (afterAcknowledgements). */
+  private afterAcks: NodeJS.Immediate | null = null;
   /** Per-variable newest committed timestamp (issue 14), written inside the commit transaction. */
   readonly lastCommitted: LastCommitted;
   /** The import-job ledger (imports/ledger.ts), in this file. */
@@ -171,22 +173,38 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   }
 
   /**
-   * After every successful commit, in order: the ingest rate, the full policy (drop_oldest right
-   * after the commit that crossed max_bytes, B9), the end of a quiet full episode, a checkpoint
-   * made due and the seal schedule's clock (both run later), the gauges, the WAL backstop, the
-   * listeners (sync sender, backfill), and a wake-up for maintenance, whose slices run in later
-   * turns (B7): nothing here seals, compacts, checkpoints or gives disk back.
+   * After every successful commit, in order: the ingest rate, the end of a quiet full episode, a
+   * checkpoint made due and the seal schedule's clock (both run later), the gauges, the listeners
+   * (sync sender, backfill), and a wake-up for maintenance. Nothing here deletes, seals, compacts,
+   * checkpoints or gives disk back: the commit's appends are acknowledged in this turn's
+   * microtasks, before any of that (B7). drop_oldest and the WAL backstop run in the next turn.
    */
   private afterCommit(c: { inserted: number; acks: number }): void {
     this.readout.ingestRate.add(c.inserted);
-    if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) this.full.dropOldest();
     this.losses.maybeEndEpisode(this.ingest.writable);
     this.diskReturn.wrote();
     if (c.inserted > 0) this.seal.committed();
     this.refreshGauges();
-    this.wal.check();
     if (c.inserted > 0 || c.acks > 0) this.notify();
+    this.afterAcknowledgements();
     this.maintenance.wake();
+  }
+
+  /**
+   * The full policy (drop_oldest right after the commit that crossed max_bytes, B9) and the WAL
+   * backstop, in the turn after the commit: its acknowledgements (promise callbacks) have run (B7).
+   */
+  private afterAcknowledgements(): void {
+    if (this.afterAcks !== null || this.closed) return;
+    this.afterAcks = setImmediate(() => {
+      this.afterAcks = null;
+      if (this.closed) return;
+      if (this.opts.whenFull === 'drop_oldest' && this.full.overLimit()) {
+        this.full.dropOldest();
+        this.refreshGauges();
+      }
+      this.wal.check();
+    });
   }
 
   // ---------------------------------------------------------------- ingest (SampleSink)
@@ -392,6 +410,8 @@ export class SampleBuffer implements SampleSink, SyncBuffer, BackfillBuffer, Buf
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.afterAcks !== null) clearImmediate(this.afterAcks);
+    this.afterAcks = null;
     this.maintenance.stop();
     // The checkpoint worker ends (after a checkpoint it is running) before the store's last TRUNCATE.
     const checkpointerEnded = this.checkpointer.close();

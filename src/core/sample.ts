@@ -48,7 +48,9 @@ export type BufferRefusal =
   /** More samples would wait in memory for a commit than the buffer holds (the disk refuses writes, or one append is too large). */
   | 'BUFFER_PENDING_LIMIT'
   /** The buffer is closed (the gateway is stopping). */
-  | 'BUFFER_CLOSED';
+  | 'BUFFER_CLOSED'
+  /** A sample's value or timestamp is not a finite number (a caller's bug: sources never offer one). */
+  | 'INVALID_SAMPLE';
 
 /** An append the buffer did not take: none of its samples were committed (see SampleSink). */
 export class SamplesRefusedError extends GatewayError {
@@ -68,7 +70,7 @@ export class SamplesRefusedError extends GatewayError {
 
 /** The source-side refusal reason (gateway_source_samples_refused_total) for a buffer refusal. */
 export function refusalReasonOf(err: SamplesRefusedError): RefusalReason {
-  return err.code === 'BUFFER_FULL' ? 'buffer_full' : 'buffer_unavailable';
+  return err.code === 'BUFFER_FULL' ? 'buffer_full' : err.code === 'INVALID_SAMPLE' ? 'not_finite' : 'buffer_unavailable';
 }
 
 /** Why a value read from a device was not turned into a sample. Used as a metric label. */

@@ -149,6 +149,8 @@ describe('SampleBuffer', () => {
   it('drops the oldest unsent samples when over max_bytes and counts them', async () => {
     const b = track(openTestBuffer({ maxBytes: 1_000_000, whenFull: 'drop_oldest' }));
     for (let i = 0; i < 10; i++) await b.buffer.append(samples(10_000, 'mvr_a', 1_700_000_000_000 + i * 10_000));
+    // drop_oldest runs in the turn after the commit's acknowledgement (B7).
+    await new Promise((resolve) => setImmediate(resolve));
     const stats = b.buffer.stats();
     expect(stats.usedBytes).toBeLessThanOrEqual(1_000_000);
     expect(stats.droppedTotal).toBeGreaterThan(0);

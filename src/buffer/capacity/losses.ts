@@ -20,7 +20,7 @@ import type { FullEpisode } from '../types.js';
 export type LossLabel = FullEpisode['policy'] | 'unwritable_at_stop';
 
 /** Metric label of gateway_buffer_refused_samples_total per refusal code. */
-const REFUSAL_LABEL: Record<BufferRefusal, string> = { BUFFER_FULL: 'buffer_full', BUFFER_PENDING_LIMIT: 'pending_limit', BUFFER_CLOSED: 'closed' };
+const REFUSAL_LABEL: Record<BufferRefusal, string> = { BUFFER_FULL: 'buffer_full', BUFFER_PENDING_LIMIT: 'pending_limit', BUFFER_CLOSED: 'closed', INVALID_SAMPLE: 'invalid_sample' };
 
 export interface RefusedBatch {
   samples: readonly Sample[];
@@ -59,7 +59,9 @@ export class Losses {
     const total = kept + lost.length;
     if (total === 0) return;
     this.o.metrics.bufferRefusedSamples.inc({ reason: REFUSAL_LABEL[code] }, total);
-    if (lostAs === 'unwritable_at_stop') {
+    if (code === 'INVALID_SAMPLE') {
+      // Not a full buffer: no episode, no drop by a policy. The caller's source counts its refusal.
+    } else if (lostAs === 'unwritable_at_stop') {
       // At close the episode is over: counted only (see Ingest.close).
       this.droppedTotal += lost.length;
       if (lost.length > 0) this.o.metrics.bufferDroppedSamples.inc({ policy: lostAs }, lost.length);
