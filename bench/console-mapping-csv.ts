@@ -22,7 +22,8 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Document, parseDocument } from 'yaml';
 import { parseYamlDocumentSliced } from '../src/config/load.js';
 import { ConfigMerge, fedVariables } from '../src/console/config-merge.js';
-import { importMappingsCsv, mappingsCsvOf } from '../src/console/mapping-csv.js';
+import { mappingsCsvOf } from '../src/console/mapping-csv.js';
+import { importMappingsCsv } from '../src/console/mapping-import.js';
 import { envNumber, measureBlock, median, NOISY_MACHINE_NOTE, SMOKE, smokeBanner, table, verdict } from './lib.js';
 
 const RUNS = envNumber('BENCH_RUNS', 15, 2);

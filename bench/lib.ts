@@ -122,10 +122,12 @@ export function verdict(ok: boolean, text: string): string {
 // ---------------------------------------------------------------- processes for end-to-end benches
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { createConnection, createServer } from 'node:net';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
+import { request as undiciRequest, type Dispatcher } from 'undici';
 
 export const ROOT = join(import.meta.dirname, '..');
 
@@ -205,6 +207,50 @@ export async function startGatewayProcess(config: Record<string, unknown>, dir: 
   return startCli(['run', '--config', file], /gateway started/, {}, nodeArgs);
 }
 
+/** Resolves once something listens on 127.0.0.1:`port` (20 s at most). */
+export async function waitForPort(port: number, what = 'the server'): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = createConnection(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} did not listen on ${port}`);
+}
+
+/**
+ * mosquitto in its own process, on a free port; the in-flight window raised so QoS 1 at 1,000
+ * msg/s is not held to 20 per round trip, and a session may queue 100,000 messages. `keepLog`:
+ * its errors, warnings and notices go to `<dir>/mosquitto.log` ("Outgoing messages are being
+ * dropped for client ..." is how it says a session's queue overflowed).
+ */
+/** Where Debian installs mosquitto (apt-get install mosquitto). */
+export const MOSQUITTO = '/usr/sbin/mosquitto';
+
+export async function startMosquitto(dir: string, o: { keepLog?: boolean } = {}): Promise<{ url: string; log: string | null; pid: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const conf = join(dir, 'mosquitto.conf');
+  const log = join(dir, 'mosquitto.log');
+  const logging = o.keepLog ? [`log_dest file ${log}`, 'log_type error', 'log_type warning', 'log_type notice'] : ['log_dest none'];
+  writeFileSync(conf, [`user ${userInfo().username}`, `listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', 'max_inflight_messages 1000', ...logging].join('\n') + '\n');
+  const proc = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
+  await waitForPort(port, 'mosquitto');
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    log: o.keepLog ? log : null,
+    pid: proc.pid!,
+    stop: () =>
+      new Promise<void>((r) => {
+        if (proc.exitCode !== null) return r();
+        proc.once('exit', () => r());
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
 export async function getJson<T>(url: string): Promise<T> {
   const res = await fetch(url);
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
@@ -232,4 +278,15 @@ export async function measureBlock(fn: () => unknown): Promise<{ totalMs: number
   h.disable();
   // The delay beyond the 1 ms resolution is how long the loop could not run a timer.
   return { totalMs, blockMs: Math.max(0, h.max / 1e6 - 1) };
+}
+
+/** A token for the emulator's demo client, fetched once by a bare client (the baselines of the uplink benches). */
+export async function demoToken(base: string, dispatcher: Dispatcher): Promise<string> {
+  const res = await undiciRequest(`${base}/oauth2/token`, {
+    method: 'POST',
+    dispatcher,
+    headers: { authorization: `Basic ${Buffer.from('demo-gateway:demo-secret').toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials&audience=com.service.tracking',
+  });
+  return ((await res.body.json()) as { access_token: string }).access_token;
 }

@@ -54,6 +54,13 @@
  * Parts of bench/plant-scale.ts (child processes over IPC, the gateway's configuration, the
  * emulator's fixture) are written again here: that file is not importable without running it.
  *
+ * BENCH_OPCUA_SERVER=open62541 uses the C plant server of ../shared/tools/open62541 instead
+ * (bench/open62541.ts: `plant_server PORT N 1000`, values changing every second, ~0.2 core at
+ * 100,000 items; a restart is the process killed or stopped and started again on the same port,
+ * the small-limit run its --op-limit). It keeps no count of items per session: "monitored" is then
+ * the gateway's nodes_monitored (the items the server accepted again) and, for the bare client,
+ * "every value" alone; "server back" is its `ready` line.
+ *
  *   npm run build && nice -n 10 npx tsx bench/opcua-recovery.ts
  *   BENCH_STEPS=10000 BENCH_RESTARTS=kill nice -n 10 npx tsx bench/opcua-recovery.ts
  *
@@ -75,7 +82,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataValue } from 'node-opcua';
 import type { MonitoredItemStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, rssOf, requirePeer, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { open62541BuildScript, startPlantServer } from './open62541.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const list = (v: string | undefined, d: string) => (v ?? d).split(',').map((s) => s.trim()).filter(Boolean);
@@ -101,6 +109,8 @@ const CREATE_CHUNK = 1_000;
 const SIM_PKI = join(tmpdir(), 'opcua-recovery-sim-pki');
 const MEM_LOG = process.env.BENCH_MEM_LOG ?? null;
 const GATEWAY_NODE_ARGS = list(process.env.BENCH_GATEWAY_NODE_ARGS, '').flatMap((a) => a.split(/\s+/)).filter(Boolean);
+/** The OPC UA server: the node-opcua simulator (default) or the open62541 plant server (see the header). */
+const OPEN62541 = process.env.BENCH_OPCUA_SERVER === 'open62541';
 
 type RestartKind = 'kill' | 'stop';
 type Side = 'bare' | 'gateway';
@@ -149,7 +159,8 @@ async function bareRole(a: { endpointUrl: string; n: number; nodeIdPrefix: strin
   });
   const on = client as unknown as { on(event: string, f: () => void): void };
   for (const e of ['connection_lost', 'start_reconnection', 'after_reconnection', 'connection_reestablished']) on.on(e, () => void (events[e] ??= Date.now()));
-  const t0 = Date.now();
+  // Set-up counts from the process's start, as the gateway's does (node start, loading node-opcua).
+  const t0 = performance.timeOrigin;
   await client.connect(a.endpointUrl);
   const session = await client.createSession();
   const limits = await readServerOperationLimits(session);
@@ -241,30 +252,58 @@ async function stopChild(cp: ChildProcess): Promise<void> {
 }
 
 interface Server {
-  cp: ChildProcess;
+  pid: number;
   endpointUrl: string;
   port: number;
   nodeIdPrefix: string;
   startedAt: number;
   readyAt: number;
+  /** SIGKILL. */
+  kill(): void;
+  /** A clean stop (the simulator closes its sessions; plant_server SIGTERM). */
+  stop(): Promise<void>;
+  exited: Promise<void>;
+  /** The simulator's count of CreateMonitoredItems calls and items per session; null for open62541. */
+  items: (() => Promise<MonitoredItemStats>) | null;
+  /** Samplings of the bulk variables so far. */
+  reads(): Promise<number>;
 }
 
 async function startServer(n: number, port: number, limits: Limits): Promise<Server> {
   const startedAt = Date.now();
+  if (OPEN62541) {
+    const plant = await startPlantServer({ n, intervalMs: SAMPLING_MS, port: port || (await freePort()), args: limits ? ['--op-limit', String(limits.maxMonitoredItemsPerCall)] : [] });
+    return { pid: plant.pid, endpointUrl: plant.endpointUrl, port: plant.port, nodeIdPrefix: 'ns=1;s=plant.v', startedAt, readyAt: Date.now(), kill: () => plant.proc.kill('SIGKILL'), stop: () => plant.stop(), exited: plant.exited, items: null, reads: async () => plant.latest().reads };
+  }
   const cp = child('server', { n, port, limits });
   const m = await answer<{ endpointUrl: string; port: number; nodeIdPrefix: string }>(cp, 'endpointUrl', undefined, DEADLINE_MS);
-  return { cp, ...m, startedAt, readyAt: Date.now() };
+  return {
+    pid: cp.pid!,
+    ...m,
+    startedAt,
+    readyAt: Date.now(),
+    kill: () => cp.kill('SIGKILL'),
+    stop: async () => {
+      cp.send('stop');
+      await exited(cp);
+    },
+    exited: exited(cp),
+    items: async () => (await answer<{ items: MonitoredItemStats }>(cp, 'items', 'items')).items,
+    reads: async () => (await answer<{ reads: number }>(cp, 'reads', 'reads')).reads,
+  };
 }
 
 /** CPU share of the server process over the last second. */
 async function cpuOf(srv: Server): Promise<number> {
-  const c0 = cpuSecondsOf(srv.cp.pid!);
+  const c0 = cpuSecondsOf(srv.pid);
   await sleep(1_000);
-  return cpuSecondsOf(srv.cp.pid!) - c0;
+  return cpuSecondsOf(srv.pid) - c0;
 }
-const itemsOf = async (srv: Server) => (await answer<{ items: MonitoredItemStats }>(srv.cp, 'items', 'items')).items;
-const readsOf = async (srv: Server) => (await answer<{ reads: number }>(srv.cp, 'reads', 'reads')).reads;
-const itemsFor = (st: MonitoredItemStats, side: Side) => Object.entries(st.itemsBySession).reduce((t, [name, k]) => t + ((side === 'gateway') === name.startsWith('edge-gateway') ? k : 0), 0);
+const itemsOf = async (srv: Server): Promise<MonitoredItemStats | null> => (srv.items ? srv.items() : null);
+const readsOf = (srv: Server) => srv.reads();
+const itemsFor = (st: MonitoredItemStats | null, side: Side) => (st === null ? NaN : Object.entries(st.itemsBySession).reduce((t, [name, k]) => t + ((side === 'gateway') === name.startsWith('edge-gateway') ? k : 0), 0));
+/** Whether the server holds a session of `side` (null: it cannot say, open62541). */
+const hasSession = (st: MonitoredItemStats | null, side: Side) => (st === null ? null : Object.keys(st.itemsBySession).some((k) => (side === 'gateway') === k.startsWith('edge-gateway')));
 
 // ================================================================ measurements
 
@@ -298,16 +337,17 @@ interface Recovery {
 /** A server restart: kill or stop, the downtime, a new process on the same port. */
 async function restart(srv: Server, kind: RestartKind, n: number, limits: Limits): Promise<{ server: Server; killAt: number; backAt: number }> {
   const killAt = Date.now();
-  if (kind === 'kill') srv.cp.kill('SIGKILL');
-  else srv.cp.send('stop');
-  await exited(srv.cp);
+  if (kind === 'kill') srv.kill();
+  else await srv.stop();
+  await srv.exited;
   await sleep(DOWNTIME_MS);
   const server = await startServer(n, srv.port, limits);
   return { server, killAt, backAt: server.readyAt };
 }
 
 /** The CreateMonitoredItems calls since `before` (all calls of a fresh server without it). */
-function callsText(st: MonitoredItemStats, before?: MonitoredItemStats): string {
+function callsText(st: MonitoredItemStats | null, before?: MonitoredItemStats | null): string {
+  if (st === null) return 'not counted (open62541)';
   const sizes = st.callSizes.slice(st.callSizes.length - (st.createCalls - (before?.createCalls ?? 0)));
   return `${sizes.length} calls, ${sizes.reduce((t, k) => t + k, 0)} items, max ${Math.max(0, ...sizes)}/call, ${st.callsOverLimit - (before?.callsOverLimit ?? 0)} over the limit`;
 }
@@ -336,7 +376,7 @@ async function bareRun(n: number, srvIn: Server, limits: Limits): Promise<{ setu
   cp.on('message', (m) => void (typeof m === 'object' && m !== null && 'created' in m ? (created = (m as { created: number }).created) : 0));
   const first = await answer<{ t0: number; monitoredAt: number; good: number; calls: number; perCall: number; limits: { maxMonitoredItemsPerCall: number; maxNodesPerRead: number } }>(cp, 'monitoredAt', undefined, DEADLINE_MS).catch(async (err: Error) => {
     await stopChild(cp);
-    throw new Error(`bare client ${n}: ${err.message}; ${created} of ${n} items created (the server: ${((await cpuOf(srv)) * 100).toFixed(0)} % of a core, RSS ${mb(rssOf(srv.cp.pid!))} MB)`);
+    throw new Error(`bare client ${n}: ${err.message}; ${created} of ${n} items created (the server: ${((await cpuOf(srv)) * 100).toFixed(0)} % of a core, RSS ${mb(rssOf(srv.pid))} MB)`);
   });
   const progress = () => answer<{ seenCount: number; allSeenAt: number | null; events: Record<string, number> }>(cp, 'seenCount', 'progress');
   let valuesAt: number | null = null;
@@ -371,8 +411,7 @@ async function bareRun(n: number, srvIn: Server, limits: Limits): Promise<{ setu
       let p = await progress();
       for (const end = Date.now() + DEADLINE_MS; Date.now() < end && valuesAtR === null; await sleep(1_000)) {
         const items = await itemsOf(srv);
-        const mine = Object.keys(items.itemsBySession).some((k) => !k.startsWith('edge-gateway'));
-        if (mine) sessionAt ??= Date.now();
+        if (hasSession(items, 'bare')) sessionAt ??= Date.now();
         if (itemsFor(items, 'bare') >= n) monitoredAt ??= Date.now();
         p = await progress();
         if (p.allSeenAt !== null) valuesAtR = p.allSeenAt;
@@ -601,10 +640,27 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
         if (Date.now() - lastTick < 1_000) return;
         lastTick = Date.now();
         const items = await itemsOf(srv).catch(() => null);
-        if (items && Object.keys(items.itemsBySession).some((k) => k.startsWith('edge-gateway'))) sessionAt ??= Date.now();
-        if (items && itemsFor(items, 'gateway') >= n) itemsAt ??= Date.now();
+        if (items ? hasSession(items, 'gateway') : (await getJson<Status>(`${base}/status`).catch(() => null))?.sources[0]?.state === 'connected') sessionAt ??= Date.now();
+        // open62541 keeps no count per session: the gateway's own count of the items the server accepted again.
+        if (items ? itemsFor(items, 'gateway') >= n : Number((await getJson<Status>(`${base}/status`).catch(() => null))?.sources[0]?.detail?.nodes_monitored ?? 0) >= n) itemsAt ??= Date.now();
         if (++scrapes % 5 === 0) await scrape('recovery');
       };
+      // open62541: the gateway's own status, 4 times a second on its own (the list requests of
+      // everyValueCommitted hold the loop for seconds at 100,000 items and would blur the times).
+      let polling = false;
+      const poller = srv.items
+        ? null
+        : setInterval(() => {
+            if (polling) return;
+            polling = true;
+            void getJson<Status>(`${base}/status`)
+              .then((st) => {
+                if (st.sources[0]?.state === 'connected') sessionAt ??= Date.now();
+                if (Number(st.sources[0]?.detail?.nodes_monitored ?? 0) >= n) itemsAt ??= Date.now();
+              })
+              .catch(() => undefined)
+              .finally(() => (polling = false));
+          }, 250);
       // The span of a console list request (N rows) is the bench's load, not the recovery's.
       const valuesSeen = await everyValueCommitted(base, n, r.killAt, s0.buffer.committed_total, r.killAt + DEADLINE_MS, tick, (when) => scrape(when === 'before' ? 'recovery' : 'list'));
       // Also the loop since the last scrape, and the session/items times if the values came first.
@@ -613,6 +669,7 @@ async function gatewayRun(n: number, srvIn: Server, limits: Limits, dir: string)
         await tick();
         if (sessionAt === null || itemsAt === null) await sleep(1_000);
       }
+      if (poller) clearInterval(poller);
       // Beyond the console's cap the values criterion cannot see every item: not before all are monitored.
       const valuesAtR = n > CONSOLE_CAP && valuesSeen !== null && itemsAt !== null ? Math.max(valuesSeen, itemsAt) : valuesSeen;
       mem.phase(`steady after ${kind}`);
@@ -672,6 +729,7 @@ async function main(): Promise<void> {
   }
   if (!existsSync(join(import.meta.dirname, '..', 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
   for (const k of RESTARTS) if (k !== 'kill' && k !== 'stop') throw new Error(`BENCH_RESTARTS: unknown kind ${JSON.stringify(k)} (kill, stop)`);
+  requirePeer(!OPEN62541 || open62541BuildScript() !== null, 'the open62541 build script (../shared/tools/open62541/build.sh) is missing (set OPEN62541_BUILD, or leave BENCH_OPCUA_SERVER unset for the node-opcua server)');
   smokeBanner(`BENCH_STEPS ${STEPS.join(',')}, BENCH_RESTARTS ${RESTARTS.join(',')}, BENCH_DOWNTIME ${DOWNTIME_MS / 1_000}, BENCH_SETTLE ${SETTLE_MS / 1_000}, BENCH_SMALL_LIMIT ${SMALL_LIMIT}`);
   console.log(`OPC UA set-up and recovery: ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} items (sampling ${SAMPLING_MS / 1000} s, publishing 1 s)${HISTORY_OFF ? ', gateway with history.backfill off' : ''}; restarts ${RESTARTS.join(', ')}, ${DOWNTIME_MS / 1000} s down; small limits (${SMALL_LIMIT}) at ${SMALL_AT}.\n`);
   const setupRows: Array<Record<string, string | number>> = [];
@@ -719,7 +777,7 @@ async function main(): Promise<void> {
         }
       }
     } finally {
-      await stopChild(srv.cp);
+      await srv.stop();
       rmSync(dir, { recursive: true, force: true });
     }
   }

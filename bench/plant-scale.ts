@@ -62,6 +62,20 @@
  * every value in memory (~170 bytes each in its process, printed): ~6 M values a minute at 100k, so
  * the kill check defaults to 10k and 30k (BENCH_STEPS overrides).
  *
+ * OPC UA server (BENCH_OPCUA_SERVER): `open62541` (default) is the C plant server of
+ * ../shared/tools/open62541 (bench/open62541.ts: `plant_server PORT N INTERVAL`, ~0.2 core for
+ * 100,000 items a second), whose values say which variable and tick they are, value(i, k) = k +
+ * i/1e6 stamped with tick k's time. Its baseline is a bare node-opcua client that creates the same
+ * items with CreateMonitoredItems and counts each NotificationMessage's values (the decoding every
+ * node-opcua client pays, nothing more), with as many Publish requests in flight as the gateway
+ * keeps. After the gateway's window the server keeps running BENCH_DRAIN_LIVE s (default 15), is
+ * then stopped, and once the gateway holds nothing (or after DRAIN_DEADLINE) every value of every
+ * tick in the window is looked up in the emulator (value by value: right value, missing, wrong,
+ * duplicates), against the ticks the server itself never sampled. CPU per value (µs) is printed for
+ * both sides. `node-opcua` is the simulator of src/sim (one node-opcua process samples ~16–28k
+ * items a second on these cores, so 100k at 1 s cannot be produced with it). BENCH_INTERVAL (s,
+ * default 1): how often every value changes and is sampled (the publishing interval stays 1 s).
+ *
  *   npm run build && nice -n 10 npx tsx bench/plant-scale.ts
  *   BENCH_PROTOCOLS=opcua BENCH_STEPS=10000 BENCH_SECONDS=60 npx tsx bench/plant-scale.ts
  *   BENCH_KILL=1 BENCH_PROTOCOLS=mqtt,sparkplug BENCH_STEPS=10000,30000 nice -n 10 npx tsx bench/plant-scale.ts
@@ -77,12 +91,12 @@
  */
 import { fork, spawn, type ChildProcess, type Serializable } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
-import { loadavg, tmpdir, userInfo } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BulkStats } from '../src/sim/opcua-server.js';
-import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, NOISY_MACHINE_NOTE, ratioText, requirePeer, rssOf, rssSampler, smokeBanner, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { cpuSecondsOf, envList, envNumber, freePort, getJson, mb, MOSQUITTO, NOISY_MACHINE_NOTE, ratioText, requirePeer, rssOf, rssSampler, smokeBanner, startMosquitto as startBroker, startEmulatorProcess, startGatewayProcess, table, type Proc } from './lib.js';
+import { bareRawClient, checkPlantValues, open62541BuildScript, plantNodeId, startPlantServer, type PlantServer, type ValueCheck } from './open62541.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const PROTOCOLS = envList('BENCH_PROTOCOLS', 'opcua,mqtt,sparkplug,modbus');
@@ -90,7 +104,6 @@ const STEPS = envList('BENCH_STEPS', process.env.BENCH_KILL === '1' ? '10000,300
 const SECONDS = envNumber('BENCH_SECONDS', 60, 2);
 const WARMUP = envNumber('BENCH_WARMUP', 20, 1);
 const SETUP_DEADLINE_MS = 600_000;
-const MOSQUITTO = '/usr/sbin/mosquitto';
 const MODBUS_DEVICES = 50;
 const PER_MESSAGE = 100;
 /** BENCH_KILL=1: SIGKILL the gateway in the middle of each MQTT/Sparkplug window and check what arrived (see the header). */
@@ -102,6 +115,14 @@ const KILL = process.env.BENCH_KILL === '1';
 const PRIMARY_HOST = (process.env.BENCH_PRIMARY_HOST ?? (KILL ? '1' : '0')) === '1';
 /** Longest wait for the gateway to deliver everything after the publisher stopped (kill check). */
 const DRAIN_DEADLINE_MS = 900_000;
+/** The OPC UA peer: the open62541 plant server (default) or the node-opcua simulator (see the header). */
+const OPCUA_SERVER = (process.env.BENCH_OPCUA_SERVER ?? 'open62541') as 'open62541' | 'node-opcua';
+/** How often every OPC UA value changes and is sampled, ms (the open62541 server's tick). */
+const INTERVAL_MS = Number(process.env.BENCH_INTERVAL ?? 1) * 1_000;
+/** Seconds the open62541 server keeps running after the gateway's window before the value check stops it. */
+const DRAIN_LIVE_S = Number(process.env.BENCH_DRAIN_LIVE ?? 15);
+/** Publish requests the bare client keeps in flight: what the gateway keeps for the same items (publish-pipeline.ts), at most 100. */
+const barePublishRequests = (n: number) => Math.min(100, Math.max(5, Math.ceil(n / 1_000) + 2));
 
 type Protocol = 'opcua' | 'mqtt' | 'sparkplug' | 'modbus';
 const variableOf = (p: Protocol, i: number) => `mvr_${p}_${i + 1}`;
@@ -381,6 +402,12 @@ async function bareOpcua(endpointUrl: string, nodeIds: string[]): Promise<void> 
   serveCount(() => values, { setupMs: performance.now() - t0 }, { stop: () => client.disconnect() });
 }
 
+/** The baseline for the open62541 server (bench/open62541.ts bareRawClient). */
+async function bareOpcuaRaw(endpointUrl: string, nodeIds: string[], samplingMs: number): Promise<void> {
+  const c = await bareRawClient({ endpointUrl, nodeIds, samplingMs, queueSize: 10, perCall: 1_000, publishRequests: barePublishRequests(nodeIds.length) });
+  serveCount(c.count, { setupMs: c.setupMs }, { stats: () => ({ wrong: c.wrong() }), stop: c.stop });
+}
+
 /**
  * The bare client: an mqtt.js subscriber counting messages. With `hostId` (Sparkplug, BENCH_PRIMARY_HOST)
  * it stands in for the Primary Host the edge node waits for: its STATE birth and Will, and the death
@@ -468,42 +495,8 @@ function percentile(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
 }
 
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = createConnection(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
-    if (ok) return;
-    await sleep(50);
-  }
-  throw new Error(`mosquitto did not listen on ${port}`);
-}
-
-/** mosquitto in its own process; the in-flight window raised so QoS 1 at 1,000 msg/s is not held to 20 per round trip. */
-async function startMosquitto(dir: string): Promise<{ url: string; log: string | null; pid: number; stop(): Promise<void> }> {
-  const port = await freePort();
-  const conf = join(dir, 'mosquitto.conf');
-  // The kill check keeps mosquitto's notices: "Outgoing messages are being dropped for client ..."
-  // is how it says a session's queue (max_queued_messages) overflowed while the gateway was away.
-  const log = join(dir, 'mosquitto.log');
-  const logging = KILL ? [`log_dest file ${log}`, 'log_type error', 'log_type warning', 'log_type notice'] : ['log_dest none'];
-  writeFileSync(conf, [`user ${userInfo().username}`, `listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', 'max_inflight_messages 1000', ...logging].join('\n') + '\n');
-  const proc = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
-  await waitForPort(port);
-  return {
-    url: `mqtt://127.0.0.1:${port}`,
-    log: KILL ? log : null,
-    pid: proc.pid!,
-    stop: () =>
-      new Promise<void>((r) => {
-        if (proc.exitCode !== null) return r();
-        proc.once('exit', () => r());
-        proc.kill('SIGTERM');
-      }),
-  };
-}
+/** mosquitto in its own process (bench/lib.ts); the kill check keeps its notices (see the header). */
+const startMosquitto = (dir: string) => startBroker(dir, { keepLog: KILL });
 
 interface Measured {
   cores: number;
@@ -569,6 +562,12 @@ async function window(proc: Watched, src: Source, count: () => Promise<number>, 
  */
 async function opcuaSnapshot(src: Source, metricsUrl?: string): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
+  if (src.plant) {
+    const c = src.plant.latest();
+    out['server samplings (plant)'] = c.reads;
+    out['server new values (plant)'] = c.fresh;
+    out['server ticks never sampled (plant)'] = c.skipped;
+  }
   const st = await src.serverStats?.();
   if (st) {
     out['server samplings'] = st.reads;
@@ -592,6 +591,9 @@ async function opcuaSnapshot(src: Source, metricsUrl?: string): Promise<Record<s
     out['gateway refused (any reason)'] = sum('gateway_source_samples_refused_total');
     out['buffer refused'] = sum('gateway_buffer_refused_samples_total');
     out['buffer dropped'] = sum('gateway_buffer_dropped_samples_total');
+    // Values lost before the buffer, counted by the source (status dropped_total includes them): the
+    // Overflow-bit estimate and values refused by a full source queue.
+    out['gateway counted lost (server_overflow, buffer_full)'] = sum('gateway_source_values_lost_total');
     out['gateway committed'] = sum('gateway_buffer_committed_samples_total');
   }
   return out;
@@ -612,6 +614,7 @@ function accountingRows(step: string, side: string, counters: Record<string, num
   const c = (k: string) => counters[k] ?? 0;
   if ('server samplings' in counters) rows.push(row(`server: sampled, not sent, not held, not counted (replaced in a queue of 1)`, c('server samplings') - c(`server sent to ${who}`) - c(`server holds for ${who} (growth)`) - c(`server discarded (overflow) for ${who}`)));
   if ('gateway received' in counters) rows.push(row('gateway: received, not committed, not refused', c('gateway received') - c('gateway committed') - c('gateway refused (any reason)')));
+  if ('server new values (plant)' in counters && 'gateway received' in counters) rows.push(row('plant server: new values not received by the gateway', c('server new values (plant)') - c('gateway received')));
   return rows;
 }
 
@@ -632,6 +635,8 @@ interface Source {
   published?: () => Promise<number>;
   /** The OPC UA server's own counters (samplings, notifications sent, queue overflows). */
   serverStats?: () => Promise<BulkStats>;
+  /** The open62541 plant server (its ticks and counters; the value check). */
+  plant?: PlantServer;
   /** BENCH_SERVER_PROF: starts ('start') or writes (a file path) the server's CPU profile. */
   profile?: (what: string) => void;
   /** Kill check: stops the publisher and says what it sent (MQTT, Sparkplug). */
@@ -644,6 +649,21 @@ interface Source {
 }
 
 async function startSource(p: Protocol, n: number, dir: string): Promise<Source> {
+  if (p === 'opcua' && OPCUA_SERVER === 'open62541') {
+    const plant = await startPlantServer({ n, intervalMs: INTERVAL_MS, port: await freePort() });
+    const nodeIds = Array.from({ length: n }, (_, i) => plantNodeId(i + 1));
+    const sampling = INTERVAL_MS === 1_000 ? {} : { sampling_interval: `${INTERVAL_MS}ms` };
+    return {
+      config: { opcua: { pki_dir: join(tmpdir(), 'plant-scale-gw-pki'), servers: [{ name: 'plant', endpoint: plant.endpointUrl, security_mode: 'None', publishing_interval: '1s', ...sampling, nodes: nodeIds.map((node_id, i) => ({ node_id, variable: variableOf(p, i) })) }] } },
+      bare: async () => {
+        const cp = child('bare-opcua-raw', { endpointUrl: plant.endpointUrl, nodeIds, samplingMs: INTERVAL_MS });
+        return { cp, setupMs: (await nextMessage<{ setupMs: number }>(cp)).setupMs };
+      },
+      pids: [plant.pid],
+      plant,
+      stop: () => plant.stop(),
+    };
+  }
   if (p === 'opcua') {
     const server = child('opcua-server', { n });
     const { endpointUrl, nodeIds } = await nextMessage<{ endpointUrl: string; nodeIds: string[] }>(server);
@@ -743,6 +763,49 @@ interface GatewayFigures extends Measured {
   serverStarvedShare: number;
   /** BENCH_KILL: the SIGKILL, the restart and what arrived (MQTT, Sparkplug), else null. */
   kill: KillFigures | null;
+  /** The open62541 server: every value of the window's ticks looked up upstream, else null. */
+  values: PlantCheck | null;
+}
+
+interface PlantCheck extends ValueCheck {
+  fromTick: number;
+  toTick: number;
+  drained: boolean;
+  drainS: number;
+  leftover: string;
+}
+
+/**
+ * The value-by-value check of the open62541 server's values (bench/open62541.ts): the ticks whose
+ * time lies in the window, the server kept running DRAIN_LIVE_S more (what it queued for the
+ * gateway arrives), then stopped; once the gateway holds nothing (three looks in a row, at most
+ * DRAIN_DEADLINE_MS) every (variable, tick) is looked up in the emulator.
+ */
+async function plantValueCheck(plant: PlantServer, emuBase: string, status: () => Promise<Status>, fromMs: number, toMs: number): Promise<PlantCheck> {
+  const ticks = [...plant.tickAt].filter(([, at]) => at >= fromMs && at <= toMs).map(([k]) => k);
+  const fromTick = Math.min(...ticks);
+  const toTick = Math.max(...ticks);
+  await sleep(DRAIN_LIVE_S * 1_000);
+  await plant.stop();
+  const t = performance.now();
+  const { drained, last } = await untilDrained(status);
+  const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}`;
+  const check = await checkPlantValues(emuBase, `mvr_opcua_`, plant, fromTick, toTick);
+  return { ...check, fromTick, toTick, drained, drainS: (performance.now() - t) / 1_000, leftover };
+}
+
+/** Waits until the gateway holds nothing (backlog 0, nothing pending a commit, no batch or import job in flight, three looks in a row 0.5 s apart), at most DRAIN_DEADLINE_MS. */
+async function untilDrained(status: () => Promise<Status>): Promise<{ drained: boolean; last: Status | null }> {
+  const t = performance.now();
+  let idleLooks = 0;
+  let last: Status | null = null;
+  while (idleLooks < 3 && performance.now() - t < DRAIN_DEADLINE_MS) {
+    await sleep(500);
+    last = await status().catch(() => null);
+    const idle = last !== null && last.buffer.samples === 0 && last.buffer.pending_commit === 0 && last.buffer.inflight === 0 && last.backfill.jobs_in_flight === 0 && sourcesPending(last) === 0;
+    idleLooks = idle ? idleLooks + 1 : 0;
+  }
+  return { drained: idleLooks >= 3, last };
 }
 
 interface Status {
@@ -774,6 +837,7 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
       ...src.config,
     };
     const t0 = performance.now();
+    const gwStartedAt = Date.now();
     gw = await startGatewayProcess(config, dir, profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${p}-${n}.cpuprofile`] : []);
     // Set-up: every variable read at least once (OPC UA: every item monitored).
     let setupS: number | null = null;
@@ -857,9 +921,13 @@ async function runGateway(p: Protocol, n: number, src: Source, dir: string): Pro
       () => opcuaSnapshotIf(p, src, `${base}/metrics`),
       `${p}-${n}-gateway`,
     );
+    const windowToMs = Date.now();
+    // A profile covers the process's life; this says which part of it the window was (seconds from the process's start).
+    if (profDir) console.log(`  ${p} ${n}: measured window ${((windowFromMs - gwStartedAt) / 1_000).toFixed(1)}–${((windowToMs - gwStartedAt) / 1_000).toFixed(1)} s after the gateway process started (for the profile)`);
     await killTask;
     const kill = killing && restarted ? await killCheck(p, n, src, emu, status, restarted, backlogAfterRestartMax, windowFromMs) : null;
-    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, loopScrapes: Math.floor(scrape / 5), serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0, kill };
+    const values = src.plant ? await plantValueCheck(src.plant, emu.base, status, windowFromMs, windowToMs) : null;
+    return { ...m, setupS, freshP50: percentile(fresh, 50), freshP99: percentile(fresh, 99), backlogMax, oldestMax, pendingMax, loopP99Max, loopMaxMax, loopScrapes: Math.floor(scrape / 5), serverBacklogMax, serverStarvedShare: serverLooks > 0 ? serverStarved / serverLooks : 0, kill, values };
   } finally {
     await gw?.stop();
     await emu.stop();
@@ -957,15 +1025,7 @@ interface KillFigures extends Restart {
 async function killCheck(p: Protocol, n: number, src: Source, emu: { base: string; child: ChildProcess }, status: () => Promise<Status>, r: Restart, backlogAfterRestartMax: number, fromMs: number): Promise<KillFigures> {
   const keys = await src.sentKeys!();
   const t = performance.now();
-  let idleLooks = 0;
-  let last: Status | null = null;
-  while (idleLooks < 3 && performance.now() - t < DRAIN_DEADLINE_MS) {
-    await sleep(500);
-    last = await status().catch(() => null);
-    const idle = last !== null && last.buffer.samples === 0 && last.buffer.pending_commit === 0 && last.buffer.inflight === 0 && last.backfill.jobs_in_flight === 0 && sourcesPending(last) === 0;
-    idleLooks = idle ? idleLooks + 1 : 0;
-  }
-  const drained = idleLooks >= 3;
+  const { drained, last } = await untilDrained(status);
   const drainS = (performance.now() - t) / 1_000;
   const leftover = drained || !last ? '' : `backlog ${last.buffer.samples}, pending ${last.buffer.pending_commit}, inflight ${last.buffer.inflight}, jobs ${last.backfill.jobs_in_flight}, source pending ${sourcesPending(last)}`;
 
@@ -1037,6 +1097,25 @@ async function runBare(p: Protocol, n: number, src: Source): Promise<Measured> {
   }
 }
 
+function valueRow(step: string, v: PlantCheck): Record<string, string | number> {
+  const produced = v.expected - v.skipped;
+  const pct = (x: number, of: number) => (of > 0 ? `${((x / of) * 100).toFixed(3)} %` : '-');
+  return {
+    step,
+    ticks: `${v.ticks} (${v.fromTick}–${v.toTick})`,
+    'expected (N × ticks)': v.expected,
+    'never sampled by the server': v.skipped,
+    delivered: v.delivered,
+    'of produced': pct(v.delivered, produced),
+    'of expected': pct(v.delivered, v.expected),
+    wrong: v.wrong,
+    unexpected: v.unexpected,
+    duplicates: v.duplicates,
+    'variables short': v.variablesShort,
+    'drain s': `${v.drainS.toFixed(0)}${v.drained ? '' : ` (NOT drained: ${v.leftover})`}`,
+  };
+}
+
 function killRow(step: string, k: KillFigures): Record<string, string | number> {
   const pctOf = (x: number) => (k.sent > 0 ? `${((x / k.sent) * 100).toFixed(3)} %` : '-');
   return {
@@ -1083,6 +1162,8 @@ async function main(): Promise<void> {
       return modbusDevices(a.n as number);
     case 'bare-opcua':
       return bareOpcua(a.endpointUrl as string, a.nodeIds as string[]);
+    case 'bare-opcua-raw':
+      return bareOpcuaRaw(a.endpointUrl as string, a.nodeIds as string[], a.samplingMs as number);
     case 'bare-mqtt':
       return bareMqtt(a.url as string, a.topic as string, a.perMessage as number, (a.hostId as string | null) ?? null);
     case 'bare-modbus':
@@ -1091,11 +1172,13 @@ async function main(): Promise<void> {
 
   if (!existsSync(join(import.meta.dirname, '..', 'dist', 'cli.js'))) throw new Error('run `npm run build` first: the gateway runs from dist/');
   smokeBanner(`BENCH_STEPS ${STEPS.join(',')}, BENCH_SECONDS ${SECONDS}, BENCH_WARMUP ${WARMUP}`);
+  requirePeer(!PROTOCOLS.includes('opcua') || OPCUA_SERVER !== 'open62541' || open62541BuildScript() !== null, 'the open62541 build script (../shared/tools/open62541/build.sh) is missing: OPC UA values come from its plant server (set OPEN62541_BUILD, or BENCH_OPCUA_SERVER=node-opcua)');
   requirePeer(!PROTOCOLS.some((p) => p === 'mqtt' || p === 'sparkplug') || existsSync(MOSQUITTO), `${MOSQUITTO} is missing: MQTT and Sparkplug B go through a real mosquitto (apt-get install mosquitto; scripts/install-test-deps)`);
   console.log(`Plant scale: ${PROTOCOLS.join(', ')} at ${STEPS.map((s) => s.toLocaleString('en-US')).join(', ')} variables changing at 1 Hz; ${WARMUP} s warm-up, ${SECONDS} s measured per side.\n`);
   const rows: Array<Record<string, string | number>> = [];
   const accounting: Array<Record<string, string | number>> = [];
   const kills: Array<Record<string, string | number>> = [];
+  const valueRows: Array<Record<string, string | number>> = [];
   if (KILL) {
     const unchecked = PROTOCOLS.filter((p) => p === 'opcua' || p === 'modbus');
     if (unchecked.length > 0) console.log(`BENCH_KILL: no kill check for ${unchecked.join(', ')} (a polled or sampled source has no "sent" set: a value nobody read while the gateway was dead was never a sample); they run without a kill.\n`);
@@ -1115,13 +1198,18 @@ async function main(): Promise<void> {
         const loadGw = load();
         const pct = (r: number) => `${((r / n) * 100).toFixed(1)} %`;
         const pub = (m: Measured) => (m.published === null ? '' : `, sent ${Math.round(m.published)}`);
-        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'bare client', 'CPU cores': bare.cores.toFixed(3), 'source CPU': bare.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(bare.peakRss)} / ${mb(bare.steadyRss)}`, 'rate /s (of expected)': `${Math.round(bare.rate)} (${pct(bare.rate)}${pub(bare)})`, 'set-up s': bare.setupS === null ? '-' : bare.setupS.toFixed(1), 'fresh p50/p99 s': '-', 'backlog max': '-', 'pending max': '-', 'oldest unsent s': '-', 'loop p99/max ms': '-', load: loadBare });
-        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': g.loopScrapes > 0 ? `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}` : 'not measured (window < 5 s)', load: loadGw });
-        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': ratioText(g.cores, bare.cores), 'source CPU': '', 'RSS peak/steady MB': `${ratioText(g.peakRss, bare.peakRss)} / ${ratioText(g.steadyRss, bare.steadyRss)}`, 'rate /s (of expected)': ratioText(g.rate, bare.rate, 3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
+        const usPer = (m: Measured) => (m.rate > 0 ? ((m.cores * 1e6) / m.rate).toFixed(2) : '-');
+        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'bare client', 'CPU cores': bare.cores.toFixed(3), 'µs CPU / value': usPer(bare), 'source CPU': bare.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(bare.peakRss)} / ${mb(bare.steadyRss)}`, 'rate /s (of expected)': `${Math.round(bare.rate)} (${pct(bare.rate)}${pub(bare)})`, 'set-up s': bare.setupS === null ? '-' : bare.setupS.toFixed(1), 'fresh p50/p99 s': '-', 'backlog max': '-', 'pending max': '-', 'oldest unsent s': '-', 'loop p99/max ms': '-', load: loadBare });
+        rows.push({ step: `${p} ${n.toLocaleString('en-US')}`, side: 'gateway', 'CPU cores': g.cores.toFixed(3), 'µs CPU / value': usPer(g), 'source CPU': g.sourceCores.toFixed(2), 'RSS peak/steady MB': `${mb(g.peakRss)} / ${mb(g.steadyRss)}`, 'rate /s (of expected)': `${Math.round(g.rate)} (${pct(g.rate)}${pub(g)})`, 'set-up s': g.setupS === null ? '-' : g.setupS.toFixed(1), 'fresh p50/p99 s': `${g.freshP50.toFixed(1)} / ${g.freshP99.toFixed(1)}`, 'backlog max': g.backlogMax, 'pending max': g.pendingMax, 'oldest unsent s': Math.round(g.oldestMax), 'loop p99/max ms': g.loopScrapes > 0 ? `${Math.round(g.loopP99Max * 1000)} / ${Math.round(g.loopMaxMax * 1000)}` : 'not measured (window < 5 s)', load: loadGw });
+        rows.push({ step: '', side: 'ratio gateway/bare', 'CPU cores': ratioText(g.cores, bare.cores), 'µs CPU / value': bare.rate > 0 && g.rate > 0 ? ratioText(g.cores / g.rate, bare.cores / bare.rate) : '-', 'source CPU': '', 'RSS peak/steady MB': `${ratioText(g.peakRss, bare.peakRss)} / ${ratioText(g.steadyRss, bare.steadyRss)}`, 'rate /s (of expected)': ratioText(g.rate, bare.rate, 3), 'set-up s': '', 'fresh p50/p99 s': '', 'backlog max': '', 'pending max': '', 'oldest unsent s': '', 'loop p99/max ms': '', load: '' });
         process.stdout.write(`${table(rows.slice(-3))}\n\n`);
         if (g.kill) {
           kills.push(killRow(`${p} ${n.toLocaleString('en-US')}`, g.kill));
           process.stdout.write(`SIGKILL at full load (values sent from the window's start to the publisher's stop):\n${table(kills.slice(-1))}\n${killNotes(g.kill)}\n\n`);
+        }
+        if (g.values) {
+          valueRows.push(valueRow(`${p} ${n.toLocaleString('en-US')}`, g.values));
+          process.stdout.write(`Every value of the open62541 server's ticks in the window, looked up upstream:\n${table(valueRows.slice(-1))}\n\n`);
         }
         if (p === 'opcua') {
           const step = `${p} ${n.toLocaleString('en-US')}`;
@@ -1139,6 +1227,7 @@ async function main(): Promise<void> {
   }
   console.log(`\n${table(rows)}\n`);
   if (kills.length > 0) console.log(`SIGKILL at full load (BENCH_KILL):\n${table(kills)}\n`);
+  if (valueRows.length > 0) console.log(`OPC UA value by value (open62541 server, value(i, k) = k + i/1e6):\n${table(valueRows)}\n`);
   if (accounting.length > 0) console.log(`OPC UA loss accounting (per second over the window; server counters cover every session):\n${table(accounting)}\n`);
   console.log('Targets (issue 25, 2-core machine): every change committed (100 %), gateway ≤ 1 core and ≤ 400 MB RSS, freshness ≤ 5 s (p99), oldest unsent ≤ 120 s, event-loop p99 ≤ 100 ms.');
   console.log('Load average (1/5/15 min) at the end of each side: the machine is shared.');

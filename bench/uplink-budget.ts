@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
+import { demoToken, envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
 const BUDGET = envNumber('BENCH_BUDGET', 6_000, 1_500);
@@ -50,13 +50,7 @@ try {
   // Baseline: a paced client posting 200-item batches with a token fetched once.
   const baseline = await measure(emu.base, async () => {
     const agent = new Agent({ connections: 8 });
-    const tokenRes = await request(`${emu.base}/oauth2/token`, {
-      method: 'POST',
-      dispatcher: agent,
-      headers: { authorization: `Basic ${Buffer.from('demo-gateway:demo-secret').toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'grant_type=client_credentials&audience=com.service.tracking',
-    });
-    const token = ((await tokenRes.body.json()) as { access_token: string }).access_token;
+    const token = await demoToken(emu.base, agent);
     let n = 0;
     const t0 = performance.now();
     let running = true;

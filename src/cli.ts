@@ -17,6 +17,7 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   run: { summary: 'run the gateway with a config file', run: async (argv) => (await import('./commands/run.js')).runCommand(argv) },
   check: { summary: 'validate a config file; --online also checks credentials and mapped variables', run: async (argv) => (await import('./commands/check.js')).checkCommand(argv) },
+  config: { summary: "the config file's history: list its versions, show one, roll back to one", run: async (argv) => (await import('./commands/config.js')).configCommand(argv) },
   status: { summary: 'show the status of a running gateway', run: async (argv) => (await import('./commands/status.js')).statusCommand(argv) },
   backup: { summary: 'write a consistent copy of the buffer file while the gateway runs', run: async (argv) => (await import('./commands/backup.js')).backupCommand(argv) },
   fleet: { summary: 'live table of every gateway publishing its status on the plant broker', run: async (argv) => (await import('./commands/fleet.js')).fleetCommand(argv) },

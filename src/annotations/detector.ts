@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
-import type { Sample, SampleTap } from '../core/sample.js';
+import type { Sample, SampleColumns, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
 import type { MachineStateView } from './api-model.js';
 import { holds, type Condition } from './condition.js';
@@ -136,15 +136,22 @@ export class DowntimeDetector implements SampleTap {
 
   onSamples(samples: readonly Sample[]): void {
     if (this.byVariable.size === 0) return;
-    for (const s of samples) {
-      const rules = this.byVariable.get(s.variable);
-      if (!rules) continue;
-      for (const state of rules) {
-        try {
-          this.observe(state, s.ts, s.value);
-        } catch (err) {
-          this.throttle.error(`observe:${state.rule.key}`, { rule: state.rule.fingerprint, err: describeError(err) }, 'downtime detector failed on a sample; it keeps watching');
-        }
+    for (const s of samples) this.see(s.variable, s.ts, s.value);
+  }
+
+  onColumns(c: SampleColumns): void {
+    if (this.byVariable.size === 0) return;
+    for (let i = 0; i < c.count; i++) this.see(c.variables[i], c.ts[i], c.values[i]);
+  }
+
+  private see(variable: string, ts: number, value: number): void {
+    const rules = this.byVariable.get(variable);
+    if (!rules) return;
+    for (const state of rules) {
+      try {
+        this.observe(state, ts, value);
+      } catch (err) {
+        this.throttle.error(`observe:${state.rule.key}`, { rule: state.rule.fingerprint, err: describeError(err) }, 'downtime detector failed on a sample; it keeps watching');
       }
     }
   }

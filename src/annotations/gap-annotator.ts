@@ -6,6 +6,7 @@ import { describeError } from '../core/errors.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { SourceInfo } from '../sources/inventory.js';
+import { kindLabel } from '../sources/plugins.js';
 import { EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_CHARS, MAX_MACHINE_VARIABLES, MAX_TEXT_CHARS, type NewAnnotation, type SiteRef } from './model.js';
 import type { AnnotationStore } from './store.js';
 
@@ -26,12 +27,12 @@ import type { AnnotationStore } from './store.js';
  * The outbox rows and the gap's `annotation_ids` are written in one transaction (gaps.ts G3).
  */
 
-const KIND_LABEL: Record<string, string> = { opcua: 'OPC UA', modbus: 'Modbus', mqtt: 'MQTT', generator: 'generator' };
 const REASON_TEXT: Record<GapReason, string> = {
   gateway_stopped: 'gateway stopped',
   source_disconnected: 'source disconnected',
   device_error: 'device not answering',
   buffer_full: 'samples dropped because the buffer was full',
+  values_lost: 'values lost before they reached the gateway\'s buffer',
 };
 const POLL_MS = 5_000;
 
@@ -124,7 +125,7 @@ export class GapAnnotator {
     }
     const who = names.size > 0 ? [...names].join(', ') : gap.source;
     const device = gap.scope.startsWith('device:') ? `, device ${gap.scope.slice(7)}` : '';
-    let text = `No data from ${who} (${KIND_LABEL[kind ?? ''] ?? kind ?? 'source'}${device}): ${REASON_TEXT[gap.reason] ?? gap.reason}`;
+    let text = `No data from ${who} (${kindLabel(kind)}${device}): ${REASON_TEXT[gap.reason] ?? gap.reason}`;
     if (gap.filled === 'partial') text += `; partly filled from the server's history${gap.note ? ` (${gap.note})` : ''}`;
     return text.slice(0, MAX_TEXT_CHARS);
   }

@@ -4,7 +4,7 @@ import type { ConditionRouter } from '../core/condition-event.js';
 import { describeError } from '../core/errors.js';
 import { guardedInterval } from '../core/guarded-timer.js';
 import type { Metrics } from '../core/metrics.js';
-import type { Sample, SampleTap } from '../core/sample.js';
+import type { Sample, SampleColumns, SampleTap } from '../core/sample.js';
 import { toIsoUtc } from '../core/time.js';
 import type { LocalHttpServer } from '../http/server.js';
 import type { StoreOwner } from '../store/store.js';
@@ -202,6 +202,9 @@ export async function startAnnotations(deps: AnnotationsDeps): Promise<Annotatio
     views,
     onSamples(samples: readonly Sample[]): void {
       if (!closed) detector.onSamples(samples);
+    },
+    onColumns(columns: SampleColumns): void {
+      if (!closed) detector.onColumns(columns);
     },
     status(): Record<string, unknown> {
       const c = store.counts();

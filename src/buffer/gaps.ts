@@ -25,7 +25,7 @@ import type { StoreOwner } from '../store/store.js';
  * backfill itself uses the device's source timestamps.
  */
 
-export const GAP_REASONS = ['gateway_stopped', 'source_disconnected', 'device_error', 'buffer_full'] as const;
+export const GAP_REASONS = ['gateway_stopped', 'source_disconnected', 'device_error', 'buffer_full', 'values_lost'] as const;
 export type GapReason = (typeof GAP_REASONS)[number];
 export type GapFilled = 'no' | 'partial' | 'yes' | 'pending';
 

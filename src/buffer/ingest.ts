@@ -4,7 +4,7 @@ import { backoffDelay, type BackoffPolicy } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
 import { describeError, errorCode } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
-import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample } from '../core/sample.js';
+import { SamplesRefusedError, type AppendOptions, type BufferRefusal, type Sample, type SampleColumns } from '../core/sample.js';
 import type { FullPolicy } from './capacity/full-policy.js';
 import type { LossLabel, Losses } from './capacity/losses.js';
 import type { Holds } from './holds.js';
@@ -39,7 +39,10 @@ import type { StoreOwner } from '../store/store.js';
 const WRITE_RETRY: BackoffPolicy = { initialMs: 250, maxMs: 5_000, factor: 2 };
 
 interface PendingAppend {
-  samples: readonly Sample[];
+  /** The samples as objects, or (appendColumns) as columns; `count` of them either way. */
+  samples: readonly Sample[] | null;
+  columns: SampleColumns | null;
+  count: number;
   /** AppendOptions.keepsRefused: a refusal of these samples is not a loss. */
   keepsRefused: boolean;
   resolve: () => void;
@@ -171,27 +174,36 @@ export class Ingest {
    * `SamplesRefusedError` when the buffer does not keep them (see `SampleSink`).
    */
   append(samples: readonly Sample[], options: AppendOptions = {}): Promise<void> {
+    return this.enqueue(samples, null, samples.length, options);
+  }
+
+  /** `append` for samples held as columns (SampleSink.appendColumns): committed straight from the typed arrays. */
+  appendColumns(columns: SampleColumns, options: AppendOptions = {}): Promise<void> {
+    return this.enqueue(null, columns, columns.count, options);
+  }
+
+  private enqueue(samples: readonly Sample[] | null, columns: SampleColumns | null, count: number, options: AppendOptions): Promise<void> {
     const keepsRefused = options.keepsRefused === true;
-    if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', samples.length));
-    if (samples.length === 0) return Promise.resolve();
-    const invalid = nonFiniteSample(samples);
+    if (this.closed) return Promise.reject(new SamplesRefusedError('BUFFER_CLOSED', 'refused: the buffer is closed (the gateway is stopping)', count));
+    if (count === 0) return Promise.resolve();
+    const invalid = samples ? nonFiniteSample(samples) : nonFiniteColumn(columns!);
     if (invalid !== null) {
       // B1: refused whole, as every refusal is, rather than committed with a sample skipped unseen.
-      this.r.losses.countRefusal([{ samples, keepsRefused }], 'INVALID_SAMPLE', invalid);
-      return Promise.reject(new SamplesRefusedError('INVALID_SAMPLE', invalid, samples.length));
+      this.r.losses.countRefusal([{ samples: samples ?? columns!.toSamples(), keepsRefused }], 'INVALID_SAMPLE', invalid);
+      return Promise.reject(new SamplesRefusedError('INVALID_SAMPLE', invalid, count));
     }
-    if (this.pendingCount + samples.length > this.o.maxPendingSamples) {
+    if (this.pendingCount + count > this.o.maxPendingSamples) {
       // Memory is the limit: the disk has refused writes for a while, or one append is larger than
       // what may wait for a commit. Refuse the newest (these) rather than grow without bound.
       const reason = this.writableNow
-        ? `refused: ${this.pendingCount + samples.length} samples would wait for one commit, more than the ${this.o.maxPendingSamples} the buffer holds in memory; append them in smaller steps`
+        ? `refused: ${this.pendingCount + count} samples would wait for one commit, more than the ${this.o.maxPendingSamples} the buffer holds in memory; append them in smaller steps`
         : `refused: the buffer cannot write (${this.lastError?.code ?? 'unknown error'}) and ${this.pendingCount} samples already wait in memory; at most ${this.o.maxPendingSamples} may wait for the disk`;
-      this.r.losses.countRefusal([{ samples, keepsRefused }], 'BUFFER_PENDING_LIMIT', reason);
-      return Promise.reject(new SamplesRefusedError('BUFFER_PENDING_LIMIT', reason, samples.length));
+      this.r.losses.countRefusal([{ samples: samples ?? columns!.toSamples(), keepsRefused }], 'BUFFER_PENDING_LIMIT', reason);
+      return Promise.reject(new SamplesRefusedError('BUFFER_PENDING_LIMIT', reason, count));
     }
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ samples, keepsRefused, resolve, reject });
-      this.pendingCount += samples.length;
+      this.pending.push({ samples, columns, count, keepsRefused, resolve, reject });
+      this.pendingCount += count;
       this.scheduleCommit();
     });
   }
@@ -262,9 +274,24 @@ export class Ingest {
       let ids = this.committedIds;
       let tss = this.committedTs;
       for (const p of batch) {
-        for (const s of p.samples) {
-          const id = this.r.dict.idOf(s.variable);
-          const ts = Math.trunc(s.ts);
+        const c = p.columns;
+        const list = p.samples;
+        for (let k = 0; k < p.count; k++) {
+          let variable: string;
+          let value: number;
+          let rawTs: number;
+          if (c) {
+            variable = c.variables[k];
+            value = c.values[k];
+            rawTs = c.ts[k];
+          } else {
+            const s = list![k];
+            variable = s.variable;
+            value = s.value;
+            rawTs = s.ts;
+          }
+          const id = this.r.dict.idOf(variable);
+          const ts = Math.trunc(rawTs);
           if (inserted === ids.length) {
             ids = this.committedIds = growInt32(ids);
             tss = this.committedTs = growFloat64(tss);
@@ -274,7 +301,7 @@ export class Ingest {
           args[n++] = seq++;
           args[n++] = id;
           args[n++] = ts;
-          args[n++] = toRowValue(s.value);
+          args[n++] = toRowValue(value);
           inserted++;
           if (n === args.length) {
             this.st.insertMany.run(args);
@@ -318,8 +345,8 @@ export class Ingest {
     const limit = Math.max(MIN_SLICE_SAMPLES, Math.floor(this.sliceSamples * Math.min(1, left / this.o.sliceMs)));
     let take = 0;
     let samples = 0;
-    while (take < this.pending.length && (take === 0 || samples + this.pending[take].samples.length <= limit)) {
-      samples += this.pending[take].samples.length;
+    while (take < this.pending.length && (take === 0 || samples + this.pending[take].count <= limit)) {
+      samples += this.pending[take].count;
       take += 1;
     }
     const batch = take === this.pending.length ? this.pending : this.pending.slice(0, take);
@@ -413,8 +440,8 @@ export class Ingest {
 
   /** Rejects appends the buffer does not keep (B1), each with its own count, after counting them. */
   private refuse(batch: readonly PendingAppend[], code: BufferRefusal, reason: string, lostAs?: LossLabel): void {
-    this.r.losses.countRefusal(batch, code, reason, lostAs);
-    for (const p of batch) p.reject(new SamplesRefusedError(code, reason, p.samples.length));
+    this.r.losses.countRefusal(batch.map((p) => ({ samples: p.samples ?? p.columns!.toSamples(), keepsRefused: p.keepsRefused })), code, reason, lostAs);
+    for (const p of batch) p.reject(new SamplesRefusedError(code, reason, p.count));
   }
 
   private onWriteFailure(err: unknown): void {
@@ -513,8 +540,21 @@ function nonFiniteSample(samples: readonly Sample[]): string | null {
   for (let i = 0; i < samples.length; i++) {
     const s = samples[i];
     if (Number.isFinite(s.value) && Number.isFinite(s.ts)) continue;
-    const what = Number.isFinite(s.ts) ? `value ${String(s.value)}` : `timestamp ${String(s.ts)}`;
-    return `refused: sample ${i + 1} of ${samples.length} (variable "${s.variable}") has the ${what}; the buffer keeps finite numbers only, so none of this append's ${samples.length} samples was committed`;
+    return nonFiniteReason(i, samples.length, s.variable, s.value, s.ts);
   }
   return null;
+}
+
+/** `nonFiniteSample` for samples held as columns (no object per sample). */
+function nonFiniteColumn(c: SampleColumns): string | null {
+  for (let i = 0; i < c.count; i++) {
+    if (Number.isFinite(c.values[i]) && Number.isFinite(c.ts[i])) continue;
+    return nonFiniteReason(i, c.count, c.variables[i], c.values[i], c.ts[i]);
+  }
+  return null;
+}
+
+function nonFiniteReason(i: number, count: number, variable: string, value: number, ts: number): string {
+  const what = Number.isFinite(ts) ? `value ${String(value)}` : `timestamp ${String(ts)}`;
+  return `refused: sample ${i + 1} of ${count} (variable "${variable}") has the ${what}; the buffer keeps finite numbers only, so none of this append's ${count} samples was committed`;
 }

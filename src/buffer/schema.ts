@@ -91,5 +91,12 @@ export const SAMPLES_SCHEMA: OwnerSchema = {
       version: 5,
       up: `INSERT OR IGNORE INTO meta (key, value) VALUES ('chunk_formats', '1,2');`,
     },
+    {
+      // Chunk format 3 (chunks/codec-v3.ts: range-coded residuals), for the same reason as step 5:
+      // an earlier version cannot read format-3 chunks, so it refuses the file at open
+      // (BUFFER_SCHEMA_NEWER) instead of failing on the first sealed sample it delivers.
+      version: 7,
+      up: `INSERT INTO meta (key, value) VALUES ('chunk_formats', '1,2,3') ON CONFLICT(key) DO UPDATE SET value = excluded.value;`,
+    },
   ],
 };

@@ -24,8 +24,11 @@ export interface BufferOptions {
   sealAfterMs?: number;
   /** Seqs per sealing step; a full step is sealed at once, a partial one after 2 × sealAfterMs (buffer.seal_rows). */
   sealRows?: number;
-  /** General compressor over the chunk layout (chunks/codec.ts). */
-  compressor?: Compressor;
+  /**
+   * How new chunks are encoded (chunks/codec.ts): null (the default) chunk format 3, range-coded
+   * residuals (codec-v3.ts); a general compressor, format 2 with it (comparisons and tests).
+   */
+  compressor?: Compressor | null;
   /** Samples per compaction window at most: small chunks of one variable within it are merged (chunks/seal-schedule.ts). */
   compactSamples?: number;
   /** Longest a maintenance slice (sealing, compaction, giving disk back) holds the event loop (maintenance.ts). */
@@ -38,6 +41,11 @@ export interface BufferOptions {
   keepFreeBytes?: number;
   /** How long free pages must stay unused before they are returned (buffer.return_free_after). */
   returnFreeAfterMs?: number;
+  /**
+   * PASSIVE checkpoints run on the main thread while each takes less than this (ms), on a worker
+   * thread from the first slower one (capacity/checkpointer.ts); null: on the worker from the first.
+   */
+  checkpointInlineBelowMs?: number | null;
 }
 
 export interface BufferedRow {

@@ -27,6 +27,8 @@ export interface SyncBuffer {
 /** What the import-job backfill uses (src/uplink/backfill.ts): job ranges, the reader, the finish. */
 export interface BackfillBuffer {
   readonly available: number;
+  /** Timestamp of the oldest sample no sender holds (import jobs start from its age). */
+  oldestAvailableTs(): number | null;
   stats(): Pick<BufferStats, 'rows'>;
   onChange(listener: () => void): () => void;
   readonly syncOnlyRanges: readonly SeqRange[];

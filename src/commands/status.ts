@@ -6,6 +6,8 @@ import { resolveSecret, secretRefSchema } from '../config/secrets.js';
 import { formatDuration, statusLine } from '../status/line.js';
 import type { GatewayStatus } from '../status/model.js';
 import type { SourceStatus } from '../core/source.js';
+import { count as n, list, num, rec, str } from '../core/untyped.js';
+import { pluginOf } from '../sources/plugins.js';
 import { parseFlags, UsageError } from './flags.js';
 
 const HELP = `Usage: edge-gateway status [--url URL | --config FILE] [--json] [--watch SECONDS]
@@ -138,7 +140,6 @@ export function measureRates(before: Reading, after: Reading): Record<string, nu
   return out;
 }
 
-const n = (x: number) => Math.round(x).toLocaleString('en-US');
 const rate = (x: number) => `${x < 10 ? x.toFixed(1) : n(x)}/s`;
 
 /** Short age: 0.4s, 12m, 5h03m, 2d12h. */
@@ -167,38 +168,10 @@ export function progressBar(fraction: number, width = 30): string {
   return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(f * 100).toFixed(1)}%`;
 }
 
-const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-const rec = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
 /** One line of protocol detail (nodes, devices, broker session), from what each source's status() reports. */
 function sourceDetail(src: SourceStatus): string | null {
-  const d = rec(src.detail);
-  switch (src.kind) {
-    case 'opcua': {
-      const invalid = list(d.invalid_nodes).length;
-      return `${num(d.nodes_monitored) ?? 0}/${num(d.nodes_configured) ?? '?'} nodes monitored${invalid ? `, ${invalid} INVALID` : ''} (${str(d.mode) ?? '?'}, ${str(d.security) ?? '?'}) at ${str(d.endpoint) ?? '?'}`;
-    }
-    case 'modbus': {
-      const devices = list(d.devices).map(rec);
-      if (devices.length === 0) return null;
-      const up = devices.filter((x) => x.state === 'connected' || x.state === 'degraded').length;
-      const down = devices.filter((x) => !(x.state === 'connected' || x.state === 'degraded')).map((x) => `${str(x.name)} ${str(x.state)}`);
-      return `${up}/${devices.length} devices up${down.length ? ` (${down.join(', ')})` : ''}`;
-    }
-    case 'mqtt': {
-      if (d.listening !== undefined) return `embedded broker, ${num(d.clients) ?? 0} clients, ${n(num(d.messages) ?? 0)} messages`;
-      const subs = list(d.subscriptions).length;
-      const pending = num(d.pending_messages);
-      const unmatched = num(d.unmatched_messages);
-      return `${str(d.url) ?? '?'}, ${subs} subscription${subs === 1 ? '' : 's'}${pending ? `, ${n(pending)} pending` : ''}${unmatched ? `, ${n(unmatched)} unmatched` : ''}`;
-    }
-    case 'generator':
-      return `${num(d.variables) ?? '?'} variables every ${num(d.interval_ms) ?? '?'} ms`;
-    default:
-      return null;
-  }
+  return pluginOf(src.kind)?.statusSummary(rec(src.detail)) ?? null;
 }
 
 /** "variables 12: 9 good, 2 stale, 1 bad": the counts that are not zero, worst last (core/quality.ts). */
@@ -215,6 +188,29 @@ export interface RenderOptions {
   sourceRates?: Record<string, number>;
   /** Wall-clock ms "now" for ages (tests). */
   now?: number;
+}
+
+/**
+ * The UPLINK section's first lines: the state in the one vocabulary (status/uplink-state.ts), the
+ * link and the pace, the outage in progress or the last one. An older gateway without `state`
+ * shows its link condition.
+ */
+function uplinkLines(u: GatewayStatus['uplink'], now: number): string[] {
+  const out: string[] = [];
+  const st = u.state as GatewayStatus['uplink']['state'] | undefined;
+  out.push(`  ${st ? st.text : u.condition}${!st && u.reason ? ` (${u.reason})` : ''}`);
+  const link = `${u.condition}${u.reason ? ` (${u.reason})` : ''}${u.resume_in_ms > 0 ? `, next attempt in ${formatDuration(u.resume_in_ms / 1000)}` : ''}`;
+  const rate = u.rate as GatewayStatus['uplink']['rate'] | undefined;
+  const pace = u.pace_per_minute === undefined ? '' : `; pace ${n(u.pace_per_minute)}/min${rate?.found_per_minute != null ? ` (limit found ${n(rate.found_per_minute)}/min` + `, ${n(rate.rate_limited_total)} × 429)` : ''}`;
+  out.push(`  link    ${link}; ${n(u.requests_last_minute)} requests in the last minute, budget ${n(u.budget_per_minute)}${pace}`);
+  const o = u.outage as GatewayStatus['uplink']['outage'] | undefined;
+  if (o) {
+    const since = `unreachable since ${o.since}${o.until ? ` until ${o.until} (${formatDuration((Date.parse(o.until) - Date.parse(o.since)) / 1000)})` : ` (${formatDuration(Math.max(0, now - Date.parse(o.since)) / 1000)})`}`;
+    const during = `backlog up to ${n(o.backlog_peak)}, oldest ${o.oldest_age_peak_s === null ? '-' : `${ago(o.oldest_age_peak_s)} old`}`;
+    const after = o.state === 'down' ? '' : o.state === 'catching_up' ? '; catching up' : `; caught up ${formatDuration(o.catch_up_s ?? 0)} after`;
+    out.push(`  outage  ${o.state === 'down' ? '' : 'last: '}${since}: ${during}${after}`);
+  }
+  return out;
 }
 
 /** Human-readable status for operators. */
@@ -281,10 +277,10 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   out.push('');
   out.push('UPLINK');
   const u = s.uplink;
-  out.push(`  ${u.condition}${u.reason ? ` (${u.reason})` : ''}${u.resume_in_ms > 0 ? `, next attempt in ${formatDuration(u.resume_in_ms / 1000)}` : ''}; ${n(u.requests_last_minute)} of ${n(u.budget_per_minute)} requests in the last minute`);
+  out.push(...uplinkLines(u, now));
   const share = s.fleet?.budget_sharing;
   if (s.fleet?.broker.duplicate_name) out.push(`  fleet   DUPLICATE NAME: ${s.fleet.broker.duplicate_name}; give each gateway its own gateway.name`);
-  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.ignored_peers ? `, ${n(share.ignored_peers)} more not counted above max_gateways ${share.max_gateways}` : ''}${share.aimd_factor < 1 ? `, ${Math.round(share.aimd_factor * 100)} % after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
+  if (share) out.push(`  fleet   share ${n(share.share_per_minute)} of ${n(share.total_per_minute)}/min for group ${share.group} (${share.members.length} gateway${share.members.length === 1 ? '' : 's'}${share.ignored_peers ? `, ${n(share.ignored_peers)} more not counted above max_gateways ${share.max_gateways}` : ''}${share.pace_per_minute !== undefined && share.pace_per_minute < share.share_per_minute ? `, paced at ${n(share.pace_per_minute)}/min after 429s` : ''}${share.broker_connected ? '' : ', plant broker unreachable: shares frozen'})`);
   out.push(`  sync    ${rate(u.sync.rate_per_s)}, delivered ${n(u.sync.delivered_total)}, ${u.sync.inflight_batches} batch${u.sync.inflight_batches === 1 ? '' : 'es'} in flight, freshest value ${u.freshest_delivered_age_s === null ? '-' : `${ago(u.freshest_delivered_age_s)} old`}`);
   const bf = s.backfill;
   if (bf.enabled) {
@@ -293,7 +289,8 @@ export function renderStatus(s: GatewayStatus, options: RenderOptions = {}): str
   } else {
     out.push('  import  off (uplink.backfill.enabled: false)');
   }
-  const eta = s.backlog_eta_s === null ? 'unknown (the backlog is not shrinking at the current rates)' : formatDuration(s.backlog_eta_s);
+  const d = s.delivery as GatewayStatus['delivery'] | undefined;
+  const eta = d?.state === 'growing' ? `none: growing (${d.no_estimate_because})` : s.backlog_eta_s === null ? `unknown (${d?.no_estimate_because ?? 'the backlog is not shrinking at the current rates'})` : formatDuration(s.backlog_eta_s);
   if (bf.backlog_at_start > 0 && b.samples > 0) {
     // A catch-up through import jobs is under way: progress against the backlog it started with.
     const start = Math.max(bf.backlog_at_start, b.samples);

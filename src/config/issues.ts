@@ -8,10 +8,14 @@ import type { z } from 'zod';
  *   uplink.batchsize: unknown setting (did you mean "batch_size"?)
  */
 export function formatIssues(issues: readonly z.core.$ZodIssue[], prefix: ReadonlyArray<PropertyKey> = [], root?: z.ZodType): string[] {
-  const out: string[] = [];
-  for (const issue of issues) out.push(...formatIssue(issue, prefix, root));
-  return [...new Set(out)];
+  const out = new Set<string>();
+  // One message at a time: spreading a list of 300,000 into push() overflows the stack.
+  for (const issue of issues) for (const message of formatIssue(issue, prefix, root)) out.add(message);
+  return [...out];
 }
+
+/** Unknown settings of one mapping named one by one, each with its "did you mean"; more are counted. */
+export const MAX_UNKNOWN_LISTED = 100;
 
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
   let s = '';
@@ -61,7 +65,10 @@ function formatIssue(issue: z.core.$ZodIssue, prefix: ReadonlyArray<PropertyKey>
     }
     case 'unrecognized_keys': {
       const allowed = root ? allowedKeysAt(root, path) : [];
-      return issue.keys.map((key) => `${formatPath([...path, key])}: unknown setting${closest(key, allowed)}`);
+      const listed = issue.keys.slice(0, MAX_UNKNOWN_LISTED).map((key) => `${formatPath([...path, key])}: unknown setting${closest(key, allowed)}`);
+      const more = issue.keys.length - listed.length;
+      if (more > 0) listed.push(`${where}: ${more.toLocaleString('en-US')} more unknown settings (${issue.keys.length.toLocaleString('en-US')} in all); the settings it accepts are ${allowed.join(', ')}`);
+      return listed;
     }
     case 'invalid_value': {
       const options = issue.values.map((v) => String(v));

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Composer, isPair, isScalar, LineCounter, Parser, visit, type CST, type Document, type YAMLError } from 'yaml';
+import { Composer, LineCounter, Parser, type CST, type Document, type YAMLError } from 'yaml';
 import { ConfigError } from '../core/errors.js';
 import { formatIssues } from './issues.js';
-import { LEAN_READER_MIN_CHARS, readYamlLean } from './yaml-lean.js';
+import { documentProblems } from './yaml-checks.js';
+import { LEAN_READER_MIN_CHARS, readYamlLean, refuseAliasBomb } from './yaml-lean.js';
 import { withoutRequiredSecrets } from './secrets.js';
 import { isLoopbackHost } from '../core/loopback.js';
 import { gatewaySchema, type GatewayConfig } from './schema.js';
@@ -41,8 +42,6 @@ export function loadConfigFile(file: string, options: { requireSecrets?: boolean
 
 /** Deepest nesting a configuration may have; real ones stay below 10 (issue 12 §4: 5,000 levels overflowed the stack). */
 export const MAX_NESTING = 64;
-/** Most alias expansions while reading a file; a few dozen anchors reused is plenty, an alias bomb is millions. */
-export const MAX_ALIAS_COUNT = 1_000;
 
 export function parseConfigText(text: string, origin = 'config'): Omit<LoadedConfig, 'path'> {
   return validateConfig(parseYamlConfig(text, origin));
@@ -58,7 +57,7 @@ export function parseYamlConfig(text: string, origin = 'config'): unknown {
   // A generated variable list (100,000 variables: 7.4 MB) is read without the full reader's
   // syntax tree and document (yaml-lean.ts); anything it leaves aside, and every error, is the
   // full reader's.
-  const lean = text.length >= LEAN_READER_MIN_CHARS ? readYamlLean(text) : undefined;
+  const lean = text.length >= LEAN_READER_MIN_CHARS ? readYamlLean(text, origin) : undefined;
   if (lean) return lean.value;
   return parseCheckedYamlDocument(text, origin).value;
 }
@@ -73,6 +72,7 @@ export interface ParsedYaml {
 /** `parseYamlConfig`, also returning the document, so a caller can find settings' lines without parsing again. */
 export function parseYamlDocument(text: string, origin = 'config'): ParsedYaml {
   refuseDeepNesting(text, origin);
+  refuseAliasBomb(text, origin);
   return parseCheckedYamlDocument(text, origin);
 }
 
@@ -95,6 +95,8 @@ const PARSE_SLICE_CHARS = 8_192;
 export async function parseYamlDocumentSliced(text: string, origin: string, pause: () => Promise<void>): Promise<ParsedYaml> {
   refuseDeepNesting(text, origin);
   await pause();
+  refuseAliasBomb(text, origin);
+  await pause();
   const lines = new LineCounter();
   const parser = new Parser(lines.addNewLine);
   const tokens: CST.Token[] = [];
@@ -116,13 +118,15 @@ function refuseDeepNesting(text: string, origin: string): void {
 
 /**
  * Parser tokens → document → plain object, refusing what the YAML library would otherwise report as
- * a crash or a bare library message (issue 12 §4): several documents, aliases without an anchor,
- * and alias bombs. Every message names the file, the setting and the value.
+ * a crash or a bare library message (issue 12 §4): several documents, keys written twice, aliases
+ * without an anchor, and alias bombs (yaml-checks.ts, one walk linear in the document's size: the
+ * library's own duplicate-key check is quadratic in a mapping's keys). Every message names the
+ * file, the line and the setting.
  */
 function composeConfig(text: string, origin: string, tokens: readonly CST.Token[], lines: LineCounter): ParsedYaml {
   let docs: Document.Parsed[];
   try {
-    docs = [...new Composer({ uniqueKeys: true }).compose(tokens, false, text.length)] as Document.Parsed[];
+    docs = [...new Composer({ uniqueKeys: false }).compose(tokens, false, text.length)] as Document.Parsed[];
   } catch (err) {
     throw new ConfigError([`${origin}: the YAML cannot be read: ${(err as Error).message.split('\n')[0]}`], { cause: err });
   }
@@ -134,51 +138,24 @@ function composeConfig(text: string, origin: string, tokens: readonly CST.Token[
   const doc = real[0] ?? docs[0];
   if (!doc) return { value: {}, doc: null, lines };
   if (doc.errors.length > 0) {
-    throw new ConfigError(doc.errors.map((e: YAMLError) => {
+    throw new ConfigError(doc.errors.slice(0, MAX_SYNTAX_PROBLEMS).map((e: YAMLError) => {
       const pos = e.pos[0] >= 0 ? lines.linePos(e.pos[0]) : null;
       return `${origin}: YAML syntax error at line ${pos?.line ?? '?'}, column ${pos?.col ?? '?'}: ${e.message.split('\n')[0]}${pos ? ` at line ${pos.line}, column ${pos.col}` : ''}`;
     }));
   }
-  const problems: string[] = [];
-  visit(doc, {
-    Alias(_key, node, path) {
-      if (node.resolve(doc) === undefined) problems.push(`${origin}: line ${at(node.range?.[0])}: ${settingPath(path)}: alias *${node.source} refers to no anchor &${node.source} defined above it`);
-    },
-  });
+  const problems = documentProblems(doc, lines, origin);
   if (problems.length > 0) throw new ConfigError(problems);
   try {
-    return { value: doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {}, doc, lines };
+    // The aliases are bounded by documentProblems; the library's own count (per anchor, with a
+    // scan of every earlier anchor per alias) would only refuse differently.
+    return { value: doc.toJS({ maxAliasCount: -1 }) ?? {}, doc, lines };
   } catch (err) {
-    const message = (err as Error).message;
-    if (/alias/i.test(message)) {
-      let where = '';
-      visit(doc, {
-        Alias(_key, node, path) {
-          where = `line ${at(node.range?.[0])}: ${settingPath(path)}: alias *${node.source}`;
-          return visit.BREAK;
-        },
-      });
-      throw new ConfigError([`${origin}: ${where || 'aliases'}: aliases expand to more than ${MAX_ALIAS_COUNT} values (an "alias bomb"); write the repeated parts out or reuse fewer anchors`], { cause: err });
-    }
-    throw new ConfigError([`${origin}: the YAML cannot be read: ${message.split('\n')[0]}`], { cause: err });
+    throw new ConfigError([`${origin}: the YAML cannot be read: ${(err as Error).message.split('\n')[0]}`], { cause: err });
   }
 }
 
-/** The setting a YAML node sits under, from the ancestors `visit` gives (keys of pairs, indexes of sequences). */
-function settingPath(path: readonly unknown[]): string {
-  const parts: Array<string | number> = [];
-  for (let i = 0; i < path.length; i++) {
-    const node = path[i];
-    if (isPair(node)) parts.push(isScalar(node.key) ? String(node.key.value) : '?');
-    else if (node && typeof node === 'object' && 'items' in node && Array.isArray((node as { items: unknown[] }).items) && i + 1 < path.length) {
-      const idx = (node as { items: unknown[] }).items.indexOf(path[i + 1]);
-      if (idx >= 0 && !isPair(path[i + 1])) parts.push(idx);
-    }
-  }
-  let s = '';
-  for (const p of parts) s += typeof p === 'number' ? `[${p}]` : s ? `.${p}` : p;
-  return s || '(top level)';
-}
+/** Syntax errors listed; a file that is not YAML at all has one per line. */
+const MAX_SYNTAX_PROBLEMS = 100;
 
 /**
  * A cheap scan before parsing: flow brackets outside quotes, and block indentation levels. Returns

@@ -4,10 +4,7 @@ import { bufferSchema } from '../buffer/config.js';
 import { fleetSchema } from '../fleet/config.js';
 import { gapsSchema } from '../buffer/gaps-config.js';
 import { httpSchema } from '../http/config.js';
-import { generatorSectionSchema } from '../sources/generator/config.js';
-import { modbusSectionSchema } from '../sources/modbus/config.js';
-import { mqttSectionSchema } from '../sources/mqtt/config.js';
-import { opcuaSectionSchema } from '../sources/opcua/config.js';
+import { SOURCE_PLUGINS, sourceSectionShape } from '../sources/plugins.js';
 import { storeSchema } from '../store/config.js';
 import { serviceSchema, uplinkSchema } from '../uplink/config.js';
 import { durationMs } from './units.js';
@@ -40,10 +37,7 @@ export const gatewaySchema = z
     buffer: bufferSchema.prefault({}),
     store: storeSchema.prefault({}),
     http: httpSchema.prefault({}),
-    generator: generatorSectionSchema,
-    opcua: opcuaSectionSchema,
-    modbus: modbusSectionSchema,
-    mqtt: mqttSectionSchema,
+    ...sourceSectionShape(),
     annotations: annotationsSectionSchema,
     fleet: fleetSchema.optional(),
     gaps: gapsSchema.prefault({}),
@@ -64,12 +58,7 @@ export const gatewaySchema = z
     });
     // Source names label metrics and status entries, so they are unique across protocols (issue 12
     // §4: a duplicate used to be refused at start without saying where the two names are).
-    const named: Array<{ path: Array<string | number>; name: string }> = [];
-    c.generator?.forEach((g, i) => named.push({ path: ['generator', i, 'name'], name: g.name }));
-    c.opcua?.servers.forEach((s, i) => named.push({ path: ['opcua', 'servers', i, 'name'], name: s.name }));
-    if (c.modbus) named.push({ path: ['modbus', 'name'], name: c.modbus.name });
-    if (c.mqtt?.broker?.enabled) named.push({ path: ['mqtt', 'broker', 'name'], name: c.mqtt.broker.name });
-    c.mqtt?.connections.forEach((m, i) => named.push({ path: ['mqtt', 'connections', i, 'name'], name: m.name }));
+    const named = SOURCE_PLUGINS.flatMap((p) => p.names(c[p.kind])).filter((n) => !n.device);
     const first = new Map<string, Array<string | number>>();
     for (const n of named) {
       const earlier = first.get(n.name);

@@ -23,10 +23,24 @@ import type { CheckProblem, SecretChange } from './api/config.js';
 const PLACEHOLDER = /^\(hidden secret ([0-9a-f]{12}), kept on Apply\)$/;
 /** What the console showed before issue 21; posted back, it is refused with a clear message. */
 const OLD_MARKER = '(hidden: written in the file)';
-const TAG_KEY = randomBytes(32);
+let tagKey = randomBytes(32);
+
+/**
+ * The key of the placeholders' tags: the console's text worker (text-worker.ts) is given the
+ * gateway's, so a placeholder shown before the worker was ended and started again still names its
+ * secret.
+ */
+export function usePlaceholderKey(key: Uint8Array): void {
+  tagKey = Buffer.from(key);
+}
+
+/** This thread's key of the placeholders' tags (given to the text worker). */
+export function placeholderKey(): Uint8Array {
+  return new Uint8Array(tagKey);
+}
 
 function placeholder(value: string): string {
-  return `(hidden secret ${createHmac('sha256', TAG_KEY).update(value).digest('hex').slice(0, 12)}, kept on Apply)`;
+  return `(hidden secret ${createHmac('sha256', tagKey).update(value).digest('hex').slice(0, 12)}, kept on Apply)`;
 }
 
 interface ScalarAt {
@@ -79,8 +93,18 @@ export function maskSecrets(text: string): string {
   for (const s of scalars) if (isSecretPath(s.path) && !PLACEHOLDER.test(s.value)) ranges.set(s.range[0], s);
   const secrets = [...ranges.values()].sort((x, y) => y.range[0] - x.range[0]);
   for (const s of secrets) out = `${out.slice(0, s.range[0])}${JSON.stringify(placeholder(s.value))}${out.slice(s.range[1])}`;
-  if (broken) out = out.replace(SECRET_VALUE, (_m, head: string) => `${head}"(hidden)"`);
+  if (broken) out = maskSecretsByLines(out);
   return out;
+}
+
+/**
+ * Every value of a setting named like a secret replaced by `"(hidden)"`, line by line, without
+ * parsing the text: for a text that is not YAML, and for a file too large to edit in the console
+ * (linear in its size; a placeholder never goes back to the file, as such a file is not applied
+ * from the console).
+ */
+export function maskSecretsByLines(text: string): string {
+  return text.replace(SECRET_VALUE, (_m, head: string) => `${head}"(hidden)"`);
 }
 
 /**
@@ -155,7 +179,14 @@ export function secretChanges(current: unknown, next: unknown): SecretChange[] {
 
 /** The diff shown before Apply, between the file and the posted text, both with their secrets hidden. */
 export function configDiff(currentText: string | null, nextText: string): string {
-  return lineDiff(maskSecrets(currentText ?? ''), maskSecrets(nextText));
+  return lineDiff(maskedForDiff(currentText ?? ''), maskedForDiff(nextText));
+}
+
+/** Texts above this size are masked by their lines (maskSecretsByLines), not read into a document. */
+const MASK_BY_DOCUMENT_MAX_CHARS = 256 * 1024;
+
+function maskedForDiff(text: string): string {
+  return text.length > MASK_BY_DOCUMENT_MAX_CHARS ? maskSecretsByLines(text) : maskSecrets(text);
 }
 
 /** What the second request of a confirmed Apply sends back: names exactly the diff that was shown. */

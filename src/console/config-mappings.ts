@@ -43,6 +43,8 @@ export interface MappingRow {
   // OPC UA and Modbus
   scale?: number;
   offset?: number;
+  /** The mapping's `unit` setting, when written (an MQTT number subscription's applies to each of its variables). */
+  unit?: string;
   // MQTT: the topic filter, the payload format and the key in it (JSON path, metric name, topic level text).
   topic?: string;
   format?: string;
@@ -97,6 +99,7 @@ export function mappingRows(doc: Document, value: unknown = doc.toJS({ maxAliasC
         security_mode: str(s.security_mode) ?? 'None',
         scale: scaleOf(n.scale),
         offset: offsetOf(n.offset),
+        unit: str(n.unit),
         comment: comment('opcua', 'servers', i, 'nodes', j),
       });
     });
@@ -132,6 +135,7 @@ export function mappingRows(doc: Document, value: unknown = doc.toJS({ maxAliasC
         byte_order: bits ? undefined : (str(r.byte_order) ?? deviceOrder),
         scale: scaleOf(r.scale),
         offset: offsetOf(r.offset),
+        unit: str(r.unit),
         transport,
         ...where,
         unit_id: num(d.unit_id) ?? 1,
@@ -146,22 +150,22 @@ export function mappingRows(doc: Document, value: unknown = doc.toJS({ maxAliasC
     arr(c.subscriptions).forEach((rawSub, j) => {
       const s = obj(rawSub);
       const at = `mqtt.connections[${i}].subscriptions[${j}]`;
-      const row = (variable: unknown, setting: string, key: string | undefined, entry?: Array<string | number>) => {
-        if (isId(variable)) rows.push({ kind: 'mqtt', source, variable, setting, topic: str(s.topic), format: str(s.format), key, comment: entry ? comment('mqtt', 'connections', i, 'subscriptions', j, ...entry) : undefined });
+      const row = (variable: unknown, setting: string, key: string | undefined, entry?: Array<string | number>, unit?: unknown) => {
+        if (isId(variable)) rows.push({ kind: 'mqtt', source, variable, setting, topic: str(s.topic), format: str(s.format), key, unit: str(unit), comment: entry ? comment('mqtt', 'connections', i, 'subscriptions', j, ...entry) : undefined });
       };
       switch (s.format) {
         case 'number':
-          row(s.variable, `${at}.variable`, undefined);
-          for (const [text, id] of Object.entries(obj(obj(s.variable_from_topic).variables))) row(id, `${at}.variable_from_topic.variables.${text}`, text);
+          row(s.variable, `${at}.variable`, undefined, undefined, s.unit);
+          for (const [text, id] of Object.entries(obj(obj(s.variable_from_topic).variables))) row(id, `${at}.variable_from_topic.variables.${text}`, text, undefined, s.unit);
           break;
         case 'json':
-          arr(s.values).forEach((v, k) => row(obj(v).variable, `${at}.values[${k}].variable`, str(obj(v).path), ['values', k]));
+          arr(s.values).forEach((v, k) => row(obj(v).variable, `${at}.values[${k}].variable`, str(obj(v).path), ['values', k], obj(v).unit));
           break;
         case 'metrics':
           for (const [name, id] of Object.entries(obj(s.names))) row(id, `${at}.names.${name}`, name);
           break;
         case 'sparkplug':
-          arr(s.metrics).forEach((m, k) => row(obj(m).variable, `${at}.metrics[${k}].variable`, str(obj(m).name), ['metrics', k]));
+          arr(s.metrics).forEach((m, k) => row(obj(m).variable, `${at}.metrics[${k}].variable`, str(obj(m).name), ['metrics', k], obj(m).unit));
           break;
       }
     });

@@ -1,11 +1,14 @@
-import { isDeepStrictEqual } from 'node:util';
-import { Document, isMap, isScalar, isSeq, parseDocument, YAMLMap, YAMLSeq, type Node } from 'yaml';
+import { isMap, isPair, isScalar, isSeq, parseDocument, YAMLMap, YAMLSeq, type Document } from 'yaml';
 import { parseYamlDocument, parseYamlDocumentSliced, validateConfig, type ParsedYaml } from '../config/load.js';
 import { ConfigError } from '../core/errors.js';
 import { withoutReadingSecrets } from '../config/secrets.js';
 import { mappedVariables } from '../sources/mapped-variables.js';
+import { SOURCE_PLUGINS } from '../sources/plugins.js';
 import { mappingRows } from './config-mappings.js';
 import { describeRange, resolveAddress, TABLE_INFO, type AddressBase, type Table } from '../sources/modbus/address.js';
+import { render, renderSliced, scalarText, type Splice } from './merge-text.js';
+
+export { commentColumn } from './merge-text.js';
 import { REGISTER_COUNT, type DataType } from '../sources/modbus/decode.js';
 
 /**
@@ -47,6 +50,8 @@ export interface OpcuaNodeAddition {
   /** Written when not 1 and 0. */
   scale?: number;
   offset?: number;
+  /** The stored value's unit, written as the node's `unit` setting (checked against the catalog's). */
+  unit?: string;
   /** Written as a comment after the node id (`# Press1/Temperature (Double)`). */
   comment?: string;
 }
@@ -76,6 +81,8 @@ export interface ModbusRegisterAddition {
   byte_order?: string;
   scale?: number;
   offset?: number;
+  /** The stored value's unit, written as the register's `unit` setting. */
+  unit?: string;
   comment?: string;
 }
 
@@ -91,14 +98,6 @@ export interface MergeResult {
 }
 
 export class MergeError extends Error {}
-
-/**
- * What a merge added, to write into the user's text as it is: new list entries after the last
- * entry of a list the file already has, or a new section at the end. Everything else in the text
- * stays byte for byte (the yaml library would re-space aligned comments and flow lists if the
- * whole document were printed again).
- */
-type Splice = { seq: YAMLSeq; node: YAMLMap } | { section: string; node: YAMLMap };
 
 // --- A merge ------------------------------------------------------------------------------------
 
@@ -206,6 +205,7 @@ export class ConfigMerge {
       const entry: Record<string, unknown> = { node_id: n.node_id, variable: n.variable };
       if (n.scale !== undefined && n.scale !== 1) entry.scale = n.scale;
       if (n.offset !== undefined && n.offset !== 0) entry.offset = n.offset;
+      if (n.unit) entry.unit = n.unit;
       addEntry(nodeList, entryNode(doc, nodeList, entry, 'node_id', n.comment), splices);
       added += 1;
     });
@@ -239,13 +239,13 @@ export class ConfigMerge {
     const deviceOrder = typeof order === 'string' ? order : 'ABCD';
     const regList = listIn(target, 'registers');
     const mapped = this.fedNow();
-    const read = regList.items.map((r) => (isMap(r) ? readSpan(r, base) : null)).filter((r): r is Span => r !== null);
+    const read = new SpanIndex(regList, base);
     const skipped: MergeResult['skipped'] = [];
     const seen = new Set<string>();
     let added = 0;
     registers.forEach((r, i) => {
       const span = newSpan(r);
-      const overlap = read.find((o) => overlaps(o, span));
+      const overlap = read.overlap(span);
       const reason = overlap
         ? `${describeSpan(span, base)} ${overlap.type === 'bit' && span.type === 'bit' ? 'reads the same bit as' : 'overlaps'} ${describeSpan(overlap, base)}, read as ${overlap.variable}`
         : mapped.get(r.variable)
@@ -258,7 +258,7 @@ export class ConfigMerge {
         return;
       }
       seen.add(r.variable);
-      read.push(span);
+      read.add(span);
       const bits = TABLE_INFO[r.table].bits;
       // A Modicon reference ("40101") names its table: written without one, as the manual writes it.
       const modicon = typeof r.written_address === 'string' && /^[0134]\d{4,5}$/.test(r.written_address.trim());
@@ -269,12 +269,137 @@ export class ConfigMerge {
       if (!bits && r.byte_order && r.byte_order !== deviceOrder) entry.byte_order = r.byte_order;
       if (r.scale !== undefined && r.scale !== 1) entry.scale = r.scale;
       if (r.offset !== undefined && r.offset !== 0) entry.offset = r.offset;
+      if (r.unit) entry.unit = r.unit;
       addEntry(regList, entryNode(doc, regList, entry, 'variable', r.comment), splices);
       added += 1;
     });
     for (const v of seen) mapped.set(v, `modbus.devices[${index}].registers`);
     this.changed ||= added > 0 || created;
     return { target: `modbus.devices[${index}]`, created, added, skipped };
+  }
+
+  // --- Changes to existing mappings --------------------------------------------------------------
+
+  /**
+   * Changes an OPC UA node entry (`opcua.servers[i].nodes[j]`): its node id, scale, offset or unit
+   * (a unit not given is left as written).
+   * Returns why it cannot (another node of the server reads that node id), or null once done.
+   */
+  updateOpcuaNode(server: number, node: number, to: { node_id: string; scale?: number; offset?: number; unit?: string }): string | null {
+    const list = this.doc.getIn(['opcua', 'servers', server, 'nodes'], true);
+    const entry = isSeq(list) ? list.items[node] : undefined;
+    if (!isSeq(list) || !isMap(entry)) return `opcua.servers[${server}].nodes[${node}] is not an entry the text holds`;
+    const other = list.items.findIndex((n, k) => k !== node && isMap(n) && n.get('node_id') === to.node_id);
+    if (other >= 0) return `node ${to.node_id} is already read at opcua.servers[${server}].nodes[${other}] (${String((list.items[other] as YAMLMap).get('variable'))})`;
+    this.setValues(entry, { node_id: to.node_id, scale: to.scale ?? 1, offset: to.offset ?? 0, ...(to.unit ? { unit: to.unit } : {}) }, { scale: 1, offset: 0 });
+    return null;
+  }
+
+  /**
+   * Changes a Modbus register entry (`modbus.devices[i].registers[j]`): where it reads and how.
+   * Returns why it cannot (it would overlap another register of the device), or null once done.
+   */
+  updateModbusRegister(device: number, register: number, to: ModbusRegisterAddition): string | null {
+    const target = this.doc.getIn(['modbus', 'devices', device], true);
+    const list = isMap(target) ? target.get('registers', true) : undefined;
+    const entry = isSeq(list) ? list.items[register] : undefined;
+    if (!isMap(target) || !isSeq(list) || !isMap(entry)) return `modbus.devices[${device}].registers[${register}] is not an entry the text holds`;
+    const base: AddressBase = target.get('address_base') === 1 ? 1 : 0;
+    const others = new SpanIndex(list, base, entry);
+    const span = newSpan(to);
+    const overlap = others.overlap(span);
+    if (overlap) return `${describeSpan(span, base)} ${overlap.type === 'bit' && span.type === 'bit' ? 'reads the same bit as' : 'overlaps'} ${describeSpan(overlap, base)}, read as ${overlap.variable}`;
+    const bits = TABLE_INFO[to.table].bits;
+    const modicon = typeof to.written_address === 'string' && /^[0134]\d{4,5}$/.test(to.written_address.trim());
+    const values: Record<string, string | number> = { address: to.written_address ?? to.address + base };
+    if (!modicon || entry.has('table')) values.table = to.table;
+    if (to.type && (!bits || to.type !== 'bool' || entry.has('type'))) values.type = to.type;
+    if (to.type === 'bit' && to.bit !== undefined) values.bit = to.bit;
+    if (!bits && to.byte_order) values.byte_order = to.byte_order;
+    values.scale = to.scale ?? 1;
+    values.offset = to.offset ?? 0;
+    if (to.unit) values.unit = to.unit;
+    this.setValues(entry, values, { scale: 1, offset: 0 });
+    return null;
+  }
+
+  /**
+   * Writes `values` into an entry of the text: a value it has is replaced where it is written, in
+   * its quoting; one it lacks is added (a value equal to its default in `defaults` is not added).
+   */
+  private setValues(entry: YAMLMap, values: Record<string, string | number>, defaults: Record<string, string | number>): void {
+    let grown = 0;
+    for (const [key, value] of Object.entries(values)) {
+      const pair = entry.items.find((p) => isPair(p) && isScalar(p.key) && p.key.value === key);
+      const current = isScalar(pair?.value) ? pair.value : null;
+      if (current ? current.value === value : value === defaults[key]) continue;
+      const splice = current?.range ? { kind: 'replace' as const, start: current.range[0], end: current.range[1], text: scalarText(value, current.type, entry.flow === true) } : keyAdded(this.text, entry, key, value);
+      this.splices.push(splice);
+      grown += splice.text.length - (splice.end - splice.start);
+      if (current?.range) current.value = value;
+      else entry.set(key, value);
+      this.changed = true;
+    }
+    if (entry.flow && grown !== 0) this.keepCommentColumn(entry, grown);
+  }
+
+  /** A flow entry's line grown (or shrunk) by `grown` characters: the padding before its comment takes it back, so aligned comments stay aligned where they can. */
+  private keepCommentColumn(entry: YAMLMap, grown: number): void {
+    const end = entry.range?.[1];
+    if (end === undefined) return;
+    const eol = this.text.indexOf('\n', end);
+    const rest = this.text.slice(end, eol < 0 ? this.text.length : eol);
+    const pad = /^([ \t]+)#/.exec(rest);
+    if (!pad) return;
+    const width = Math.max(1, pad[1].length - grown);
+    if (width !== pad[1].length) this.splices.push({ kind: 'replace', start: end, end: end + pad[1].length, text: ' '.repeat(width) });
+  }
+}
+
+/** A `key: value` added to an entry of the text: before the `}` of a flow map, or as a line after the last one of a block map. */
+function keyAdded(text: string, entry: YAMLMap, key: string, value: string | number): Extract<Splice, { kind: 'replace' }> {
+  const range = entry.range;
+  if (!range) throw new MergeError(`the entry to change is not in the text`);
+  if (entry.flow) {
+    let at = text.lastIndexOf('}', range[1]);
+    while (at > range[0] && /[ \t]/.test(text[at - 1])) at -= 1;
+    return { kind: 'replace', start: at, end: at, text: `, ${key}: ${scalarText(value, undefined, true)}` };
+  }
+  const first = entry.items[0];
+  const keyAt = isPair(first) && isScalar(first.key) && first.key.range ? first.key.range[0] : range[0];
+  const column = keyAt - (text.lastIndexOf('\n', keyAt - 1) + 1);
+  const nl = text.indexOf('\n', Math.max(range[0], range[1] - 1));
+  const at = nl < 0 ? text.length : nl + 1;
+  return { kind: 'replace', start: at, end: at, text: `${nl < 0 ? '\n' : ''}${' '.repeat(column)}${key}: ${scalarText(value, undefined, false)}\n` };
+}
+
+/** The registers a device reads, by table and register, so that checking a new one costs its own registers, not the device's. */
+class SpanIndex {
+  private readonly at = new Map<string, Span[]>();
+
+  constructor(list: YAMLSeq, base: AddressBase, except?: unknown) {
+    for (const r of list.items) {
+      if (r === except || !isMap(r)) continue;
+      const span = readSpan(r, base);
+      if (span) this.add(span);
+    }
+  }
+
+  add(span: Span): void {
+    for (let a = span.start; a < span.start + span.count; a++) {
+      const key = `${span.table}:${a}`;
+      const list = this.at.get(key);
+      if (list) list.push(span);
+      else this.at.set(key, [span]);
+    }
+  }
+
+  overlap(span: Span): Span | undefined {
+    for (let a = span.start; a < span.start + span.count; a++) {
+      const found = this.at.get(`${span.table}:${a}`)?.find((o) => overlaps(o, span));
+      if (found) return found;
+    }
+    return undefined;
   }
 }
 
@@ -389,7 +514,7 @@ function sectionList(doc: Document.Parsed, section: string, key: string, init: (
     // A blank line between the user's last section and the new one, as the sample config does.
     if (root.items.length > 0 && isScalar(pair.key)) pair.key.spaceBefore = true;
     root.items.push(pair);
-    splices.push({ section, node: created });
+    splices.push({ kind: 'section', section, node: created });
     sec = created;
   }
   if (!isMap(sec)) throw new MergeError(`${section}: is not a mapping of settings in the configuration; fix it in the editor first`);
@@ -427,116 +552,13 @@ function entryNode(doc: Document.Parsed, list: YAMLSeq, entry: Record<string, un
 /** Adds `node` to `list` and notes where it goes in the text (a list new in this merge is written with its parent). */
 function addEntry(list: YAMLSeq, node: YAMLMap, splices: Splice[]): void {
   list.add(node);
-  if (list.range) splices.push({ seq: list, node });
+  if (list.range) splices.push({ kind: 'append', seq: list, node });
 }
 
-/**
- * The merged text: the user's text with the splices written in, or null when a splice meets a
- * layout it does not know (a list written in flow style over several lines).
- */
-function spliced(text: string, splices: readonly Splice[]): string | null {
-  const inserts: Array<{ at: number; text: string }> = [];
-  for (const sp of splices) {
-    if ('section' in sp) {
-      const body = printBlock(new YAMLMap(), sp.section, sp.node);
-      inserts.push({ at: text.length, text: `${text.length && !text.endsWith('\n') ? '\n' : ''}${text.trim() ? '\n' : ''}${body}` });
-      continue;
-    }
-    // New entries go after the list's last entry in the file, in the order they were added.
-    const last = sp.seq.items.findLast((i): i is Node => (i as Node).range !== undefined && (i as Node).range !== null) as Node | undefined;
-    if (!last?.range || sp.seq.flow) return null;
-    const lineStart = text.lastIndexOf('\n', last.range[0] - 1) + 1;
-    const lead = /^(\s*)-\s+$/.exec(text.slice(lineStart, last.range[0]));
-    if (!lead) return null;
-    let at = last.range[1];
-    if (text[at - 1] !== '\n') at = text.indexOf('\n', at) < 0 ? text.length : text.indexOf('\n', at) + 1;
-    const first = !inserts.some((i) => i.at === at);
-    const lineEnd = text.indexOf('\n', lineStart);
-    const item = alignComment(printItem(sp.node).replace(/^(?=.)/gm, lead[1]), commentColumn(text.slice(lineStart, lineEnd < 0 ? text.length : lineEnd)));
-    inserts.push({ at, text: `${first && at === text.length && !text.endsWith('\n') ? '\n' : ''}${item}` });
-  }
-  let out = text;
-  // Same offset: keep the order of the merge (stable sort, then splice from the end).
-  const ordered = inserts.map((ins, i) => ({ ...ins, i })).sort((a, b) => b.at - a.at || b.i - a.i);
-  for (const ins of ordered) out = out.slice(0, ins.at) + ins.text + out.slice(ins.at);
-  return out;
-}
-
-/**
- * The merged text, checked by reading it back: when it does not mean exactly the merged document,
- * the whole document is printed instead, which keeps comments but may re-space them.
- */
-function render(text: string, doc: Document.Parsed, splices: readonly Splice[]): string {
-  const out = spliced(text, splices);
-  if (out !== null) {
-    const back = parseDocument(out);
-    if (!back.errors.length && isDeepStrictEqual(back.toJS({ maxAliasCount: 1_000 }), doc.toJS({ maxAliasCount: 1_000 }))) return out;
-  }
-  return doc.toString({ lineWidth: 0 });
-}
-
-/** `render`, reading the merged text back in slices (config/load.ts parseYamlDocumentSliced). */
-async function renderSliced(text: string, doc: Document.Parsed, splices: readonly Splice[], pause: () => Promise<void>): Promise<string> {
-  const out = spliced(text, splices);
-  if (out !== null) {
-    await pause();
-    const want = doc.toJS({ maxAliasCount: 1_000 }) ?? {};
-    const back = await parseYamlDocumentSliced(out, 'the merged configuration', pause).catch(() => null);
-    await pause();
-    if (back && isDeepStrictEqual(back.value, want)) return out;
-  }
-  return doc.toString({ lineWidth: 0 });
-}
-
-/** Where the comment of a line starts (a `#` after a blank, outside quoted scalars), or -1. */
-export function commentColumn(line: string): number {
-  let quote: string | null = null;
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i];
-    if (quote) {
-      if (c === '\\' && quote === '"') i += 1;
-      else if (c === quote) quote = null;
-    } else if ((c === '"' || c === "'") && (i === 0 || ' \t{[,:-'.includes(line[i - 1]))) quote = c;
-    else if (c === '#' && (i === 0 || line[i - 1] === ' ' || line[i - 1] === '\t')) return i;
-  }
-  return -1;
-}
-
-/** A new entry's first-line comment moved to `column`, where its sibling's comment starts (aligned comments stay aligned). */
-function alignComment(item: string, column: number): string {
-  const nl = item.indexOf('\n');
-  const first = nl < 0 ? item : item.slice(0, nl);
-  const at = commentColumn(first);
-  if (column < 0 || at < 0 || at >= column) return item;
-  return `${first.slice(0, at)}${' '.repeat(column - at)}${first.slice(at)}${nl < 0 ? '' : item.slice(nl)}`;
-}
-
-/** `node` as one entry of a block list (`- key: value`), at indentation 0. */
-function printItem(node: YAMLMap): string {
-  const d = new Document(new YAMLSeq());
-  (d.contents as YAMLSeq).items.push(node);
-  return d.toString({ lineWidth: 0 });
-}
-
-function printBlock(map: YAMLMap, key: string, node: YAMLMap): string {
-  const d = new Document(map);
-  map.set(key, node);
-  return d.toString({ lineWidth: 0 });
-}
-
-/** Names of every source (OPC UA servers, Modbus section and devices, MQTT connections): a new one must not reuse one. */
+/** Names of every source and device of every protocol (sources/plugins.ts): a new one must not reuse one. */
 function sourceNames(doc: Document.Parsed): Set<string> {
   const js = (doc.toJS() ?? {}) as Record<string, unknown>;
-  const names = new Set<string>();
-  const add = (list: unknown) => {
-    if (Array.isArray(list)) for (const e of list) if (e && typeof e === 'object' && typeof (e as { name?: unknown }).name === 'string') names.add((e as { name: string }).name);
-  };
-  add((js.opcua as { servers?: unknown } | undefined)?.servers);
-  const modbus = js.modbus as { name?: unknown; devices?: unknown } | undefined;
-  if (typeof modbus?.name === 'string') names.add(modbus.name);
-  add(modbus?.devices);
-  add((js.mqtt as { connections?: unknown } | undefined)?.connections);
-  return names;
+  return new Set(SOURCE_PLUGINS.flatMap((p) => p.names(js[p.kind]).map((e) => e.name)));
 }
 
 function uniqueName(base: string, taken: Set<string>): string {

@@ -1,24 +1,20 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { ServerResponse } from 'node:http';
 import { Document } from 'yaml';
-import { z } from 'zod';
-import { parseYamlDocumentSliced } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { ConfigError } from '../core/errors.js';
-import { lineDiff } from '../config/text-diff.js';
 import { HttpError, type LocalHttpServer } from '../http/server.js';
-import type { ImportCsvResponse, MappingsResponse } from './api/build.js';
-import { parseBody } from './build-tools.js';
-import { fedVariables, MergeError } from './config-merge.js';
-import { importMappingsCsv, mappingsCsv, mappingsCsvOf } from './mapping-csv.js';
+import type { Catalog } from './api/build.js';
+import { MergeError } from './config-merge.js';
+import { mappingsCsvOf } from './mapping-csv.js';
+import type { ConsoleTextWorker } from './text-worker.js';
 
 export interface MappingRouteDeps {
   config: () => GatewayConfig;
   /** The configuration file's text, or null when the gateway runs without one. */
   configText: () => string | null;
+  texts: ConsoleTextWorker;
+  /** The console's copy of the organisation's catalog, when it has read it (the import flags ids it lacks and other units). */
+  catalog: () => Catalog | null;
 }
-
-/** Yields to the event loop between the steps of a request (parsing in slices, merging source by source). */
-const pause = (): Promise<void> => nextTurn().then(() => undefined);
 
 /**
  * Mappings as CSV (issue 24 §3, docs/mappings-csv.md), beside the configuration editor:
@@ -27,19 +23,20 @@ const pause = (): Promise<void> => nextTurn().then(() => undefined);
  *                                          configuration when there is no file), for a spreadsheet
  *   POST /console/api/config/mappings      the same for the editor's text, with the variables it
  *                                          feeds (the Build page flags one mapped twice)
- *   POST /console/api/config/import-csv    CSV rows merged into the editor's text; nothing is
- *                                          written (Apply does that, after its diff)
+ *   POST /console/api/config/import-csv    CSV rows merged into the editor's text (`update: true`
+ *                                          also makes the changes to existing mappings it lists);
+ *                                          nothing is written (Apply does that, after its diff)
  *
  * The sizes are bounded by http.max_body_bytes, by the schemas below and by the CSV reader
- * (mapping-csv.ts: 20,000 rows, 64 columns, 4,096 characters a field). The texts are parsed in
- * slices with turns of the event loop between them (bench/console-mapping-csv.ts).
+ * (mapping-import.ts: 20,000 rows, 64 columns, 4,096 characters a field). The texts are worked on
+ * by the console's text worker, off the event loop (bench/console-mapping-csv.ts).
  */
 export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteDeps): void {
-  http.route('GET', '/console/api/config/mappings.csv', () => {
+  http.route('GET', '/console/api/config/mappings.csv', async () => {
     const text = deps.configText();
     let csv: string;
     try {
-      csv = text === null ? mappingsCsvOf(runningMappings(deps.config())).csv : mappingsCsv(text).csv;
+      csv = text === null ? mappingsCsvOf(runningMappings(deps.config())).csv : (await deps.texts.run({ job: 'mappings-file', file: text })).csv;
     } catch (err) {
       if (err instanceof MergeError) throw new HttpError(409, 'config_unreadable', `the configuration file cannot be read as YAML: ${err.message}`);
       throw err;
@@ -48,34 +45,26 @@ export function registerMappingRoutes(http: LocalHttpServer, deps: MappingRouteD
     return { text: `\uFEFF${csv}`, contentType: 'text/csv; charset=utf-8', headers: { 'content-disposition': 'attachment; filename="mappings.csv"' } };
   }, { name: 'console mappings csv', access: 'confidential' });
 
-  http.route('POST', '/console/api/config/mappings', async (ctx) => {
-    const { yaml } = parseBody(z.strictObject({ yaml: z.string().max(5_000_000) }), await ctx.json());
-    let parsed;
-    try {
-      parsed = await parseYamlDocumentSliced(yaml, 'the configuration', pause);
-    } catch (err) {
-      if (err instanceof ConfigError) throw new HttpError(400, 'bad_request', `the configuration is not valid YAML (${err.problems[0]?.replace(/^the configuration: /, '')}); fix it in the editor first`, 'yaml');
-      throw err;
-    }
-    const doc = parsed.doc ?? new Document();
-    const { csv, rows } = mappingsCsvOf(doc, parsed.value);
-    await pause();
-    const json: MappingsResponse = { csv, rows, mapped: Object.fromEntries(fedVariables(doc, parsed.value)) };
-    return { json };
-  }, { name: 'console config mappings' });
+  // The bodies (the editor's text and a CSV file, up to 5 MB each) are read, checked and worked on
+  // by the console's text worker (text-bodies.ts): the gateway's event loop only passes their bytes on.
+  http.route('POST', '/console/api/config/mappings', async (ctx) => sendJson(ctx.res, await deps.texts.runRequest('mappings', await ctx.jsonBytes())), { name: 'console config mappings' });
 
   http.route('POST', '/console/api/config/import-csv', async (ctx) => {
-    const input = parseBody(z.strictObject({ yaml: z.string().max(5_000_000), csv: z.string().max(5_000_000) }), await ctx.json());
-    let r;
-    try {
-      r = await importMappingsCsv(input.yaml, input.csv, pause);
-    } catch (err) {
-      if (err instanceof MergeError) throw new HttpError(400, 'bad_request', err.message, /^CSV|the CSV/.test(err.message) ? 'csv' : 'yaml');
-      throw err;
-    }
-    const json: ImportCsvResponse = { ...r, diff: r.yaml === input.yaml ? '' : lineDiff(input.yaml, r.yaml) };
-    return { json };
+    const bytes = await ctx.jsonBytes();
+    sendJson(ctx.res, await deps.texts.runRequest('import', bytes, deps.catalog()));
   }, { name: 'console config import csv' });
+}
+
+/**
+ * An answer the text worker serialized (api/build.ts MappingsResponse, ImportCsvResponse,
+ * MergeResponse), written as it is, with the headers every answer of the local API carries.
+ */
+export function sendJson(res: ServerResponse, body: Uint8Array): void {
+  res.statusCode = 200;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('x-content-type-options', 'nosniff');
+  res.end(body);
 }
 
 /** The mapping sections of the running configuration as a document (no comments: there is no file). */

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
@@ -10,13 +11,16 @@ import { BacklogHistory } from './backlog-history.js';
 import { registerBuildRoutes } from './build-routes.js';
 import type { ConsoleBufferReads } from './buffer-reads.js';
 import { ConsoleCatalog, registerCatalogRoutes } from './catalog.js';
-import { registerConfigRoutes } from './config-routes.js';
+import { ConfigHistory } from './config-history.js';
+import { registerConfigRoutes, type ConsoleReload } from './config-routes.js';
+import { registerHistoryRoutes } from './history-routes.js';
 import { registerDemoRoutes, type DemoDevices } from './demo-routes.js';
 import { registerFleetRoutes } from './fleet-routes.js';
 import { LiveHub } from './live.js';
 import type { QualityTables } from './quality-reads.js';
 import { registerMappingRoutes } from './mapping-routes.js';
 import { registerLiveRoutes } from './live-routes.js';
+import { ConsoleTextWorker } from './text-worker.js';
 import type { RefusalLog } from './refusal-log.js';
 import { VariableIndexCache } from './variable-index-cache.js';
 import { registerVariableRoutes } from './variable-routes.js';
@@ -41,8 +45,9 @@ export interface ConsoleDeps {
   fleet?: FleetWatch | null;
   /** The simulated devices of the demo that runs this gateway (commands/demo.ts), else null/absent. */
   demo?: DemoDevices | null;
-  /** Applies a validated configuration (the gateway's hot reload). */
-  reload: (next: GatewayConfig) => Promise<{ changed: string[]; restartRequired: string[]; restartedSources: string[] }>;
+  /** Applies a validated configuration (the gateway's hot reload); `written`: from a file the console wrote. */
+  reload: ConsoleReload;
+  logger: Logger;
 }
 
 export interface ConsoleRuntime {
@@ -63,8 +68,11 @@ export interface ConsoleRuntime {
  *   build-routes.ts     Build the config: OPC UA browse and snippet, Modbus probe and its
  *                       devices, "Add to configuration" (the merge);
  *   catalog.ts          its catalog of machine variables,
- *   config-routes.ts    its configuration editor, and
+ *   config-routes.ts    its configuration editor,
+ *   history-routes.ts   the file's history and rollback, and
  *   mapping-routes.ts   the mappings as CSV (export, import)
+ * The configuration texts and CSV files are worked on by the text worker (text-worker.ts), off
+ * the gateway's event loop.
  *   demo-routes.ts      the demo's device switch (refused unless the demo runs this gateway)
  */
 export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps): ConsoleRuntime {
@@ -89,15 +97,19 @@ export function registerConsoleRoutes(http: LocalHttpServer, deps: ConsoleDeps):
   };
   registerVariableRoutes(http, { boot, clock, index: new VariableIndexCache(deps.config), ring: deps.ring, refusals: deps.refusals, quality, buffer, catalog, configText });
   registerFleetRoutes(http, { clock, self: () => deps.config().gateway.name, fleet: deps.fleet });
-  registerBuildRoutes(http, { clock, dataDir: deps.dataDir, config: deps.config });
-  registerMappingRoutes(http, { config: deps.config, configText });
+  const texts = new ConsoleTextWorker();
+  registerBuildRoutes(http, { clock, dataDir: deps.dataDir, config: deps.config, texts });
+  registerMappingRoutes(http, { config: deps.config, configText, texts, catalog: () => catalog.current() });
   registerCatalogRoutes(http, catalog);
-  registerConfigRoutes(http, { ...deps, catalog });
+  const history = new ConfigHistory(deps.dataDir);
+  const writer = registerConfigRoutes(http, { config: deps.config, configPath: deps.configPath, reload: deps.reload, texts, history, logger: deps.logger, catalog });
+  registerHistoryRoutes(http, { history, writer, texts });
   registerDemoRoutes(http, deps.demo ?? null);
 
   return {
     hub,
     close() {
+      void texts.close();
       backlog.stop();
       deps.fleet?.stop();
       hub.close();

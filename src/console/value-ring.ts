@@ -1,4 +1,4 @@
-import type { Sample, SampleTap } from '../core/sample.js';
+import type { Sample, SampleColumns, SampleTap } from '../core/sample.js';
 
 /**
  * The console's view of live values: for every variable the last value and, per time bucket, the
@@ -54,6 +54,10 @@ export class ValueRing implements SampleTap {
 
   onSamples(samples: readonly Sample[]): void {
     for (const s of samples) this.add(s.variable, s.ts, s.value);
+  }
+
+  onColumns(c: SampleColumns): void {
+    for (let i = 0; i < c.count; i++) this.add(c.variables[i], c.ts[i], c.values[i]);
   }
 
   add(variable: string, ts: number, value: number): void {

@@ -1,5 +1,6 @@
 import type { GatewayConfig } from '../config/schema.js';
 import { forEachMappedVariable, type MappingSite } from '../sources/mapped-variables.js';
+import { pluginSections } from '../sources/plugins.js';
 
 /** What the console knows about a mapped variable from the configuration alone. */
 export interface VariableInfo {
@@ -127,9 +128,7 @@ export class VariableIndex {
 
 /** The source a mapping section's entry stands for (`opcua.servers[0]` names it). */
 function sourceOf(config: GatewayConfig, section: MappingSite['section'], index: number): VariableSource {
-  const entry =
-    section === 'generator' ? config.generator[index] : section === 'opcua' ? config.opcua.servers[index] : section === 'modbus' ? config.modbus?.devices[index] : section === 'mqtt' ? config.mqtt?.connections[index] : undefined;
-  if (!entry) return NO_SOURCE;
-  const onChange = section === 'mqtt' || (section === 'opcua' && (entry as { mode?: string }).mode !== 'polling');
-  return { source: (entry as { name?: string }).name ?? null, kind: section, onChange };
+  const [plugin, own] = pluginSections(config).find(([p]) => p.kind === section) ?? [];
+  const entry = plugin?.mappingSource(own, index);
+  return entry ? { source: entry.name, kind: section, onChange: entry.onChange } : NO_SOURCE;
 }

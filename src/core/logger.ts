@@ -1,5 +1,6 @@
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
-import pretty from 'pino-pretty';
+import { createRequire } from 'node:module';
+import type pinoPretty from 'pino-pretty';
 import { redactJsonLine } from './redact.js';
 
 export type { Logger };
@@ -56,6 +57,8 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
   const format = settings.format ?? 'auto';
   const wantPretty = format === 'pretty' || (format === 'auto' && !settings.destination && process.stdout.isTTY === true);
   if (wantPretty) {
+    // Loaded only for a terminal: a gateway logging JSON in its container does not carry it (31 modules).
+    const pretty = createRequire(import.meta.url)('pino-pretty') as typeof pinoPretty;
     return pino(options, pretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
   }
   // Synchronous writes to stdout: pino's default destination writes asynchronously and keeps what

@@ -71,6 +71,40 @@ function keyedReadGauge(config: Omit<GaugeConfiguration<string>, 'collect'>): Ke
 }
 
 /**
+ * The uplink's states in the one vocabulary every surface shows (src/status/uplink-state.ts says
+ * what each means): `gateway_uplink_status{state}` is 1 for the state in force, 0 for the others.
+ */
+export const UPLINK_STATES = ['delivering', 'partial', 'rate_limited', 'unreachable', 'refused'] as const;
+
+/** A state set read at scrape time: 1 for the state `read()` names, 0 for every other of `states`. */
+export type ReadStateGauge = Gauge & { readFrom(read: () => string): () => void };
+
+function readStateGauge(config: Omit<GaugeConfiguration<string>, 'collect' | 'labelNames'>, states: readonly string[]): ReadStateGauge {
+  const reader: { read: (() => string) | null } = { read: null };
+  const gauge = new Gauge({
+    ...config,
+    labelNames: ['state'],
+    collect() {
+      if (!reader.read) return;
+      try {
+        const current = reader.read();
+        for (const st of states) this.set({ state: st }, st === current ? 1 : 0);
+      } catch {
+        /* keep the last value */
+      }
+    },
+  });
+  return Object.assign(gauge, {
+    readFrom(read: () => string): () => void {
+      reader.read = read;
+      return () => {
+        if (reader.read === read) reader.read = null;
+      };
+    },
+  });
+}
+
+/**
  * The one place that defines metric names. Every component receives the `Metrics` object built
  * here; nothing else constructs a prom-client metric. The README's metric table is generated
  * from `METRIC_DOCS` below, so a metric added here is documented by construction.
@@ -92,6 +126,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     sourceErrors: new Counter({ name: 'gateway_source_errors_total', help: 'Errors talking to a device or broker, by stable error code', labelNames: ['source', 'kind', 'code'], registers: r }),
     sourceReconnects: new Counter({ name: 'gateway_source_reconnects_total', help: 'Reconnection attempts after a lost or failed connection', labelNames: ['source', 'kind'], registers: r }),
     sourceRequests: new Counter({ name: 'gateway_source_requests_total', help: 'Requests sent to devices (Modbus reads, OPC UA reads), by device and outcome', labelNames: ['source', 'kind', 'device', 'outcome'], registers: r }),
+    sourceValuesLost: new Counter({ name: 'gateway_source_values_lost_total', help: 'Values lost before they reached the buffer, by reason (server_overflow: discarded from a full OPC UA monitored-item queue, estimated from the gap between the values around it and the sampling interval, at least 1 per value with the Overflow bit; buffer_full: refused by the source because the buffer did not keep up). Included in status dropped_total', labelNames: ['source', 'kind', 'reason'], registers: r }),
     sourceVariables: keyedReadGauge({ name: 'gateway_source_variables', help: 'Variables of a source by quality (good; uncertain, bad: the device says so, from an OPC UA StatusCode, a Modbus exception, a Sparkplug Quality property; stale: no reading for 3 periods of a polled variable, a Sparkplug NDEATH/DDEATH or a last will, or the source or its device is down; none: no value yet)', labelNames: ['source', 'kind', 'quality'], registers: r }),
     sourceLastSampleAge: new Gauge({ name: 'gateway_source_last_sample_age_seconds', help: 'Seconds since the source last produced a sample', labelNames: ['source', 'kind'], registers: r }),
 
@@ -154,11 +189,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     uplinkRequestSeconds: new Histogram({ name: 'gateway_uplink_request_seconds', help: 'Duration of requests to the tracking service', labelNames: ['endpoint'], buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: r }),
     uplinkDeliveredSamples: new Counter({ name: 'gateway_uplink_delivered_samples_total', help: 'Samples acknowledged by the tracking service, by path (sync, import)', labelNames: ['path'], registers: r }),
     setAsideDroppedSamples: new Counter({ name: 'gateway_set_aside_dropped_samples_total', help: 'Set-aside samples deleted by the gateway itself, by reason (unknown_variable: beyond uplink.unknown_variables.keep_set_aside, oldest first; store_full: beyond store.set_aside_max_bytes, oldest first)', labelNames: ['reason'], registers: r }),
-    setAsideRequeuedSamples: new Counter({ name: 'gateway_set_aside_requeued_samples_total', help: 'Set-aside samples put back into the queue by the gateway itself, by reason (variable_created: the catalog lists a variable that was unknown)', labelNames: ['reason'], registers: r }),
+    setAsideRequeuedSamples: new Counter({ name: 'gateway_set_aside_requeued_samples_total', help: 'Set-aside samples put back into the queue by the gateway itself, by reason (variable_created: the catalog lists a variable that was unknown; suspect_cleared: the catalog lists a variable whose item was refused alone, so its held samples are tried again)', labelNames: ['reason'], registers: r }),
     uplinkSetAsideSamples: new Counter({ name: 'gateway_uplink_set_aside_samples_total', help: 'Samples set aside because the service refused them, by path', labelNames: ['path'], registers: r }),
     uplinkRetries: new Counter({ name: 'gateway_uplink_retries_total', help: 'Retried requests, by reason (rate_limited, server_error, network, unauthorized, too_large)', labelNames: ['reason'], registers: r }),
     uplinkBudgetWaitSeconds: new Counter({ name: 'gateway_uplink_budget_wait_seconds_total', help: 'Time spent waiting for the request budget', registers: r }),
-    uplinkBudgetPerMinute: new Gauge({ name: 'gateway_uplink_budget_requests_per_minute', help: 'Configured request budget per minute (all calls to the service together)', registers: r }),
+    uplinkBudgetPerMinute: new Gauge({ name: 'gateway_uplink_budget_requests_per_minute', help: 'Configured request budget per minute (all calls to the service together): a ceiling, not the pace', registers: r }),
+    uplinkPacePerMinute: new Gauge({ name: 'gateway_uplink_pace_requests_per_minute', help: 'Requests per minute the gateway paces at now: the lowest of the configured budget, the fleet share and the rate found from the service\'s 429s', registers: r }),
+    uplinkRateFound: new Gauge({ name: 'gateway_uplink_rate_found_requests_per_minute', help: 'Requests per minute the service was found to allow this gateway (from its 429s; probed upward slowly); -1 while no limit was met', registers: r }),
     uplinkState: new Gauge({ name: 'gateway_uplink_state', help: 'Uplink state: 0 ok, 1 retrying (transient errors), 2 halted (credentials or organisation refused; operator action needed)', registers: r }),
     uplinkTokenRenewals: new Counter({ name: 'gateway_uplink_token_renewals_total', help: 'Access tokens fetched from the token endpoint', registers: r }),
     uplinkFreshestAge: new Gauge({ name: 'gateway_uplink_freshest_delivered_age_seconds', help: 'Age (now minus sample timestamp) of the newest sample the service has acknowledged', registers: r }),
@@ -166,6 +203,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     importJobsInFlight: new Gauge({ name: 'gateway_import_jobs_in_flight', help: 'Import jobs being built, uploaded or processed', registers: r }),
     importJobs: new Counter({ name: 'gateway_import_jobs_total', help: 'Import jobs ended, by outcome (finished, failed, abandoned)', labelNames: ['outcome'], registers: r }),
     importFileBytes: new Counter({ name: 'gateway_import_file_bytes_total', help: 'Bytes of import-job files uploaded', registers: r }),
+    uplinkStatus: readStateGauge({ name: 'gateway_uplink_status', help: 'What limits delivery, 1 for the state in force: delivering (everything mapped is delivered), partial (some mapped variables are unknown to the service or refused), rate_limited (the rate found from the service\'s 429s, or the budget while the backlog grows, limits delivery), unreachable, refused (authentication, organisation, every item, endpoint)', registers: r }, UPLINK_STATES),
+    uplinkUnknownVariables: readGauge({ name: 'gateway_uplink_unknown_variables', help: 'Mapped machine variables the organisation\'s catalog does not list (their samples are set aside)', registers: r }),
     backlogEtaSeconds: readGauge({ name: 'gateway_backlog_eta_seconds', help: 'Estimated seconds until the backlog is delivered at the current rates (-1 when unknown)', registers: r }),
 
     // --- annotations ---
@@ -178,7 +217,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
     // --- gap ledger and OPC UA historical backfill (issue 14) ---
     gapsOpen: readGauge({ name: 'gateway_gaps_open', help: 'Gaps in the data still open: a source or device not delivering now (see `edge-gateway gaps list`)', registers: r }),
-    gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full)', labelNames: ['reason'], registers: r }),
+    gapSeconds: new Counter({ name: 'gateway_gap_seconds_total', help: 'Seconds of closed gaps in the data, by reason (gateway_stopped, source_disconnected, device_error, buffer_full, values_lost)', labelNames: ['reason'], registers: r }),
     gapFilled: new Counter({ name: 'gateway_gap_filled_total', help: 'Gaps filled from the OPC UA server\'s history, by result (yes: every node; partial: some nodes or part of the window)', labelNames: ['result'], registers: r }),
     historyValues: new Counter({ name: 'gateway_opcua_history_values_total', help: 'Values read from OPC UA history (HistoryRead raw) and handed to the buffer', labelNames: ['source'], registers: r }),
     historyRequests: new Counter({ name: 'gateway_opcua_history_requests_total', help: 'OPC UA HistoryRead requests, by outcome (ok, error)', labelNames: ['source', 'outcome'], registers: r }),
@@ -197,7 +236,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     httpBusy: new Counter({ name: 'gateway_http_busy_total', help: 'Requests the local HTTP server turned away for a connection limit, by reason (streams_per_client: 429, http.max_streams_per_client; streams_total: 503, http.max_streams; reserved_connections: 503, only the connections kept for health checks and the operator page were left)', labelNames: ['reason'], registers: r }),
 
     // --- fleet (several gateways behind one address, the plant broker) ---
-    uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'Requests per minute this gateway paces at: its fair share of the address budget when uplink.budget_sharing is fleet (times the 429 back-off factor)', registers: r }),
+    uplinkBudgetShare: new Gauge({ name: 'gateway_uplink_budget_share_requests_per_minute', help: 'This gateway\'s fair share of the address budget when uplink.budget_sharing is fleet, requests per minute: a ceiling (the pace may be lower after 429s: gateway_uplink_pace_requests_per_minute)', registers: r }),
     fleetBudgetMembers: new Gauge({ name: 'gateway_fleet_budget_members', help: 'Gateways sharing the address budget as this gateway sees them (itself included, at most uplink.budget_sharing.max_gateways)', registers: r }),
     fleetBudgetIgnoredPeers: new Gauge({ name: 'gateway_fleet_budget_ignored_peers', help: 'Gateways announcing demand in this group beyond uplink.budget_sharing.max_gateways, not counted in the division (fake announcements or max_gateways too low)', registers: r }),
     fleetBrokerConnected: new Gauge({ name: 'gateway_fleet_broker_connected', help: '1 when the connection to the plant broker (fleet.mqtt) is up, else 0', registers: r }),

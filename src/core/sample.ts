@@ -28,6 +28,19 @@ export interface Sample {
  */
 export interface SampleSink {
   append(samples: readonly Sample[], options?: AppendOptions): Promise<void>;
+  /**
+   * `append` for samples held as columns: a source that takes tens of thousands of values a
+   * second keeps them in typed arrays while they wait for their commit, not as one object each
+   * (objects that live through a commit outlive V8's young generation and cost the collector most
+   * of all). Optional; without it a source appends `columns.toSamples()`.
+   */
+  appendColumns?(columns: SampleColumns, options?: AppendOptions): Promise<void>;
+  /**
+   * `count` values a source received (or was told of) and could not keep: its own bounded queue
+   * refused them, or the device discarded them (an OPC UA Overflow bit). Counted in the buffer's
+   * dropped total, so the status's `dropped_total` counts every value lost, wherever it was lost.
+   */
+  lost?(count: number): void;
 }
 
 export interface AppendOptions {
@@ -39,6 +52,66 @@ export interface AppendOptions {
    * Without it, refused samples are counted as lost by the full-buffer policy.
    */
   keepsRefused?: boolean;
+}
+
+/**
+ * Samples as columns: variable names (shared strings), timestamps and values in typed arrays that
+ * grow as samples are added. `count` of them are valid.
+ */
+export class SampleColumns {
+  count = 0;
+  variables: string[];
+  ts: Float64Array;
+  values: Float64Array;
+
+  constructor(capacity = 1_024) {
+    this.variables = new Array<string>(capacity);
+    this.ts = new Float64Array(capacity);
+    this.values = new Float64Array(capacity);
+  }
+
+  push(variable: string, ts: number, value: number): void {
+    const i = this.count;
+    if (i === this.ts.length) this.grow();
+    this.variables[i] = variable;
+    this.ts[i] = ts;
+    this.values[i] = value;
+    this.count = i + 1;
+  }
+
+  /** `push` of `o.ts` and `o.value`: a hot path passes the object, since each number passed to a function V8 did not inline is a new heap object. */
+  pushOut(variable: string, o: { ts: number; value: number }): void {
+    const i = this.count;
+    if (i === this.ts.length) this.grow();
+    this.variables[i] = variable;
+    this.ts[i] = o.ts;
+    this.values[i] = o.value;
+    this.count = i + 1;
+  }
+
+  /** Empties it for reuse; the arrays are kept (the names left in them are the sources' own strings). */
+  clear(): this {
+    this.count = 0;
+    return this;
+  }
+
+  /** The samples as objects (for whoever takes them one by one: taps, a sink without appendColumns). */
+  toSamples(): Sample[] {
+    const out = new Array<Sample>(this.count);
+    for (let i = 0; i < this.count; i++) out[i] = { variable: this.variables[i], ts: this.ts[i], value: this.values[i] };
+    return out;
+  }
+
+  private grow(): void {
+    const n = this.ts.length * 2;
+    const ts = new Float64Array(n);
+    ts.set(this.ts);
+    const values = new Float64Array(n);
+    values.set(this.values);
+    this.ts = ts;
+    this.values = values;
+    this.variables.length = n;
+  }
 }
 
 /** Why the buffer refused an append; stable, used in error codes and metric labels. */
@@ -115,6 +188,8 @@ export function toSampleValue(v: unknown): number | undefined {
  */
 export interface SampleTap {
   onSamples(samples: readonly Sample[]): void;
+  /** The same for samples held as columns; without it the tap gets them as objects. */
+  onColumns?(columns: SampleColumns): void;
 }
 
 /** A sink that forwards to `inner` and, once committed, shows the samples to every tap. */
@@ -128,8 +203,30 @@ export class TappedSink implements SampleSink {
     return () => this.taps.delete(tap);
   }
 
+  lost(count: number): void {
+    this.inner.lost?.(count);
+  }
+
+  async appendColumns(columns: SampleColumns, options?: AppendOptions): Promise<void> {
+    if (this.inner.appendColumns) await this.inner.appendColumns(columns, options);
+    else await this.inner.append(columns.toSamples(), options);
+    let samples: Sample[] | null = null;
+    for (const tap of this.taps) {
+      try {
+        if (tap.onColumns) tap.onColumns(columns);
+        else tap.onSamples((samples ??= columns.toSamples()));
+      } catch {
+        // A tap is an observer: its failure must never refuse samples that are already committed.
+      }
+    }
+  }
+
   async append(samples: readonly Sample[], options?: AppendOptions): Promise<void> {
     await this.inner.append(samples, options);
+    this.tell(samples);
+  }
+
+  private tell(samples: readonly Sample[]): void {
     for (const tap of this.taps) {
       try {
         tap.onSamples(samples);

@@ -25,7 +25,8 @@ export interface Source {
   status(): SourceStatus;
 }
 
-export type SourceKind = 'opcua' | 'modbus' | 'mqtt' | 'generator';
+/** A source protocol: the `kind` of a descriptor in sources/plugins.ts ('opcua', 'modbus', ...). */
+export type SourceKind = string;
 
 export type SourceState = 'starting' | 'connecting' | 'connected' | 'degraded' | 'disconnected' | 'stopped';
 

@@ -9,8 +9,12 @@ import type { Store } from './store.js';
  * the first bad item's index and field, and nothing is stored; otherwise every item is stored.
  * [A] Success is 200 `{items_received: n}` (CONTRACT.md: any 2xx, body not relied on).
  * [A] Top-level fields other than `items` are refused.
+ * With `terse` wording (fault refusal_wording) a bad item's 400 says only that the payload is
+ * invalid: §7 promises `{code, message}` and nothing about the message's words.
  */
-export function acceptBatch(body: unknown, scope: ItemScope, store: Store): Reply {
+export const TERSE_REFUSAL = 'The request payload is invalid.';
+
+export function acceptBatch(body: unknown, scope: ItemScope, store: Store, wording: 'detailed' | 'terse' = 'detailed'): Reply {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('request body: must be a JSON object {"items": [...]}');
   const o = body as Record<string, unknown>;
   for (const key in o) if (key !== 'items') throw badRequest(`${key}: unknown field (the body is {"items": [...]})`);
@@ -23,7 +27,7 @@ export function acceptBatch(body: unknown, scope: ItemScope, store: Store): Repl
   const ok: ItemOk[] = new Array(items.length);
   for (let i = 0; i < items.length; i++) {
     const r = checkItem(items[i], scope);
-    if (isProblem(r)) throw badRequest(describeProblem(i, r));
+    if (isProblem(r)) throw badRequest(wording === 'terse' ? TERSE_REFUSAL : describeProblem(i, r));
     ok[i] = r;
   }
   for (let i = 0; i < ok.length; i++) store.put(ok[i].variable.id, ok[i].epochMs, ok[i].value);

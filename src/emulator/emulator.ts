@@ -134,7 +134,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
   const faults = new FaultState(monotonic, random);
   if (opts.faults) faults.set(parseFaults(opts.faults));
   const journal = new RequestJournal(opts.journalSize ?? DEFAULT_JOURNAL_SIZE);
-  const limiter = new SlidingWindowRateLimiter(rate, monotonic);
+  const limiter = new SlidingWindowRateLimiter(rate, monotonic, undefined, () => faults.neighbourPerMinute);
   const auth = new Auth(fixture, ttl, monotonic);
   const jobs = new ImportJobs({ store, faults, now, delayMs: delay, tmpDir, logger, maxErrors: opts.maxJobErrors });
   const reset = async (r: ResetOptions = {}) => {
@@ -146,7 +146,9 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     if (r.tokens) auth.clear();
     if (r.faults) faults.clear();
   };
+  const stats = (): EmulatorStats => ({ ...store.stats(), neighbour: { admitted: limiter.neighbourAdmitted, rate_limited: limiter.neighbourRefused } });
   const inspector = new Inspector({
+    stats,
     fixture,
     store,
     faults,
@@ -162,7 +164,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     faults,
     jobs,
     inspector,
-    trackingRoutes: trackingRoutes({ fixture, store, jobs, now }),
+    trackingRoutes: trackingRoutes({ fixture, store, jobs, now, wording: () => faults.refusalWording }),
     tokenHandler: tokenHandler(auth, store),
     logger,
     journal,
@@ -202,7 +204,7 @@ export async function startEmulator(opts: EmulatorOptions = {}): Promise<Emulato
     setFaults: (f) => faults.set(parseFaults(f)),
     clearFaults: () => faults.clear(),
     faults: () => faults.get(),
-    stats: () => store.stats(),
+    stats,
     reset,
     expireTokens: () => auth.expireAll(),
     requests: (q) => journal.list(q, BASE_PATH).requests,

@@ -22,6 +22,19 @@ export interface Faults {
   force_429_seconds: number;
   /** Fraction (0-1) of import jobs that end `failed` even with a good file. */
   job_failure_rate: number;
+  /**
+   * Another client behind the same address (a second gateway, a script on the same NAT): it spends
+   * this many requests per minute of every client address's rate limit, paced evenly, admitted
+   * when its window has room like any request (§8: the limit is per IP, all clients together).
+   */
+  neighbour_per_minute: number;
+  /**
+   * How a refused batch item is worded: `detailed` names the item and the reason
+   * (`items[17].machine_variable_id: unknown machine variable "mvr_x"`, the emulator's [A] form);
+   * `terse` gives only what §7 promises, `{code: "bad_request", message}` with a message that names
+   * neither the item nor the reason, as another implementation of the interface may.
+   */
+  refusal_wording: 'detailed' | 'terse';
   /** Path prefixes the faults apply to (full, or relative to /tracking/v1); null = every path. */
   paths: string[] | null;
   /**
@@ -55,6 +68,8 @@ export const faultsSchema = z.strictObject({
   outage_seconds: z.number().min(0).max(86_400).optional(),
   force_429_seconds: z.number().min(0).max(86_400).optional(),
   job_failure_rate: rate.optional(),
+  neighbour_per_minute: z.number().min(0).max(1_000_000).optional(),
+  refusal_wording: z.enum(['detailed', 'terse']).optional(),
   paths: z.array(z.string().startsWith('/')).nullable().optional(),
   fail_next: z.union([failNextSchema, z.array(failNextSchema)]).optional(),
 });
@@ -73,7 +88,8 @@ export function parseFaults(input: unknown): FaultSetting {
  * The command-line form of a fault setting (`--fault error_rate=0.2`, repeatable), the same fields
  * and rules as POST /_emulator/faults:
  *   error_rate, drop_connection_rate, job_failure_rate  a fraction 0-1
- *   status, latency_ms, outage_seconds, force_429_seconds  a number
+ *   status, latency_ms, outage_seconds, force_429_seconds, neighbour_per_minute  a number
+ *   refusal_wording=detailed|terse
  *   paths=/machine-data/batch,/oauth2/token  comma-separated path prefixes
  *   fail_next=COUNT[:STATUS|:drop][@PATH]  e.g. fail_next=3:503@/machine-data/batch
  * Throws an Error naming the flag and the value.
@@ -87,6 +103,7 @@ export function parseFaultFlags(flags: string[]): FaultSetting {
     const name = flag.slice(0, eq).trim();
     const value = flag.slice(eq + 1).trim();
     if (name === 'paths') raw.paths = value === '' ? null : value.split(',').map((p) => p.trim());
+    else if (name === 'refusal_wording') raw.refusal_wording = value;
     else if (name === 'fail_next') {
       const m = /^(\d+)(?::(\d+|drop))?(?:@(\/\S*))?$/.exec(value);
       if (!m) throw new Error(`--fault fail_next=${value}: expected COUNT[:STATUS|:drop][@PATH] (for example fail_next=3:503@/machine-data/batch)`);
@@ -126,6 +143,8 @@ export class FaultState {
   private outageUntil = 0;
   private force429Until = 0;
   private jobFailureRate = 0;
+  private neighbour = 0;
+  private wording: Faults['refusal_wording'] = 'detailed';
   private paths: string[] | null = null;
   /** One counter per path (null key = any path); a counter at 0 is removed. */
   private failNext = new Map<string | null, { count: number; status: number | 'drop' }>();
@@ -144,6 +163,8 @@ export class FaultState {
     if (f.outage_seconds !== undefined) this.outageUntil = f.outage_seconds > 0 ? t + f.outage_seconds * 1000 : 0;
     if (f.force_429_seconds !== undefined) this.force429Until = f.force_429_seconds > 0 ? t + f.force_429_seconds * 1000 : 0;
     if (f.job_failure_rate !== undefined) this.jobFailureRate = f.job_failure_rate;
+    if (f.neighbour_per_minute !== undefined) this.neighbour = f.neighbour_per_minute;
+    if (f.refusal_wording !== undefined) this.wording = f.refusal_wording;
     if (f.paths !== undefined) this.paths = f.paths === null ? null : [...f.paths];
     for (const n of f.fail_next ?? []) {
       const key = n.path ?? null;
@@ -160,6 +181,8 @@ export class FaultState {
     this.outageUntil = 0;
     this.force429Until = 0;
     this.jobFailureRate = 0;
+    this.neighbour = 0;
+    this.wording = 'detailed';
     this.paths = null;
     this.failNext.clear();
   }
@@ -175,6 +198,8 @@ export class FaultState {
       outage_seconds: left(this.outageUntil),
       force_429_seconds: left(this.force429Until),
       job_failure_rate: this.jobFailureRate,
+      neighbour_per_minute: this.neighbour,
+      refusal_wording: this.wording,
       paths: this.paths === null ? null : [...this.paths],
       fail_next: [...this.failNext].map(([path, n]) => ({ count: n.count, path, status: n.status })),
     };
@@ -220,6 +245,16 @@ export class FaultState {
     if (this.force429Until > t) return { kind: 'force429', retryAfterMs: this.force429Until - t, cause: 'force_429_seconds' };
     if (this.errorRate > 0 && this.random() < this.errorRate) return { kind: 'status', status: this.status, cause: 'error_rate' };
     return { kind: 'none' };
+  }
+
+  /** Requests per minute another client behind every address spends (neighbour_per_minute). */
+  get neighbourPerMinute(): number {
+    return this.neighbour;
+  }
+
+  /** How a refused batch item is worded (refusal_wording). */
+  get refusalWording(): Faults['refusal_wording'] {
+    return this.wording;
   }
 
   /** Decided when an import job is accepted. */

@@ -14,7 +14,7 @@ import type { Store } from './store.js';
  *
  *   GET    /_emulator/stats
  *   GET    /_emulator/values[?machine_variable_id=mvr_...]
- *   GET    /_emulator/value-keys[?prefix=mvr_...&limit=N&starting_after=mvr_...]
+ *   GET    /_emulator/value-keys[?prefix=mvr_...&limit=N&starting_after=mvr_...&values=1]
  *   GET    /_emulator/annotations
  *   GET    /_emulator/import-jobs
  *   GET    /_emulator/faults     POST (merge a setting)     DELETE (clear)
@@ -34,6 +34,8 @@ export interface InspectorDeps {
   journal: RequestJournal;
   expireTokens: () => number;
   publicFixture: () => unknown;
+  /** The stats with what the store does not keep (the rate limiter's neighbour); default the store's. */
+  stats?: () => unknown;
 }
 
 const resetSchema = z.strictObject({ tokens: z.boolean().optional(), faults: z.boolean().optional() });
@@ -48,7 +50,7 @@ const ENDPOINTS = [
   'GET /_emulator/stats',
   'GET /_emulator/values?machine_variable_id=mvr_...',
   'GET /_emulator/values',
-  'GET /_emulator/value-keys?prefix=mvr_...&limit=N&starting_after=mvr_...',
+  'GET /_emulator/value-keys?prefix=mvr_...&limit=N&starting_after=mvr_...&values=1',
   'GET /_emulator/annotations',
   'GET /_emulator/import-jobs',
   'GET /_emulator/faults',
@@ -87,11 +89,13 @@ function journalQuery(query: URLSearchParams): JournalQuery {
 
 const VALUE_KEYS_MAX_PAGE = 10_000;
 
-/** ?prefix=&limit=&starting_after= of GET /_emulator/value-keys; 400 naming the parameter. */
-function valueKeysQuery(query: URLSearchParams): { prefix: string; startingAfter: string | null; limit: number } {
+/** ?prefix=&limit=&starting_after=&values= of GET /_emulator/value-keys; 400 naming the parameter. */
+function valueKeysQuery(query: URLSearchParams): { prefix: string; startingAfter: string | null; limit: number; values: boolean } {
   const limit = query.get('limit') ?? '1000';
   if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > VALUE_KEYS_MAX_PAGE) throw badRequest(`limit: "${limit}" is not a whole number from 1 to ${VALUE_KEYS_MAX_PAGE}`);
-  return { prefix: query.get('prefix') ?? '', startingAfter: query.get('starting_after'), limit: Number(limit) };
+  const values = query.get('values') ?? '0';
+  if (values !== '0' && values !== '1') throw badRequest(`values: "${values}" is not 0 or 1`);
+  return { prefix: query.get('prefix') ?? '', startingAfter: query.get('starting_after'), limit: Number(limit), values: values === '1' };
 }
 
 export class Inspector {
@@ -105,7 +109,7 @@ export class Inspector {
       case '/':
         return method === 'GET' ? { status: 200, body: { endpoints: ENDPOINTS } } : notAllowed('GET');
       case '/stats':
-        return method === 'GET' ? { status: 200, body: store.stats() } : notAllowed('GET');
+        return method === 'GET' ? { status: 200, body: this.deps.stats?.() ?? store.stats() } : notAllowed('GET');
       case '/values': {
         if (method !== 'GET') return notAllowed('GET');
         const id = query.get('machine_variable_id');

@@ -63,6 +63,13 @@ function trailingEscape(buf: Buffer, from: number): boolean {
   return (buf.length - 1 - k) % 2 === 1;
 }
 
+/**
+ * Longest value the scanner holds to parse: an item (`{timestamp, machine_variable_id, value}` is
+ * under 200 bytes), another top-level value or a key. Without it one element spanning the whole
+ * 128 MB file was held in pieces and parsed in one block of the emulator's event loop.
+ */
+export const MAX_VALUE_BYTES = 64 * 1024;
+
 export interface ScannerOptions {
   /** Parse each element and call `onItem` (default true); false only counts. */
   parse?: boolean;
@@ -88,6 +95,8 @@ export class ItemsScanner {
   private inString = false;
   private escape = false;
   private parts: Buffer[] = [];
+  /** Bytes held in `parts` (and `keyParts`). */
+  private held = 0;
   private firstChunk = true;
   // Elements that started and ended in the current chunk, not yet parsed: parsed together as one
   // JSON array at the end of the chunk (one native parse instead of one per element).
@@ -108,6 +117,20 @@ export class ItemsScanner {
     this.error = `${message} (at byte ${this.offset + at})`;
     this.state = S.Failed;
     this.parts = [];
+    this.keyParts = [];
+    this.held = 0;
+  }
+
+  /** What the value being read is called in messages. */
+  private valueName(): string {
+    return this.capturingItem ? `items[${this.count}]` : `"${this.key}"`;
+  }
+
+  /** Refuses a value or key longer than MAX_VALUE_BYTES; false when it is. */
+  private withinBound(bytes: number, at: number, what: string): boolean {
+    if (bytes <= MAX_VALUE_BYTES) return true;
+    this.fail(`${what} is longer than ${MAX_VALUE_BYTES / 1024} KiB; an item of an import file is {timestamp, machine_variable_id, value}, a few hundred bytes`, at);
+    return false;
   }
 
   push(buf: Buffer): void {
@@ -183,8 +206,10 @@ export class ItemsScanner {
           }
           this.escape = escape;
           if (ended < 0) break;
+          if (!this.withinBound(this.held + ended - keyStart, ended, 'a key')) return;
           const raw = this.keyParts.length > 0 ? Buffer.concat([...this.keyParts, buf.subarray(keyStart, ended)]).toString('utf8') : buf.toString('utf8', keyStart, ended);
           this.keyParts = [];
+          this.held = 0;
           keyStart = -1;
           try {
             this.key = JSON.parse(`"${raw}"`) as string;
@@ -214,9 +239,17 @@ export class ItemsScanner {
       }
     }
     if (!this.flush(buf)) return;
-    // Keep the unfinished tail for the next chunk.
-    if (this.state === S.Capture && this.parse && captureStart >= 0 && captureStart < n) this.parts.push(buf.subarray(captureStart));
-    if (this.state === S.KeyString && keyStart >= 0 && keyStart < n) this.keyParts.push(buf.subarray(keyStart));
+    // Keep the unfinished tail for the next chunk (within MAX_VALUE_BYTES).
+    if (this.state === S.Capture && this.parse && captureStart >= 0 && captureStart < n) {
+      if (!this.withinBound(this.held + n - captureStart, n, this.valueName())) return;
+      this.parts.push(buf.subarray(captureStart));
+      this.held += n - captureStart;
+    }
+    if (this.state === S.KeyString && keyStart >= 0 && keyStart < n) {
+      if (!this.withinBound(this.held + n - keyStart, n, 'a key')) return;
+      this.keyParts.push(buf.subarray(keyStart));
+      this.held += n - keyStart;
+    }
     this.offset += n;
   }
 
@@ -284,6 +317,7 @@ export class ItemsScanner {
 
   /** A value ended at `end` (exclusive); parse it when asked. */
   private emit(buf: Buffer, start: number, end: number): boolean {
+    if (this.parse && !this.withinBound(this.held + end - start, end, this.valueName())) return false;
     const index = this.capturingItem ? this.count++ : -1;
     if (!this.parse) return true;
     if (index >= 0 && this.parts.length === 0) {
@@ -304,6 +338,7 @@ export class ItemsScanner {
     if (!this.flush(buf)) return false;
     const text = this.parts.length > 0 ? Buffer.concat([...this.parts, buf.subarray(start, end)]).toString('utf8') : buf.toString('utf8', start, end);
     this.parts = [];
+    this.held = 0;
     let value: unknown;
     try {
       value = JSON.parse(text);

@@ -19,6 +19,8 @@ export interface RouteDeps {
   store: Store;
   jobs: ImportJobs;
   now: () => number;
+  /** How refused batch items are worded (fault refusal_wording). */
+  wording?: () => 'detailed' | 'terse';
 }
 
 export function trackingRoutes(deps: RouteDeps): Record<string, Record<string, TrackingHandler>> {
@@ -28,7 +30,7 @@ export function trackingRoutes(deps: RouteDeps): Record<string, Record<string, T
       POST: async (ctx) => {
         const body = await readJson(ctx.req);
         noteBody(ctx.req, batchSummary(body));
-        return acceptBatch(body, scope(ctx), deps.store);
+        return acceptBatch(body, scope(ctx), deps.store, deps.wording?.() ?? 'detailed');
       },
     },
     '/machine-data/import-jobs': { POST: (ctx) => deps.jobs.upload(ctx.req, scope(ctx)) },

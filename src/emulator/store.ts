@@ -64,6 +64,8 @@ export interface ValueKeys {
   epoch_ms: number[];
   /** Writes to an instant it already held (a value delivered twice counts 1). */
   overwritten: number;
+  /** With `?values=1`: the value stored at each instant of `epoch_ms`, in the same order. */
+  values?: number[];
 }
 
 export interface EmulatorStats {
@@ -82,6 +84,8 @@ export interface EmulatorStats {
   import_jobs: Record<ImportJobStatus, number>;
   annotations: number;
   tokens_issued: number;
+  /** Requests of the other client behind the same address (fault neighbour_per_minute), admitted and refused. */
+  neighbour?: { admitted: number; rate_limited: number };
 }
 
 export class Store {
@@ -143,7 +147,7 @@ export class Store {
    * a client to check exactly which of the values it sent arrived, and which arrived twice, without
    * one request per variable or the values themselves (GET /_emulator/value-keys).
    */
-  valueKeys(q: { prefix: string; startingAfter: string | null; limit: number }): { variables: ValueKeys[]; next_cursor: string | null } {
+  valueKeys(q: { prefix: string; startingAfter: string | null; limit: number; values?: boolean }): { variables: ValueKeys[]; next_cursor: string | null } {
     const ids: string[] = [];
     for (const id of this.values.keys()) if (id.startsWith(q.prefix) && (q.startingAfter === null || id > q.startingAfter)) ids.push(id);
     ids.sort();
@@ -152,7 +156,8 @@ export class Store {
       const series = this.values.get(id)!;
       let overwritten = 0;
       for (const v of series.values()) overwritten += v.writes - 1;
-      return { id, epoch_ms: [...series.keys()].sort((a, b) => a - b), overwritten };
+      const epochMs = [...series.keys()].sort((a, b) => a - b);
+      return q.values ? { id, epoch_ms: epochMs, overwritten, values: epochMs.map((ms) => series.get(ms)!.value) } : { id, epoch_ms: epochMs, overwritten };
     });
     return { variables, next_cursor: ids.length > q.limit ? page[page.length - 1] : null };
   }

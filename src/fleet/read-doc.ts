@@ -27,7 +27,7 @@ const statusDocSchema = z.object({
   at: text(64),
   version: text(64).optional(),
   interval_s: z.number().finite().positive().max(86_400).optional(),
-  uplink: text(64).optional(),
+  uplink: text(200).optional(),
   sources: z.object({ up: count, down: count, down_names: z.array(text(200)).max(100) }).optional(),
   backlog: count.optional(),
   oldest_unsent_age_s: seconds.optional(),

@@ -16,7 +16,10 @@ export interface FleetStatusDoc {
   version?: string;
   /** Seconds between two status messages (a viewer calls an online gateway stale after 3 of them). */
   interval_s?: number;
-  /** Uplink condition (ok, retrying, auth_failed, halted). */
+  /**
+   * What limits delivery, in the words every surface shows (status/uplink-state.ts: "delivering
+   * everything", "rate limited (limit found: 118/min)", ...); older gateways send the link condition.
+   */
   uplink?: string;
   sources?: { up: number; down: number; down_names: string[] };
   /** Samples waiting in the buffer. */
@@ -51,7 +54,7 @@ export function fleetStatusFrom(s: GatewayStatus, sharing: SharingStatus | null,
     at: new Date(at).toISOString(),
     version: s.gateway.version,
     interval_s: intervalMs / 1000,
-    uplink: s.uplink.condition,
+    uplink: (s.uplink.state?.text ?? s.uplink.condition).slice(0, 200),
     sources: { up: s.sources.length - down.length, down: down.length, down_names: down.map((x) => x.name).slice(0, 20) },
     backlog: s.buffer.samples,
     oldest_unsent_age_s: s.buffer.oldest_unsent_age_s === null ? null : Math.round(s.buffer.oldest_unsent_age_s),
@@ -65,7 +68,7 @@ export function fleetStatusFrom(s: GatewayStatus, sharing: SharingStatus | null,
 
 /** The most pressing problem: the uplink's, else the buffer's, else the newest source error. */
 function lastError(s: GatewayStatus): string | null {
-  if (s.uplink.condition !== 'ok' && s.uplink.reason) return `uplink ${s.uplink.condition}: ${s.uplink.reason}`;
+  if (s.uplink.condition !== 'ok' && s.uplink.reason) return `uplink ${s.uplink.state?.text ?? s.uplink.condition}: ${s.uplink.reason}`;
   if (!s.buffer.writable && s.buffer.last_write_error) return `buffer: ${JSON.stringify(s.buffer.last_write_error)}`;
   let newest: { text: string; at: number } | null = null;
   for (const src of s.sources) {

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from '../core/metrics.js';
+import { JsonValueCounter, MAX_JSON_VALUES } from './json-budget.js';
 import { describeError } from '../core/errors.js';
 import { capToDescriptors, openFileLimit } from '../core/descriptors.js';
 import { LogThrottle } from '../core/log-throttle.js';
@@ -41,6 +42,8 @@ export interface RouteContext {
   ip: string;
   /** Reads and parses a JSON body (limited to http.max_body_bytes); throws HttpError 400/413/415. */
   json(): Promise<unknown>;
+  /** The JSON body's bytes, checked as json() checks them (type, size, values) but not parsed: for a worker thread to parse. */
+  jsonBytes(): Promise<Buffer>;
 }
 
 export type Handler = (ctx: RouteContext) => Promise<Reply | void> | Reply | void;
@@ -240,7 +243,7 @@ export class LocalHttpServer {
         if ('refused' in slot) this.busy(res, slot.refused, ip);
         else res.once('close', slot.release);
       }
-      const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req) };
+      const ctx: RouteContext = { req, res, url, params: found.params, ip, json: () => this.readJson(req), jsonBytes: () => this.readJsonBytes(req) };
       const reply = await found.route.handler(ctx);
       if (reply && !res.headersSent) send(res, reply);
       this.o.metrics.httpRequests.inc({ route: routeName, status: String(res.statusCode) });
@@ -297,24 +300,35 @@ export class LocalHttpServer {
   }
 
   private async readJson(req: IncomingMessage): Promise<unknown> {
-    const type = req.headers['content-type'] ?? '';
-    if (!/^application\/json\b/i.test(type)) throw new HttpError(415, 'unsupported_media_type', `send JSON with "Content-Type: application/json" (got ${type || 'none'})`);
-    const declared = Number(req.headers['content-length'] ?? NaN);
-    if (Number.isFinite(declared) && declared > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body of ${declared} bytes is over the limit of ${this.o.maxBodyBytes}`);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body is over the limit of ${this.o.maxBodyBytes} bytes`);
-      chunks.push(chunk as Buffer);
-    }
-    const text = Buffer.concat(chunks).toString('utf8');
+    const text = (await this.readJsonBytes(req)).toString('utf8');
     if (text.trim() === '') throw new HttpError(400, 'bad_request', 'the body is empty; send a JSON object');
     try {
       return JSON.parse(text);
     } catch (err) {
       throw new HttpError(400, 'bad_request', `the body is not valid JSON: ${describeError(err)}`);
     }
+  }
+
+  private async readJsonBytes(req: IncomingMessage): Promise<Buffer> {
+    const type = req.headers['content-type'] ?? '';
+    if (!/^application\/json\b/i.test(type)) throw new HttpError(415, 'unsupported_media_type', `send JSON with "Content-Type: application/json" (got ${type || 'none'})`);
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (Number.isFinite(declared) && declared > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body of ${declared} bytes is over the limit of ${this.o.maxBodyBytes}`);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    // Counted as it arrives: a body whose parse alone would hold the event loop is refused, after
+    // the rest of it (within the size limit) is read, so that the client reads the answer.
+    const values = new JsonValueCounter();
+    let tooMany = false;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > this.o.maxBodyBytes) throw new HttpError(413, 'too_large', `body is over the limit of ${this.o.maxBodyBytes} bytes`);
+      if (tooMany) continue;
+      tooMany = values.feed(chunk as Buffer) > MAX_JSON_VALUES;
+      chunks.push(chunk as Buffer);
+    }
+    if (tooMany) throw new HttpError(413, 'too_many_values', `the body holds more than ${MAX_JSON_VALUES.toLocaleString('en-US')} JSON values (members and list items), more than any request of the local API needs`);
+    return Buffer.concat(chunks);
   }
 }
 

@@ -10,7 +10,7 @@ import type { GatewayHandle, StartOptions } from './handle.js';
 import { ConfigReloads } from './reload.js';
 import { startFeatures } from './stages/features.js';
 import { startSources } from './stages/sources.js';
-import { variableSourceLookup } from '../sources/inventory.js';
+import { mappedCount, variableSourceLookup } from '../sources/inventory.js';
 import { once, StageStack, type RuntimeServices } from './stages/stage.js';
 import { startStore } from './stages/store.js';
 import { startSurfaces } from './stages/surfaces.js';
@@ -47,6 +47,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const sources = stages.add('sources', await startSources(sourceSections(config), services, { store }));
     // Unknown machine variables are shown with the source that maps them (issue 24 §1).
     uplink.unknown.sourceOf = () => variableSourceLookup(sources.inventory());
+    uplink.mappedVariables = mappedCount(() => sources.inventory(), clock);
     const reloads = new ConfigReloads(config, { ...services, sources, configPath, startedAt });
     board.show({ store, uplink, sources, reloads });
     const surfacesSettings = { http: config.http, fleetMqtt: config.fleet?.mqtt, budgetSharing: config.uplink.budget_sharing, requestsPerMinute: config.uplink.requests_per_minute, gatewayName: config.gateway.name, configPath, demo: options.demo ?? null };
@@ -73,6 +74,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       status: board.status,
       reload: (next) => reloads.apply(next),
       reloadRefused: (problems) => reloads.refused(problems),
+      takeWrittenFile: (digest) => reloads.takeWrittenFile(digest),
       // A reload under way finishes first, so none rebuilds a stage that has stopped.
       close: once(async () => {
         await reloads.close();

@@ -14,7 +14,7 @@ import type { RequestBudget } from '../uplink/budget.js';
 import type { TrackingClient } from '../uplink/client.js';
 import type { UnknownVariables } from '../uplink/unknown-variables.js';
 import type { SyncSender } from '../uplink/sync-sender.js';
-import type { ReloadResult } from './reload.js';
+import type { ReloadResult, WrittenFile } from './reload.js';
 import type { MakeUplinkHealth } from './stages/uplink.js';
 import type { UplinkHealth } from '../uplink/uplink-health.js';
 
@@ -61,6 +61,8 @@ export interface GatewayHandle {
   reload(next: GatewayConfig): Promise<ReloadResult>;
   /** Records a reload refused before it reached the gateway (the new file does not validate). */
   reloadRefused(problems: string[]): void;
+  /** The file the console last wrote and applied, when its text has this digest (the watcher then has nothing to reload); answered once. */
+  takeWrittenFile(digest: string): { file: WrittenFile; result: Promise<ReloadResult> } | null;
   /** Graceful stop: sources closed, pending samples committed, requests finished or abandoned. Safe to call twice. */
   close(): Promise<void>;
 }

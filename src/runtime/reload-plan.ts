@@ -1,6 +1,6 @@
 import { changedPaths } from '../config/diff.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { SOURCE_SECTIONS, type SourceSection } from '../sources/registry.js';
+import { SOURCE_SECTIONS, sourceSections, type SourceSection } from '../sources/registry.js';
 
 /**
  * What a configuration reload changes (issue: "sources and mappings are reloaded without losing
@@ -50,10 +50,7 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
 export function appliedConfig(current: GatewayConfig, next: GatewayConfig): GatewayConfig {
   return {
     ...current,
-    generator: next.generator,
-    opcua: next.opcua,
-    modbus: next.modbus,
-    mqtt: next.mqtt,
+    ...sourceSections(next),
     annotations: next.annotations,
     gateway: { ...current.gateway, status_interval: next.gateway.status_interval },
     log: { ...current.log, level: next.log.level },

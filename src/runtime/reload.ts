@@ -10,6 +10,15 @@ export interface ReloadResult extends ReloadPlan {
   restartedSources: string[];
 }
 
+/** A configuration file written by the console (Apply, rollback) and applied from it: the file watcher's reload that follows says so. */
+export interface WrittenFile {
+  /** SHA-256 of the text written. */
+  digest: string;
+  /** What wrote it (`console apply`, `console rollback`) and the history's version. */
+  by: string;
+  version: number | null;
+}
+
 /** A later stage's part of a reload: rebuilds what it owns from the applied configuration (the annotations). */
 export type ReloadStep = (plan: ReloadPlan, next: GatewayConfig) => Promise<void>;
 
@@ -25,6 +34,7 @@ export class ConfigReloads {
   private readonly steps = new Set<ReloadStep>();
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
+  private written: { file: WrittenFile; result: Promise<ReloadResult> } | null = null;
 
   constructor(
     config: GatewayConfig,
@@ -50,11 +60,27 @@ export class ConfigReloads {
     return () => this.steps.delete(step);
   }
 
-  /** Throws ConfigError, leaving everything as it was, when the new sources cannot be built. */
-  apply(next: GatewayConfig): Promise<ReloadResult> {
+  /**
+   * Throws ConfigError, leaving everything as it was, when the new sources cannot be built.
+   * `written`: the configuration is that of a file the console just wrote (writtenFile()).
+   */
+  apply(next: GatewayConfig, written?: WrittenFile): Promise<ReloadResult> {
     const run = this.queue.then(() => this.applyNow(next));
     this.queue = run.catch(() => undefined);
+    // Any other reload makes the console's last file old news: the same text written again later
+    // (a rollback from the command line) is read again.
+    this.written = written ? { file: written, result: run } : null;
     return run;
+  }
+
+  /**
+   * The console's last written file when its text has this digest, with the reload that applied it
+   * (or is applying it); answered once: the watcher's one look at the file the console wrote.
+   */
+  takeWrittenFile(digest: string): { file: WrittenFile; result: Promise<ReloadResult> } | null {
+    const w = this.written && this.written.file.digest === digest ? this.written : null;
+    if (w) this.written = null;
+    return w;
   }
 
   /** Records a reload refused before it reached the gateway (the new file does not validate) or by it. */

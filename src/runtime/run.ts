@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { loadConfigFile } from '../config/load.js';
+import { ConfigHistory } from '../console/config-history.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { ConfigError, describeError } from '../core/errors.js';
 import { watchFile } from './config-watch.js';
@@ -71,6 +72,17 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
   // A digest of the file as last applied, not its text: at 100,000 OPC UA nodes the file is 7.4 MB,
   // held for the life of the process only to tell a real change from a touch (issue 25).
   let lastDigest = configPath ? fileDigest(configPath) : null;
+  // Each text the file had, kept as a version (console/config-history.ts): at start, and after
+  // each reload of an edit made elsewhere (the console's Apply keeps its own).
+  const keepVersion = (by: string, changed: string[] | null) => {
+    if (!configPath) return;
+    try {
+      new ConfigHistory(handle.config.gateway.data_dir).record(readFileSync(configPath, 'utf8'), { by, changed });
+    } catch (err) {
+      log.warn({ err: describeError(err), config: configPath }, 'the configuration history could not keep this version of the file');
+    }
+  };
+  keepVersion('gateway started', null);
   const reload = async (trigger: string): Promise<ReloadResult | null> => {
     if (!configPath) {
       log.warn({ trigger }, 'configuration reload requested, but this gateway was not started from a file');
@@ -90,6 +102,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
     try {
       const result = await handle.reload(next);
       lastDigest = fileDigest(configPath);
+      keepVersion(trigger, result.changed);
       if (result.changed.length === 0) {
         log.info({ trigger, config: configPath }, 'configuration reloaded: nothing changed');
       } else {
@@ -115,6 +128,16 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
           const digest = fileDigest(configPath);
           if (digest === null || digest === lastDigest) return;
           lastDigest = digest;
+          // The console's Apply (or rollback) wrote this text and applied it: nothing to read again;
+          // say what that applied, not "nothing changed".
+          const written = handle.takeWrittenFile(digest);
+          if (written) {
+            written.result.then(
+              (r) => log.info({ trigger: 'file changed', config: configPath, by: written.file.by, version: written.file.version, changed: r.changed, restarted_sources: r.restartedSources }, `configuration file written by the console (${written.file.by}${written.file.version ? `, version ${written.file.version}` : ''}), applied by it: ${r.changed.length ? `changed ${r.changed.join(', ')}` : 'no setting changed'}`),
+              () => undefined,
+            );
+            return;
+          }
           void reload('file changed');
         })
       : () => undefined;
@@ -160,7 +183,7 @@ export async function runUntilSignal(config: GatewayConfig, options: RunOptions 
 /** SHA-256 of the file's bytes (null when it cannot be read). */
 function fileDigest(path: string): string | null {
   try {
-    return createHash('sha256').update(readFileSync(path)).digest('base64');
+    return createHash('sha256').update(readFileSync(path)).digest('hex');
   } catch {
     return null;
   }

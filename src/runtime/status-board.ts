@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import { gatewayStatus, type GatewayStatus, type StatusReadings } from '../status/model.js';
 import { VERSION } from '../version.js';
+import type { UplinkReadingKeys } from './stages/uplink.js';
 
 /** What shows a part of the status: `status()` reads the part it owns. */
 type Part<K extends keyof StatusReadings> = { status(): Pick<StatusReadings, K> };
@@ -8,7 +9,7 @@ type Part<K extends keyof StatusReadings> = { status(): Pick<StatusReadings, K> 
 /** The stages' parts of the status readings. */
 export interface StatusParts {
   store: Part<'buffer' | 'ingestRate' | 'recoveredFrom' | 'setAside' | 'gaps' | 'store'>;
-  uplink: Part<'maxUnsentAgeMs' | 'batchSize' | 'health' | 'budget' | 'sync' | 'backfill' | 'unknownVariables'>;
+  uplink: Part<UplinkReadingKeys>;
   sources: Part<'sources' | 'sourceRates'>;
   reloads: Part<'config'>;
   surfaces: Part<'fleet'>;

@@ -1,13 +1,11 @@
-import type { GatewayConfig } from '../config/schema.js';
-import { generatorVariables } from './generator/config.js';
+import { pluginSections, type SourceSection, type SourceSections } from './plugins.js';
 
 /**
  * Every machine variable a configuration refers to, with the setting(s) that name it, so that
  * `edge-gateway check --online` can say "mvr_x is missing, used by opcua.servers[0].nodes[3].variable".
  *
- * Walks every section that maps data or annotations onto machine variables: generator, opcua,
- * modbus, mqtt (every subscription form) and annotations (machines and detectors). A new source
- * kind that maps variables must be added here, or its variables go unchecked.
+ * Walks every section that maps data or annotations onto machine variables: every source
+ * protocol's (sources/plugins.ts) and annotations (machines and detectors).
  */
 export interface MappedVariables {
   /** Variable id → config paths that use it, in config order. Map order is first use. */
@@ -28,10 +26,18 @@ export interface MappedUnit {
   setting: string;
 }
 
-/** A record key as a path segment: `.name` when it is a plain word, else `["Packer1.Rate"]`. */
-function keySegment(key: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+/**
+ * What this walk reads of the annotations section (annotations/config.ts): the machines and
+ * detectors that name machine variables. Written here as a shape so the sources need not know the
+ * annotations room above them.
+ */
+export interface AnnotationMappings {
+  machines: ReadonlyArray<{ machine_variables: readonly string[] }>;
+  detectors: ReadonlyArray<{ variable: string; machine_variables?: readonly string[] }>;
 }
+
+/** A configuration as this walk reads it: the source sections and the annotations. */
+export type MappingConfig = SourceSections & { annotations?: AnnotationMappings };
 
 /**
  * Where a variable is named: the config section and the index of its entry there (a generator, an
@@ -40,7 +46,7 @@ function keySegment(key: string): string {
  * of strings that a caller wanting one variable's, or none, does not need).
  */
 export interface MappingSite {
-  section: 'generator' | 'opcua' | 'modbus' | 'mqtt' | 'annotations';
+  section: SourceSection | 'annotations';
   index: number;
   path(): string;
   /** The mapping's `unit`, when it gives one. */
@@ -51,42 +57,14 @@ export interface MappingSite {
  * Calls `visit` for every use of a machine variable in `config`, in config order (the order of
  * mappedVariables). Returns the open-ended settings (see MappedVariables.openEnded).
  */
-export function forEachMappedVariable(config: GatewayConfig, visit: (id: string, site: MappingSite) => void): string[] {
+export function forEachMappedVariable(config: MappingConfig, visit: (id: string, site: MappingSite) => void): string[] {
   const openEnded: string[] = [];
   const use = (id: string, section: MappingSite['section'], index: number, path: () => string, unit?: string) => visit(id, unit === undefined ? { section, index, path } : { section, index, path, unit });
 
-  config.generator.forEach((g, i) => {
-    if (Array.isArray(g.variables)) g.variables.forEach((id, j) => use(id, 'generator', i, () => `generator[${i}].variables[${j}]`));
-    // A {prefix, count} range is one setting; every id of it points back to that setting.
-    else for (const id of generatorVariables(g)) use(id, 'generator', i, () => `generator[${i}].variables`);
-  });
-
-  config.opcua.servers.forEach((s, i) => s.nodes.forEach((n, j) => use(n.variable, 'opcua', i, () => `opcua.servers[${i}].nodes[${j}].variable`, n.unit)));
-
-  config.modbus?.devices.forEach((d, i) => d.registers.forEach((r, j) => use(r.variable, 'modbus', i, () => `modbus.devices[${i}].registers[${j}].variable`, r.unit)));
-
-  config.mqtt?.connections.forEach((c, i) =>
-    c.subscriptions.forEach((s, j) => {
-      const at = `mqtt.connections[${i}].subscriptions[${j}]`;
-      switch (s.format) {
-        case 'number':
-          if (s.variable) use(s.variable, 'mqtt', i, () => `${at}.variable`, s.unit);
-          for (const [key, id] of Object.entries(s.variable_from_topic?.variables ?? {})) use(id, 'mqtt', i, () => `${at}.variable_from_topic.variables${keySegment(key)}`, s.unit);
-          break;
-        case 'json':
-          s.values.forEach((v, k) => use(v.variable, 'mqtt', i, () => `${at}.values[${k}].variable`, v.unit));
-          break;
-        case 'metrics':
-          for (const [name, id] of Object.entries(s.names)) use(id, 'mqtt', i, () => `${at}.names${keySegment(name)}`);
-          openEnded.push(at);
-          break;
-        case 'sparkplug':
-          s.metrics.forEach((m, k) => use(m.variable, 'mqtt', i, () => `${at}.metrics[${k}].variable`, m.unit));
-          openEnded.push(at);
-          break;
-      }
-    }),
-  );
+  for (const [plugin, section] of pluginSections(config)) {
+    const kind = plugin.kind as SourceSection;
+    openEnded.push(...plugin.mappedVariables(section, (id, index, path, unit) => use(id, kind, index, path, unit)));
+  }
 
   const a = config.annotations;
   if (a) {
@@ -100,7 +78,7 @@ export function forEachMappedVariable(config: GatewayConfig, visit: (id: string,
   return openEnded;
 }
 
-export function mappedVariables(config: GatewayConfig): MappedVariables {
+export function mappedVariables(config: MappingConfig): MappedVariables {
   const variables = new Map<string, string[]>();
   const units = new Map<string, MappedUnit[]>();
   const openEnded = forEachMappedVariable(config, (id, site) => {

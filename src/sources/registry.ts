@@ -1,34 +1,17 @@
-import type { GatewayConfig } from '../config/schema.js';
 import { ConfigError } from '../core/errors.js';
 import type { Source, SourceKind } from '../core/source.js';
 import type { MakeContext } from './context.js';
-import { createGeneratorSources } from './generator/index.js';
+import { pluginSections, SOURCE_SECTIONS, type SourceSection, type SourceSections } from './plugins.js';
 
-/** The top-level config sections that hold sources; each can be rebuilt on its own at a hot reload. */
-export const SOURCE_SECTIONS = ['generator', 'opcua', 'modbus', 'mqtt'] as const;
-export type SourceSection = (typeof SOURCE_SECTIONS)[number];
-/** The configuration's source sections: all a source set is built from. */
-export type SourceSections = Pick<GatewayConfig, SourceSection>;
-
-export function sourceSections(config: SourceSections): SourceSections {
-  return { generator: config.generator, opcua: config.opcua, modbus: config.modbus, mqtt: config.mqtt };
-}
+export { SOURCE_SECTIONS, sourceSections, type SourceSection, type SourceSections } from './plugins.js';
 
 /**
  * Builds the sources of one config section (no I/O). A protocol's module is loaded only when its
  * section is present, so a gateway without OPC UA does not pay for loading node-opcua at every start.
  */
 export async function buildSourceSection(section: SourceSection, config: SourceSections, makeContext: MakeContext): Promise<Source[]> {
-  switch (section) {
-    case 'generator':
-      return createGeneratorSources(config.generator, makeContext);
-    case 'opcua':
-      return config.opcua && config.opcua.servers.length > 0 ? (await import('./opcua/index.js')).createOpcuaSources(config.opcua, makeContext) : [];
-    case 'modbus':
-      return config.modbus ? (await import('./modbus/index.js')).createModbusSources(config.modbus, makeContext) : [];
-    case 'mqtt':
-      return config.mqtt ? (await import('./mqtt/index.js')).createMqttSources(config.mqtt, makeContext) : [];
-  }
+  const [plugin, own] = pluginSections(config).find(([p]) => p.kind === section)!;
+  return plugin.create(own, makeContext);
 }
 
 /** Builds every configured source (no I/O). */

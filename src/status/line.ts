@@ -24,10 +24,11 @@ export function statusLine(s: GatewayStatus): string {
     `sources ${connected}/${s.sources.length} up`,
     `buffered ${fmt(s.buffer.committed_total)}`,
     `delivered ${fmt(s.uplink.sync.delivered_total + s.backfill.delivered_total)}`,
-    `backlog ${fmt(s.buffer.samples)} (oldest ${age(s.buffer.oldest_unsent_age_s)})`,
+    `backlog ${fmt(s.buffer.samples)} (oldest ${age(s.buffer.oldest_unsent_age_s)}${s.delivery?.state === 'growing' ? ', growing' : ''})`,
     `rate ${s.uplink.sync.rate_per_s.toFixed(0)}/s`,
     `freshest ${age(s.uplink.freshest_delivered_age_s)}`,
-    `uplink ${s.uplink.condition}`,
+    // The one vocabulary (status/uplink-state.ts); a gateway without it shows its link condition.
+    `uplink ${s.uplink.state?.text ?? s.uplink.condition}`,
   ];
   const bf = s.backfill;
   if (bf.jobs_in_flight > 0 || bf.rate_per_s > 0) parts.splice(5, 0, `import ${bf.rate_per_s.toFixed(0)}/s, ${bf.jobs_in_flight} job(s)`);

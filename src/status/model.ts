@@ -4,10 +4,19 @@ import { QUALITIES, emptyCounts, type QualitySummary } from '../core/quality.js'
 import type { StoreStatus } from '../store/store.js';
 import type { SourceStatus } from '../core/source.js';
 import type { BackfillStats } from '../uplink/backfill.js';
+import type { BacklogTrend } from '../uplink/backlog-meter.js';
 import type { SharingStatus } from '../uplink/budget-sharing.js';
+import type { OutageView } from '../uplink/outage-tracker.js';
+import type { RateFinderSnapshot } from '../uplink/rate-finder.js';
 import type { SyncSender } from '../uplink/sync-sender.js';
 import type { UnknownVariablesSnapshot } from '../uplink/unknown-variables.js';
 import type { UplinkCondition, UplinkHealth } from '../uplink/uplink-health.js';
+import { deliveryOutlook, type DeliveryOutlook } from './delivery.js';
+import { uplinkSummary, type UplinkSummary } from './uplink-state.js';
+
+export type { DeliveryOutlook } from './delivery.js';
+export { ESTIMATE_MIN_MEASURED_S, deliveryOutlook } from './delivery.js';
+export type { UplinkSummary, UplinkState } from './uplink-state.js';
 
 /**
  * The status model (issue 23): what `/status`, `edge-gateway status`, the console and the fleet
@@ -58,11 +67,22 @@ export interface GatewayStatus {
     recovered_from: string | null;
   };
   uplink: {
+    /** What limits delivery, in the one vocabulary every surface shows (uplink-state.ts). */
+    state: UplinkSummary;
+    /** The health of the link underneath: ok, retrying (unreachable), auth_failed, halted. */
     condition: UplinkCondition;
     reason: string;
     since: string;
     resume_in_ms: number;
+    /** uplink.requests_per_minute: a ceiling. */
     budget_per_minute: number;
+    /** The fleet share (budget_per_minute without budget sharing) and the pace in force (the lowest of ceiling, share and found rate). */
+    share_per_minute: number;
+    pace_per_minute: number;
+    /** The rate found from the service's 429s (rate-finder.ts). */
+    rate: { found_per_minute: number | null; limit_seen_per_minute: number | null; rate_limited_total: number; last_rate_limited_at: string | null; paused_ms: number };
+    /** The outage of the service in progress, or the last one, with its catch-up. */
+    outage: OutageView | null;
     requests_last_minute: number;
     freshest_delivered_age_s: number | null;
     sync: { rate_per_s: number; delivered_total: number; inflight_batches: number; set_aside_total: number; oldest_first_batches: number };
@@ -139,7 +159,12 @@ export interface StatusReadings {
   /** uplink.batch_size. */
   batchSize: number;
   health: ReturnType<UplinkHealth['snapshot']>;
-  budget: { perMinute: number; usedLastMinute: number };
+  budget: { perMinute: number; usedLastMinute: number; sharePerMinute: number; pacePerMinute: number; rate: RateFinderSnapshot };
+  /** What the backlog did, measured (backlog-meter.ts). */
+  trend: BacklogTrend;
+  outage: OutageView | null;
+  /** Distinct machine variables the configuration's sources map; null when not known. */
+  mappedVariables: number | null;
   sync: ReturnType<SyncSender['stats']>;
   backfill: BackfillStats;
   unknownVariables: UnknownVariablesSnapshot;
@@ -150,89 +175,41 @@ export interface StatusReadings {
   config: ConfigStatus;
 }
 
-/** How delivery compares with ingest (issue 24 §1): what the Overview's Backlog card says. */
-export interface DeliveryOutlook {
-  /**
-   * idle: nothing waits. keeping_up: what waits is what the next batches take (less than a batch,
-   * or delivery matches ingest). draining: the backlog shrinks (drain_eta_s says when it is gone).
-   * growing: less is delivered than arrives. unknown: too early to say (no basis yet).
-   */
-  state: 'idle' | 'keeping_up' | 'draining' | 'growing' | 'unknown';
-  ingest_per_s: number;
-  /** Delivered per second recently, sync path and import jobs together. */
-  delivered_per_s: number;
-  /** What the sync path can carry at the request budget (its share of uplink.requests_per_minute × batch_size). */
-  sync_capacity_per_s: number;
-  /** Ingest is above what the sync path can carry: only import jobs can keep the backlog down. */
-  above_sync_capacity: boolean;
-  /**
-   * Import jobs, when ingest is above the sync path's capacity: off (uplink.backfill.enabled false),
-   * waiting (the backlog is below backfill.threshold_samples, so none runs yet), keeping_up or
-   * falling_behind (sync plus import deliveries against ingest); null when not above capacity.
-   */
-  import_jobs: 'off' | 'waiting' | 'keeping_up' | 'falling_behind' | null;
-  /** Seconds until the backlog is delivered, from what was delivered recently; null without a basis. */
-  drain_eta_s: number | null;
-  /** Why there is no estimate (null when there is one). */
-  no_estimate_because: string | null;
-}
-
-/** The drain estimate needs this much running time behind its delivery rate (the sync meter's window). */
-export const ESTIMATE_MIN_UPTIME_S = 10;
-/** ...and this many samples delivered per window: less is noise (14 samples after a restart gave "82 min"). */
-export const ESTIMATE_MIN_DELIVERED = 200;
-/** Delivery within this fraction of ingest is "keeping up", not a drain or a growth. */
-const BALANCE = 0.02;
-
-/**
- * The delivery outlook, pure. The estimate rests on what was actually delivered recently (sync
- * and import rates), never on the budget: without ESTIMATE_MIN_UPTIME_S of running time and
- * ESTIMATE_MIN_DELIVERED samples delivered over the sync meter's 10 s window there is no basis
- * and it is null. A backlog of less than one batch is what the next batch takes, not a drain.
- */
-export function deliveryOutlook(r: { backlog: number; ingestRate: number; syncRate: number; importRate: number; syncCapacity: number; batchSize: number; uptimeS: number; backfillEnabled: boolean; thresholdSamples: number }): DeliveryOutlook {
-  const delivered = r.syncRate + r.importRate;
-  const aboveCapacity = r.ingestRate > r.syncCapacity;
-  const basis = r.uptimeS >= ESTIMATE_MIN_UPTIME_S && delivered * 10 >= ESTIMATE_MIN_DELIVERED;
-  let importJobs: DeliveryOutlook['import_jobs'] = null;
-  if (aboveCapacity) {
-    if (!r.backfillEnabled) importJobs = 'off';
-    else if (r.importRate === 0 && r.backlog < r.thresholdSamples) importJobs = 'waiting';
-    else importJobs = delivered >= r.ingestRate * (1 - BALANCE) ? 'keeping_up' : 'falling_behind';
-  }
-  const base = { ingest_per_s: r.ingestRate, delivered_per_s: delivered, sync_capacity_per_s: r.syncCapacity, above_sync_capacity: aboveCapacity, import_jobs: importJobs };
-  if (r.backlog === 0) return { ...base, state: 'idle', drain_eta_s: null, no_estimate_because: 'nothing waits' };
-  // A small plant delivers fewer than ESTIMATE_MIN_DELIVERED in the window yet keeps up: less than
-  // a batch waits, no more than 10 s of delivery, and what arrives is delivered. That is no basis for a drain time, but it is a
-  // state to show (the demo's 15 samples/s said "too little delivered recently to estimate").
-  if (r.backlog <= r.batchSize && r.backlog <= delivered * 10 && delivered >= r.ingestRate * (1 - BALANCE)) return { ...base, state: 'keeping_up', drain_eta_s: null, no_estimate_because: 'keeping up: what waits goes with the next batches' };
-  if (!basis) {
-    // Above capacity the backlog grows whatever was measured: say so rather than "unknown".
-    if (aboveCapacity && importJobs !== 'keeping_up') return { ...base, state: 'growing', drain_eta_s: null, no_estimate_because: 'ingest is above what the sync path can carry' };
-    return { ...base, state: 'unknown', drain_eta_s: null, no_estimate_because: r.uptimeS < ESTIMATE_MIN_UPTIME_S ? 'just started: nothing measured yet' : 'too little delivered recently to estimate' };
-  }
-  const drain = delivered - r.ingestRate;
-  if (drain < -BALANCE * r.ingestRate) return { ...base, state: 'growing', drain_eta_s: null, no_estimate_because: 'the backlog grows: less is delivered than arrives' };
-  if (r.backlog <= r.batchSize || drain <= BALANCE * Math.max(r.ingestRate, 1)) return { ...base, state: 'keeping_up', drain_eta_s: null, no_estimate_because: 'keeping up: what waits goes with the next batches' };
-  return { ...base, state: 'draining', drain_eta_s: r.backlog / drain, no_estimate_because: null };
-}
+/** Share of the pace used over the last minute from which requests are taken to wait for the budget. */
+const BUDGET_SATURATED = 0.9;
 
 /**
  * The outlook from the readings the status and `gateway_backlog_eta_seconds` share, so the metric
- * and the console say the same (issue 24 §1: the metric kept the old estimate, 82 min for 14
- * samples after a restart).
+ * and the console say the same.
  */
-export function outlookOf(r: { backlog: number; ingestRate: number; sync: { ratePerSecond: number }; backfill: Pick<StatusReadings['backfill'], 'rate_per_s' | 'sync_capacity_per_s' | 'enabled' | 'threshold_samples'>; batchSize: number; uptimeS: number }): DeliveryOutlook {
+export function outlookOf(r: Pick<StatusReadings, 'trend' | 'backfill' | 'batchSize' | 'now'> & { buffer: Pick<BufferStats, 'rows' | 'reserved' | 'oldestTs'> }): DeliveryOutlook {
   return deliveryOutlook({
-    backlog: r.backlog,
-    ingestRate: r.ingestRate,
-    syncRate: r.sync.ratePerSecond,
-    importRate: r.backfill.rate_per_s,
-    syncCapacity: r.backfill.sync_capacity_per_s,
+    backlog: r.buffer.rows,
+    inJobs: r.buffer.reserved,
+    oldestAgeS: r.buffer.oldestTs === null ? null : Math.max(0, (r.now - r.buffer.oldestTs) / 1000),
     batchSize: r.batchSize,
-    uptimeS: r.uptimeS,
-    backfillEnabled: r.backfill.enabled,
-    thresholdSamples: r.backfill.threshold_samples,
+    trend: r.trend,
+    backfill: r.backfill,
+  });
+}
+
+/** The uplink's state in the one vocabulary, from the readings the status and `gateway_uplink_status` share. */
+export function uplinkStateOf(r: Pick<StatusReadings, 'health' | 'unknownVariables' | 'mappedVariables' | 'budget' | 'batchSize' | 'trend'> & { buffer: Pick<BufferStats, 'rows'> }): UplinkSummary {
+  const found = r.budget.rate.found_per_minute;
+  return uplinkSummary({
+    condition: r.health.condition,
+    refused: r.health.refused,
+    since: r.health.since,
+    mappedVariables: r.mappedVariables,
+    unknownVariables: r.unknownVariables.count,
+    suspectVariables: r.unknownVariables.suspects ?? 0,
+    refusedVariables: r.unknownVariables.quarantined ?? 0,
+    foundPerMinute: found,
+    // The found rate limits delivery while work waits for it, or while a 429's pause lasts.
+    rateLimits: found !== null && (r.budget.rate.paused_ms > 0 || r.buffer.rows > r.batchSize),
+    backlogGrows: r.trend.growing,
+    budgetPerMinute: r.budget.sharePerMinute,
+    budgetSaturated: r.budget.usedLastMinute >= BUDGET_SATURATED * r.budget.pacePerMinute,
   });
 }
 
@@ -251,7 +228,8 @@ export function variableTotals(sources: readonly Pick<SourceStatus, 'variables'>
 export function gatewayStatus(r: StatusReadings): GatewayStatus {
   const { buffer: b, sync: s, health: h, now } = r;
   const rate = s.ratePerSecond;
-  const outlook = outlookOf({ backlog: b.rows, ingestRate: r.ingestRate, sync: s, backfill: r.backfill, batchSize: r.batchSize, uptimeS: (now - r.gateway.startedAt) / 1000 });
+  const outlook = outlookOf(r);
+  const rf = r.budget.rate;
   return {
     gateway: {
       name: r.gateway.name,
@@ -292,11 +270,16 @@ export function gatewayStatus(r: StatusReadings): GatewayStatus {
       recovered_from: r.recoveredFrom,
     },
     uplink: {
+      state: uplinkStateOf(r),
       condition: h.condition,
       reason: h.reason,
       since: new Date(h.since).toISOString(),
       resume_in_ms: h.resumeInMs,
       budget_per_minute: r.budget.perMinute,
+      share_per_minute: r.budget.sharePerMinute,
+      pace_per_minute: r.budget.pacePerMinute,
+      rate: { found_per_minute: rf.found_per_minute, limit_seen_per_minute: rf.limit_seen_per_minute, rate_limited_total: rf.rate_limited_total, last_rate_limited_at: rf.last_rate_limited_at === null ? null : new Date(rf.last_rate_limited_at).toISOString(), paused_ms: rf.paused_ms },
+      outage: r.outage,
       requests_last_minute: r.budget.usedLastMinute,
       freshest_delivered_age_s: s.freshestDeliveredTs === null ? null : Math.max(0, (now - s.freshestDeliveredTs) / 1000),
       sync: { rate_per_s: rate, delivered_total: s.deliveredTotal, inflight_batches: s.inflightBatches, set_aside_total: s.setAsideTotal, oldest_first_batches: s.oldestFirstBatches },

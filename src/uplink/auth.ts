@@ -87,6 +87,7 @@ export class ClientCredentialsAuth implements CredentialProvider {
 
   private async fetchToken(signal?: AbortSignal): Promise<string> {
     await this.o.budget.acquire('token', signal);
+    const ticket = this.o.budget.ticket();
     const basic = Buffer.from(`${encodeURIComponent(this.o.clientId)}:${encodeURIComponent(this.o.clientSecret.reveal())}`).toString('base64');
     const form = new URLSearchParams({ grant_type: 'client_credentials', audience: this.o.audience }).toString();
     const started = this.o.clock.monotonic();
@@ -114,8 +115,11 @@ export class ClientCredentialsAuth implements CredentialProvider {
       this.o.metrics.uplinkRequestSeconds.observe({ endpoint: 'token' }, (this.o.clock.monotonic() - started) / 1000);
     }
     this.o.metrics.uplinkRequests.inc({ endpoint: 'token', status: String(status) });
+    // §8 counts token calls too: a 429 here lowers the pace like any other.
+    const retryAfterMs = status === 429 ? parseRetryAfter(headers['retry-after']) : undefined;
+    this.o.budget.answered(status, ticket, retryAfterMs);
     if (status === 429) {
-      throw new TokenError('TOKEN_RATE_LIMITED', 'token endpoint answered 429 (rate limited)', 429, parseRetryAfter(headers['retry-after']));
+      throw new TokenError('TOKEN_RATE_LIMITED', 'token endpoint answered 429 (rate limited)', 429, retryAfterMs);
     }
     if (status === 400 || status === 401 || status === 403) {
       // Never echo the request; the body of the token endpoint is not specified (§5.9).

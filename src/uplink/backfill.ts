@@ -14,6 +14,7 @@ import { WakeSignal } from '../core/signal.js';
 import { describeResult, outcomeOf, type ImportJob, type TrackingClient } from './client.js';
 import type { BackfillConfig } from './config.js';
 import { ImportFileBuilder } from './import-file-builder.js';
+import { importJobsWanted } from './import-trigger.js';
 import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
 
@@ -23,8 +24,10 @@ export interface BackfillOptions {
   client: TrackingClient;
   health: UplinkHealth;
   config: BackfillConfig;
-  /** The budget's pacing rate; a function when it moves (a fleet share, budget-sharing.ts). */
+  /** The budget's pacing rate: the lowest of the ceiling, a fleet share and the rate found from 429s. */
   requestsPerMinute: number | (() => number);
+  /** Whether the backlog grows and the deliverable ingest (backlog-meter.ts); default: not growing, nothing arriving. */
+  trend?: () => { growing: boolean; deliverableIngestPerS: number };
   batchSize: number;
   itemIdField: string;
   /** Directory for import files (created; leftovers removed at start). */
@@ -40,34 +43,45 @@ const MIN_ITEM_BYTES = 60;
 const SYNC_SHARE = 0.9;
 /** The newest rows the sync path keeps for itself, in seconds of its capacity (at most half the threshold). */
 const KEEP_FOR_SYNC_SECONDS = 60;
-/**
- * Once a backfill runs it goes on until the unheld backlog is within this many times what the sync
- * path keeps (two minutes of sync capacity with the defaults), not only down to the threshold: the
- * last threshold's worth (up to 5 minutes at the sync path's pace) then goes through a job in
- * seconds. With a threshold of 2 minutes or less this is the threshold itself.
- */
-const CONTINUE_ABOVE_KEEP = 2;
+/** Job turnarounds (plan to rows deleted) remembered for the drain estimate. */
+const TURNAROUNDS = 5;
+/** The start rule is read again at most this often. */
+const RULE_CACHE_MS = 500;
 
 export interface BackfillStats {
   enabled: boolean;
   jobs_in_flight: number;
   jobs: Array<{ ledger_id: number; state: string; items: number | null; bytes: number | null; job_id: string | null; attempts: number; since: string }>;
+  /** Samples per second import jobs deliver while some are in flight (the last minute's deliveries); 0 when none is. */
   rate_per_s: number;
+  /** Samples finished jobs delivered in the last minute (a past figure, not an ongoing rate). */
+  delivered_last_minute: number;
   delivered_total: number;
   set_aside_total: number;
   failed_total: number;
   sync_only_ranges: number;
   backlog_at_start: number;
-  threshold_samples: number;
-  /** Samples per second the sync path can carry at the current budget (its share of it). */
+  /** uplink.backfill.threshold in seconds: the age of the oldest unsent sample beyond which jobs may start. */
+  threshold_s: number;
+  /** Jobs are wanted now (import-trigger.ts), and why or why not. */
+  wants_jobs: boolean;
+  start_rule: string;
+  /** The newest samples the sync path keeps while jobs take the rest. */
+  keep_samples: number;
+  /** Seconds from planning a job to its rows deleted, the mean of the last ones; null before one finished. */
+  job_turnaround_s: number | null;
+  /** Seconds since the oldest job in flight was planned; null when none is. */
+  oldest_job_age_s: number | null;
+  /** Samples per second the sync path can carry at the pace in force (its share of it). */
   sync_capacity_per_s: number;
 }
 
 /**
  * Backfill through import jobs (interface §4.7, §2.9, §8), beside the live sync path.
  *
- * When the backlog is larger than the sync path can send within `threshold` at the current budget,
- * the oldest rows are packed into a file (≤ 128 MB, streamed from SQLite, never built in memory),
+ * When the backlog cannot drain through the sync path in time (import-trigger.ts: the oldest unsent
+ * sample is older than `threshold` and the backlog grows or would take longer than that at the
+ * measured pace), the oldest rows are packed into a file (≤ 128 MB, streamed from SQLite, never built in memory),
  * uploaded as multipart `file`, and the job is polled with backoff (polls take budget slots at
  * their priority). The newest minute of backlog always stays with the sync path, so live values
  * upstream stay fresh during a multi-day catch-up.
@@ -92,6 +106,10 @@ export class BackfillManager {
   private backlogAtStart = 0;
   /** A backfill is under way: started above the threshold, not yet down to CONTINUE_ABOVE_KEEP. */
   private backfilling = false;
+  private rule: { at: number; value: { want: boolean; why: string } } | null = null;
+  /** Monotonic ms each job in flight was planned, and the turnarounds of the last finished ones (s). */
+  private readonly plannedAt = new Map<number, number>();
+  private readonly turnarounds: number[] = [];
   private readonly unsubscribe: () => void;
   /** One file is built at a time: building is CPU-bound, and two at once only doubles the memory. */
   private buildLock: Promise<void> = Promise.resolve();
@@ -112,11 +130,6 @@ export class BackfillManager {
     return (perMinute / 60) * this.o.batchSize * SYNC_SHARE;
   }
 
-  /** Backlog (samples) above which import jobs are used. */
-  get thresholdSamples(): number {
-    return Math.ceil((this.syncCapacityPerSecond * this.o.config.threshold) / 1000);
-  }
-
   /** The newest backlog the sync path keeps for itself (KEEP_FOR_SYNC_SECONDS of its capacity). */
   get keepSamples(): number {
     return Math.ceil(this.syncCapacityPerSecond * Math.min(KEEP_FOR_SYNC_SECONDS, this.o.config.threshold / 2_000));
@@ -133,9 +146,27 @@ export class BackfillManager {
   }
 
   private wantsJobs(): boolean {
-    const available = this.o.buffer.available;
-    if (available > this.thresholdSamples) return true;
-    return this.backfilling && available > CONTINUE_ABOVE_KEEP * this.keepSamples;
+    return this.startRule().want;
+  }
+
+  /** The rule of import-trigger.ts on what is measured now (read again at most every RULE_CACHE_MS: the sync path asks per batch). */
+  private startRule(): { want: boolean; why: string } {
+    const now = this.o.clock.monotonic();
+    if (this.rule && now - this.rule.at < RULE_CACHE_MS) return this.rule.value;
+    const oldest = this.o.buffer.oldestAvailableTs();
+    const trend = this.o.trend?.() ?? { growing: false, deliverableIngestPerS: 0 };
+    const value = importJobsWanted({
+      oldestAgeMs: oldest === null ? null : this.o.clock.now() - oldest,
+      available: this.o.buffer.available,
+      growing: trend.growing,
+      deliverableIngestPerS: trend.deliverableIngestPerS,
+      syncCapacityPerS: this.syncCapacityPerSecond,
+      thresholdMs: this.o.config.threshold,
+      backfilling: this.backfilling,
+      keepSamples: this.keepSamples,
+    });
+    this.rule = { at: now, value };
+    return value;
   }
 
   start(): void {
@@ -156,17 +187,28 @@ export class BackfillManager {
   }
 
   stats(): BackfillStats {
+    const rule = this.o.config.enabled ? this.startRule() : { want: false, why: 'uplink.backfill.enabled is false' };
+    const now = this.o.clock.monotonic();
+    const oldestPlan = Math.min(...this.plannedAt.values());
+    const lastMinute = Math.round(this.delivered.perSecond() * 60);
     return {
       enabled: this.o.config.enabled,
       jobs_in_flight: this.entries.size,
       jobs: [...this.entries.values()].map((e) => ({ ledger_id: e.id, state: e.state, items: e.itemCount, bytes: e.fileBytes, job_id: e.jobId, attempts: e.attempts, since: new Date(e.updatedAt).toISOString() })),
-      rate_per_s: this.delivered.perSecond(),
+      // Finished jobs are not ongoing: with none in flight nothing is being imported now.
+      rate_per_s: this.entries.size > 0 ? this.delivered.perSecond() : 0,
+      delivered_last_minute: lastMinute,
       delivered_total: this.deliveredTotal,
       set_aside_total: this.setAsideTotal,
       failed_total: this.failedTotal,
       sync_only_ranges: this.o.buffer.syncOnlyRanges.length,
       backlog_at_start: this.backlogAtStart,
-      threshold_samples: this.thresholdSamples,
+      threshold_s: this.o.config.threshold / 1000,
+      wants_jobs: rule.want,
+      start_rule: rule.why,
+      keep_samples: this.keepSamples,
+      job_turnaround_s: this.turnarounds.length === 0 ? null : this.turnarounds.reduce((a, b) => a + b, 0) / this.turnarounds.length,
+      oldest_job_age_s: Number.isFinite(oldestPlan) ? (now - oldestPlan) / 1000 : null,
       sync_capacity_per_s: this.syncCapacityPerSecond,
     };
   }
@@ -216,11 +258,13 @@ export class BackfillManager {
       }
       const range = buffer.planJobRange(Math.floor(config.max_file_bytes / MIN_ITEM_BYTES), this.keepSamples);
       if (!range) return;
-      const why = this.backfilling ? 'backfill under way' : 'backlog above the sync threshold';
+      const why = this.backfilling ? 'backfill under way' : this.startRule().why;
       this.backfilling = true;
       if (this.backlogAtStart === 0) this.backlogAtStart = buffer.stats().rows;
       const entry = this.o.ledger.create(range);
       buffer.reserveRange(range);
+      // The rule is read afresh for the next one: this job changed what is available.
+      this.rule = null;
       this.o.logger.info({ ledger_id: entry.id, range, backlog: buffer.stats().rows }, `${why}: packing the oldest samples into an import job`);
       this.launch(entry);
     }
@@ -228,6 +272,7 @@ export class BackfillManager {
 
   private launch(entry: LedgerEntry): void {
     this.entries.set(entry.id, entry);
+    this.plannedAt.set(entry.id, this.o.clock.monotonic());
     this.o.metrics.importJobsInFlight.set(this.entries.size);
     const task = this.run(entry)
       .catch((err) => {
@@ -236,6 +281,7 @@ export class BackfillManager {
       .finally(() => {
         this.tasks.delete(entry.id);
         this.entries.delete(entry.id);
+        this.plannedAt.delete(entry.id);
         this.o.metrics.importJobsInFlight.set(this.entries.size);
         this.wake.notify();
       });
@@ -393,6 +439,11 @@ export class BackfillManager {
     this.o.ledger.remove(entry.id);
     this.deliveredTotal += deleted;
     this.delivered.add(deleted);
+    const planned = this.plannedAt.get(entry.id);
+    if (planned !== undefined && deleted > 0) {
+      this.turnarounds.push((this.o.clock.monotonic() - planned) / 1000);
+      if (this.turnarounds.length > TURNAROUNDS) this.turnarounds.shift();
+    }
     this.o.metrics.uplinkDeliveredSamples.inc({ path: 'import' }, deleted);
     this.o.logger.info({ event: 'import_job_finished', job_id: entry.jobId, delivered: deleted, rejected }, 'import job finished');
   }

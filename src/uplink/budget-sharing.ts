@@ -3,7 +3,7 @@ import type { Clock } from '../core/clock.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Metrics } from '../core/metrics.js';
 import type { RequestBudget } from './budget.js';
-import { AimdFactor, fairShares } from './fair-share.js';
+import { fairShares } from './fair-share.js';
 
 /**
  * Sharing one address's request budget among the gateways behind it (issue 17; interface §8: the
@@ -19,19 +19,19 @@ import { AimdFactor, fairShares } from './fair-share.js';
  *   says offline (crash), and the others grow at once;
  * - one that idles announces a small demand, and the others use what it leaves.
  * A 429 still arrives sometimes (another client behind the address, a table that is seconds out of
- * date): the share is multiplied by an AIMD factor that a 429 cuts and quiet intervals restore.
+ * date): the share is a ceiling, and under it the budget's rate finder (rate-finder.ts) lowers the
+ * pace from the service's answers and probes upward again, in this mode as in every other.
  * While the broker is unreachable the table is frozen (peers are not expired: they are still
- * there, we just cannot hear them), and the AIMD factor alone reacts.
+ * there, we just cannot hear them), and the rate finder alone reacts.
  *
  * Anyone who may publish under the fleet prefix can announce demand under made-up names (issue 21
  * §5: 300 fakes cut a share of 1,400/min to 5/min, 15,000 stalled the gateway 21 s). So:
  * - at most `maxGateways` members are counted, this gateway included: the peers that have been in
  *   the table longest (incumbents keep their places; newcomers beyond the cap wait for a slot);
- * - the floor: this gateway never paces below min(its demand, total / maxGateways), whatever the
- *   table says (times the AIMD factor: a 429 still slows it down);
+ * - the floor: this gateway's share is never below min(its demand, total / maxGateways), whatever
+ *   the table says (a 429 still slows it down: the rate finder paces under the share);
  * - announcements only update the table (O(1) each); the division is recomputed at most once a
- *   second (RECOMPUTE_MIN_INTERVAL_MS; at once for an isolated change; a 429 always at once, AIMD
- *   cuts at most once per 5 s), and costs one pass over the table plus a sort of the counted
+ *   second (RECOMPUTE_MIN_INTERVAL_MS; at once for an isolated change), and costs one pass over the table plus a sort of the counted
  *   members: O(N + M log M) per second, where it was O(N log N) per announcement.
  * The real fix for strangers on the broker is its ACL (docs/scale-out.md); these bound the damage.
  */
@@ -95,7 +95,8 @@ export interface SharingStatus {
   total_per_minute: number;
   share_per_minute: number;
   demand_per_minute: number;
-  aimd_factor: number;
+  /** The pace under the share: lower when the service's 429s found less room (rate-finder.ts). */
+  pace_per_minute: number;
   /** The members counted (this gateway first), at most max_gateways. */
   members: Array<{ name: string; demand_per_minute: number }>;
   max_gateways: number;
@@ -108,7 +109,6 @@ export interface SharingStatus {
 
 export class BudgetSharing {
   private readonly peers = new Map<string, Peer>();
-  private readonly aimd = new AimdFactor();
   private readonly startedAt: number;
   private timer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
@@ -134,7 +134,6 @@ export class BudgetSharing {
   start(): void {
     if (this.timer || this.stopped) return;
     this.unsubscribe = this.o.channel.onPeer((name, a) => this.onPeer(name, a));
-    this.o.budget.onRateLimited(() => this.onRateLimited());
     this.recompute();
     this.o.channel.announce(this.announcement());
     this.timer = setInterval(() => this.tick(), this.o.intervalMs);
@@ -150,7 +149,6 @@ export class BudgetSharing {
     if (this.recomputeTimer) clearTimeout(this.recomputeTimer);
     this.recomputeTimer = null;
     this.unsubscribe?.();
-    this.o.budget.onRateLimited(null);
     this.o.channel.announce(null);
   }
 
@@ -159,9 +157,9 @@ export class BudgetSharing {
     return {
       group: this.o.group,
       total_per_minute: this.o.totalPerMinute,
-      share_per_minute: Math.round(this.o.budget.ratePerMinute),
+      share_per_minute: Math.round(this.o.budget.sharePerMinute),
       demand_per_minute: Math.round(this.demand),
-      aimd_factor: Math.round(this.aimd.factor * 100) / 100,
+      pace_per_minute: Math.round(this.o.budget.ratePerMinute),
       members: [{ name: this.o.self, demand_per_minute: this.demand }, ...counted.map((m) => ({ name: m.name, demand_per_minute: m.demand }))],
       max_gateways: this.o.maxGateways,
       ignored_peers: ignored,
@@ -187,7 +185,6 @@ export class BudgetSharing {
     this.lastGranted = granted;
     this.lastWaited = waited;
     this.demand = saturated ? this.o.totalPerMinute : Math.min(this.o.totalPerMinute, Math.max(MIN_DEMAND_PER_MIN, Math.ceil(usedPerMin * DEMAND_HEADROOM)));
-    this.aimd.tick(now);
     this.requestRecompute();
     this.o.channel.announce(this.announcement());
   }
@@ -204,14 +201,6 @@ export class BudgetSharing {
     // An existing key keeps its place in the Map's insertion order: its seniority (table()).
     this.peers.set(name, { demand: a.demand_per_min, expiresAt: this.o.clock.monotonic() + a.lease_ms });
     if (!before || before.demand !== a.demand_per_min) this.requestRecompute();
-  }
-
-  private onRateLimited(): void {
-    if (this.aimd.cut(this.o.clock.monotonic())) {
-      this.o.logger.info({ factor: this.aimd.factor }, 'the service answered 429: this gateway lowers its share of the address budget for a while');
-      // At once, not throttled: the safety net must act now, and AIMD cuts at most once per 5 s.
-      this.recompute();
-    }
   }
 
   /**
@@ -268,7 +257,7 @@ export class BudgetSharing {
       share = fairShares(total, [{ name: this.o.self, demand: this.demand }, ...counted]).get(this.o.self) ?? total * STARTUP_FRACTION;
     }
     share = Math.max(share, this.floor());
-    const rate = Math.max(1, share * this.aimd.factor);
+    const rate = Math.max(1, share);
     this.o.budget.setRate(rate);
     this.o.metrics?.uplinkBudgetShare.set(rate);
     this.o.metrics?.fleetBudgetMembers.set(1 + counted.length);

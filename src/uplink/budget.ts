@@ -1,5 +1,6 @@
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
+import { RateFinder, type RateFinderSnapshot } from './rate-finder.js';
 
 /**
  * Priority of a call in the shared request budget. A lower rank goes first when several calls
@@ -32,6 +33,10 @@ interface Waiter {
  * One request budget for every call to the tracking service (interface §8: 1,500 requests per
  * minute per IP across all endpoints, token calls included).
  *
+ * The pace is the lowest of three: `perMinute` (uplink.requests_per_minute, a ceiling), a fleet
+ * share (setRate, budget-sharing.ts) and the rate found from the service's 429s (rate-finder.ts).
+ * After a 429 every class waits out the pause, then requests go one at a time at the new pace.
+ *
  * Two rules together:
  * - a token bucket paces requests at `perMinute / 60` per second with a burst of one second's
  *   worth, so load is smooth rather than a burst at the top of each minute;
@@ -42,12 +47,17 @@ interface Waiter {
 export class RequestBudget {
   private ratePerMs: number;
   private capacity: number;
-  /** Pacing rate in force (requests/min): `perMinute` unless a fleet share lowered it (setRate). */
+  /** Pacing rate in force (requests/min): the lowest of `perMinute`, the fleet share and the found rate. */
   private pacePerMinute: number;
+  /** The fleet share (setRate); `perMinute` without budget sharing. */
+  private share: number;
+  /** The rate the service allows, found from its 429s. */
+  readonly finder: RateFinder;
+  /** waitedTotalMs() when the finder last looked: calls that waited since say the budget limits the work. */
+  private waitedAtProbe = 0;
   /** Total ms during which at least one call waited (a sign that the budget, not the work, limits). */
   private waitedMs = 0;
   private waitingSince: number | null = null;
-  private rateLimitedListener: (() => void) | null = null;
   private tokens: number;
   private lastRefill: number;
   /** Monotonic times of recent grants, as a ring of `perMinute` entries (the sliding window). */
@@ -69,11 +79,15 @@ export class RequestBudget {
     this.ratePerMs = perMinute / 60_000;
     this.capacity = Math.max(1, Math.floor(perMinute / 60));
     this.pacePerMinute = perMinute;
+    this.share = perMinute;
     this.tokens = this.capacity;
     this.lastRefill = clock.monotonic();
+    this.finder = new RateFinder({ monotonic: () => clock.monotonic(), now: () => clock.now() });
     // A window of more than 200k entries would cost memory for budgets no real service grants.
     this.window = perMinute <= 200_000 ? new Float64Array(perMinute) : null;
     metrics?.uplinkBudgetPerMinute.set(perMinute);
+    metrics?.uplinkPacePerMinute.set(perMinute);
+    metrics?.uplinkRateFound.set(-1);
   }
 
   /** The pacing rate in force, requests per minute (≤ `perMinute`). */
@@ -82,21 +96,62 @@ export class RequestBudget {
   }
 
   /**
-   * Changes the pacing rate (a fleet share, src/uplink/budget-sharing.ts). The sliding window keeps
-   * `perMinute` as the hard ceiling; only the token bucket follows the new rate, so a share that
-   * shrinks slows this gateway at once without stalling it until its past minute ages out (the
+   * Sets the fleet share (src/uplink/budget-sharing.ts), a ceiling under `perMinute`. The sliding
+   * window keeps `perMinute` as the hard ceiling; only the token bucket follows the pace, so a share
+   * that shrinks slows this gateway at once without stalling it until its past minute ages out (the
    * service's window frees slots at the old aggregate rate, so the fleet as a whole stays within it).
    */
   setRate(perMinute: number): void {
-    const next = Math.min(this.perMinute, Math.max(1, perMinute));
-    if (next === this.pacePerMinute) return;
+    this.share = Math.min(this.perMinute, Math.max(1, perMinute));
+    this.applyPace();
+  }
+
+  /** The fleet share in force (`perMinute` without budget sharing). */
+  get sharePerMinute(): number {
+    return this.share;
+  }
+
+  /** The epoch a request granted now belongs to; give it back with `answered()`. */
+  ticket(): number {
+    return this.finder.epoch;
+  }
+
+  /**
+   * The service answered a request granted in `ticket` (every answer, the token endpoint's too):
+   * a 429 lowers the pace and pauses every class (rate-finder.ts), anything else counts as admitted.
+   */
+  answered(status: number, ticket: number, retryAfterMs?: number): void {
+    if (status !== 429) {
+      this.finder.admittedOne();
+      return;
+    }
     const now = this.clock.monotonic();
     this.refill(now);
-    this.pacePerMinute = next;
-    this.ratePerMs = next / 60_000;
-    this.capacity = Math.max(1, Math.floor(next / 60));
-    this.tokens = Math.min(this.tokens, this.capacity);
-    // A waiter scheduled for the old rate is re-planned.
+    this.finder.rateLimited(ticket, this.pacePerMinute, retryAfterMs);
+    // No burst after the pause: requests go one at a time at the new pace.
+    this.tokens = Math.min(this.tokens, 0);
+    this.applyPace();
+  }
+
+  /** What the rate finder knows, for the status. */
+  rateSnapshot(): RateFinderSnapshot {
+    return this.finder.snapshot();
+  }
+
+  /** Pace = min(ceiling, share, found); the bucket follows and a waiting call is re-planned. */
+  private applyPace(): void {
+    const found = this.finder.found;
+    const next = Math.max(1, Math.min(this.share, found ?? Infinity));
+    this.metrics?.uplinkRateFound.set(found === null ? -1 : found);
+    if (next !== this.pacePerMinute) {
+      const now = this.clock.monotonic();
+      this.refill(now);
+      this.pacePerMinute = next;
+      this.ratePerMs = next / 60_000;
+      this.capacity = Math.max(1, Math.floor(next / 60));
+      this.tokens = Math.min(this.tokens, this.capacity);
+      this.metrics?.uplinkPacePerMinute.set(next);
+    }
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -104,24 +159,26 @@ export class RequestBudget {
     }
   }
 
+  /** Lets the finder probe upward when due: only while calls waited for the budget since it last looked. */
+  private probe(): void {
+    if (this.finder.found === null) return;
+    const waited = this.waitedTotalMs();
+    const saturated = waited > this.waitedAtProbe || !this.noneWaiting();
+    if (this.finder.probe(saturated, this.share)) {
+      this.waitedAtProbe = waited;
+      this.applyPace();
+    } else if (!saturated) this.waitedAtProbe = waited;
+  }
+
   /** Ms during which calls waited for the budget, in total (its growth rate tells saturation). */
   waitedTotalMs(): number {
     return this.waitedMs + (this.waitingSince === null ? 0 : this.clock.monotonic() - this.waitingSince);
   }
 
-  /** Called by the client when the service answered 429 (the fleet share reacts, AIMD). */
-  onRateLimited(listener: (() => void) | null): void {
-    this.rateLimitedListener = listener;
-  }
-
-  /** The client reports a 429 here. */
-  rateLimited(): void {
-    this.rateLimitedListener?.();
-  }
-
   /** Resolves when this call may go. Rejects if `signal` aborts first. */
   acquire(priority: Priority, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    this.probe();
     if (this.noneWaiting() && this.tryTake()) {
       if (priority === 'data') this.aheadOfData = 0;
       return Promise.resolve();
@@ -188,18 +245,17 @@ export class RequestBudget {
     return true;
   }
 
+  /** Tokens accrue at the pace, but not during a pause after a 429 (no burst when it ends). */
   private refill(now: number): void {
-    const elapsed = now - this.lastRefill;
-    if (elapsed > 0) {
-      this.tokens = Math.min(this.capacity, this.tokens + elapsed * this.ratePerMs);
-      this.lastRefill = now;
-    }
+    const from = Math.max(this.lastRefill, this.finder.pausedUntilMono);
+    if (now > from) this.tokens = Math.min(this.capacity, this.tokens + (now - from) * this.ratePerMs);
+    if (now > this.lastRefill) this.lastRefill = now;
   }
 
   /** Milliseconds until a grant is possible (0 = now). */
   private delayUntilGrant(now: number): number {
     this.refill(now);
-    let delay = this.tokens >= 1 ? 0 : (1 - this.tokens) / this.ratePerMs;
+    let delay = Math.max(this.finder.pauseLeft(now), this.tokens >= 1 ? 0 : (1 - this.tokens) / this.ratePerMs);
     if (this.window && this.windowCount === this.window.length) {
       // The window is full: the oldest grant must leave it first.
       const oldest = this.window[this.windowHead % this.window.length];
@@ -234,6 +290,7 @@ export class RequestBudget {
 
   private pump(): void {
     if (this.timer) return;
+    this.probe();
     for (;;) {
       const next = this.nextWaiter();
       if (!next) {

@@ -17,6 +17,8 @@ export const ORGANISATION_HEADER = 'Service-Organisation-Id';
 /** The request id header every response carries (CONTRACT.md, [V]). */
 export const REQUEST_ID_HEADER = 'service-request-id';
 const USER_AGENT = 'edge-gateway/0.1';
+/** 429s a catalog walk waits out before it gives up (each one pauses the whole budget for 1-30 s, §8). */
+const MAX_PAGE_RATE_LIMITED = 20;
 /** Largest response body read; the service's answers are small. */
 const MAX_RESPONSE_BYTES = 4_000_000;
 
@@ -206,8 +208,13 @@ export class TrackingClient {
   async listAll(kind: 'machines' | 'machine_variables', query: { site_id?: string } = {}, signal?: AbortSignal): Promise<Array<Record<string, unknown> & { id: string }>> {
     const out: Array<Record<string, unknown> & { id: string }> = [];
     let cursor: string | undefined;
-    for (let page = 0; page < 100_000; page++) {
+    for (let page = 0, limited = 0; page < 100_000; page++) {
       const r = await this.listPage(kind, { limit: 50, starting_after: cursor, site_id: query.site_id }, signal);
+      // A 429 paused the budget (rate-finder.ts): the same page again waits out the pause.
+      if (r.status === 429 && limited++ < MAX_PAGE_RATE_LIMITED && !signal?.aborted) {
+        page -= 1;
+        continue;
+      }
       if (!r.ok || !r.body) throw new Error(`GET ${kind === 'machines' ? '/machines' : '/machine-variables'} failed: ${describeResult(r)}`);
       out.push(...(r.body.data as Array<Record<string, unknown> & { id: string }>));
       if (!r.body.pagination.has_more || !r.body.pagination.next_cursor) return out;
@@ -253,6 +260,8 @@ export class TrackingClient {
     } catch (err) {
       return { status: 0, ok: false, body: undefined, networkError: { code: 'ABORTED', message: describeError(err) }, durationMs: elapsed() };
     }
+    // The 429 of a request granted before the last one's cut is the same wave (rate-finder.ts).
+    const ticket = this.o.budget.ticket();
     let credential: string;
     try {
       credential = await this.credentials.bearer(s.signal);
@@ -262,7 +271,6 @@ export class TrackingClient {
           return { status: 401, ok: false, body: undefined, error: { code: 'token_rejected', message: err.message }, afterTokenRenewal: true, durationMs: elapsed() };
         }
         if (err.status === 429) {
-          this.o.budget.rateLimited();
           return { status: 429, ok: false, body: undefined, error: { code: 'rate_limit_exceeded', message: err.message }, retryAfterMs: err.retryAfterMs, durationMs: elapsed() };
         }
       }
@@ -318,13 +326,14 @@ export class TrackingClient {
       }
     }
     const ok = status >= 200 && status < 300;
-    if (status === 429) this.o.budget.rateLimited();
+    const retryAfterMs = status === 429 ? parseRetryAfter(resHeaders['retry-after']) : undefined;
+    this.o.budget.answered(status, ticket, retryAfterMs);
     const result: ApiResult & { credential?: string } = { status, ok, body: parsed, requestId, durationMs: elapsed(), credential };
     if (ok) {
       this.o.metrics.uplinkLastSuccess.set(this.o.clock.now() / 1000);
     } else {
       result.error = parseErrorEnvelope(parsed, text, status);
-      result.retryAfterMs = parseRetryAfter(resHeaders['retry-after']);
+      result.retryAfterMs = retryAfterMs ?? parseRetryAfter(resHeaders['retry-after']);
       if (!result.requestId) result.requestId = (parsed as { error?: { request_id?: string } } | undefined)?.error?.request_id;
     }
     return result;

@@ -85,11 +85,11 @@ export const backfillSchema = z
   .strictObject({
     enabled: z.boolean().default(true).meta({ description: 'Drain large backlogs through import-job files (§4.7) beside the live sync path' }),
     threshold: durationMs({ min: 10_000 })
-      .default(300_000)
+      .default(120_000)
       .meta({
         description:
-          'Use import jobs when the backlog would take longer than this to send through the sync path at the current budget. Minimum 10s. It becomes a number of samples: threshold in seconds × requests_per_minute / 60 × batch_size × 0.9 (the sync path\'s share of the budget); with the defaults (5m, 1,500/min, 200 per batch) 405,000 samples, shown as backfill.threshold_samples in /status. Once a backfill has started it goes on until the backlog left is within twice what the sync path keeps, so the last threshold\'s worth does not wait minutes behind the sync path\'s pace; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing',
-        examples: ['5m'],
+          'Import jobs start from what is measured: when the oldest unsent sample is older than this and the backlog cannot drain through the sync path within this time (it grows, or backlog / (the sync path\'s capacity at the pace in force less the deliverable ingest) is longer), the oldest samples go into import files (one request per file plus its polls, where the sync path carries 200 samples a request). The pace is the rate found from the service\'s 429s, not the configured budget. /status backfill.start_rule says why jobs run or not. Once a backfill has started it goes on until the backlog left is within twice what the sync path keeps; the newest backlog (up to a minute of sync capacity, at most half the threshold) always stays on the sync path so live values keep flowing. Minimum 10s',
+        examples: ['2m'],
       }),
     max_file_bytes: byteSize({ min: 10_000, max: MAX_IMPORT_FILE_BYTES }).default(MAX_IMPORT_FILE_BYTES).meta({ description: 'Largest import file (the service accepts up to 128 MB)', examples: ['128MB'] }),
     max_jobs_in_flight: z.number().int().min(1).max(16).default(2).meta({ description: 'Import jobs built, uploading or processing at the same time' }),
@@ -155,7 +155,7 @@ export const uplinkSchema = z
       .min(1)
       .max(1_000_000)
       .default(1_400)
-      .meta({ description: `Request budget for every call to the service together, token calls and polls included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8); keep headroom for other clients behind the same IP. With budget_sharing.mode fleet: the budget of the whole address, divided among the gateways behind it`, examples: [1400] }),
+      .meta({ description: `Ceiling of the request rate for every call to the service together, token calls, polls and catalog reads included. The service allows ${SERVICE_RATE_LIMIT_PER_MINUTE} per minute per IP (§8), shared with every other client behind the same address, so the gateway finds its real rate from the service's 429s and paces at the lower of the two (uplink.rate in /status); keep headroom for other clients to avoid even those. With budget_sharing.mode fleet: the budget of the whole address, divided among the gateways behind it`, examples: [1400] }),
     batch_size: z.number().int().min(1).max(MAX_BATCH_ITEMS).default(MAX_BATCH_ITEMS).meta({ description: 'Samples per synchronous batch request (§8: at most 200)', examples: [200] }),
     flush_interval: durationMs({ min: 0, max: 60_000 }).default(1_000).meta({ description: 'How long a partial batch may wait for more samples before it is sent', examples: ['1s'] }),
     max_in_flight: z.number().int().min(1).max(32).default(4).meta({ description: 'Batch requests outstanding at the same time (raise it on slow links)' }),

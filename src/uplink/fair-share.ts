@@ -36,34 +36,3 @@ export function fairShares(budget: number, members: readonly Member[]): Map<stri
   }
   return out;
 }
-
-/**
- * Additive increase, multiplicative decrease of a factor in (floor, 1] applied to the fair share:
- * the safety net for what the member table does not know (another client behind the same address,
- * a gateway that cannot reach the broker). A 429 cuts the factor at most once per `holdMs` (one
- * burst of 429s is one signal, as in TCP's one reduction per window); every `tick` adds `step` back.
- */
-export class AimdFactor {
-  private value = 1;
-  private lastCut = -Infinity;
-
-  constructor(private readonly o: { decrease: number; step: number; floor: number; holdMs: number } = { decrease: 0.7, step: 0.05, floor: 0.1, holdMs: 5_000 }) {}
-
-  get factor(): number {
-    return this.value;
-  }
-
-  /** A 429 arrived at monotonic time `now`. Returns true when the factor was cut. */
-  cut(now: number): boolean {
-    if (now - this.lastCut < this.o.holdMs) return false;
-    this.lastCut = now;
-    this.value = Math.max(this.o.floor, this.value * this.o.decrease);
-    return true;
-  }
-
-  /** One quiet interval passed: recover a step (not within `holdMs` of a cut). */
-  tick(now: number): void {
-    if (now - this.lastCut < this.o.holdMs) return;
-    this.value = Math.min(1, this.value + this.o.step);
-  }
-}

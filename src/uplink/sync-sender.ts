@@ -8,11 +8,13 @@ import type { Metrics } from '../core/metrics.js';
 import { RateMeter } from '../core/rate-meter.js';
 import { WakeSignal } from '../core/signal.js';
 import { toIsoUtc } from '../core/time.js';
-import { describeResult, outcomeOf, type TrackingClient } from './client.js';
+import { describeResult, outcomeOf, type ApiResult, type TrackingClient } from './client.js';
 import { MAX_JSON_BODY_BYTES } from './config.js';
+import { sleep } from '../core/clock.js';
+import { heldRefusal, isSystematic, newRun, type BatchRun, type Refusal } from './refusals.js';
 import { decide } from './retry-policy.js';
 import type { UplinkHealth } from './uplink-health.js';
-import { saysUnknownVariable, UNKNOWN_VARIABLE_REASON, unknownVariableInMessage, type UnknownVariable, type UnknownVariables } from './unknown-variables.js';
+import { itemIndexInMessage, UNKNOWN_VARIABLE_REASON, type UnknownVariables } from './unknown-variables.js';
 
 export interface SyncSenderOptions {
   buffer: SyncBuffer;
@@ -38,21 +40,11 @@ export interface SyncSenderOptions {
   keepUnknownSetAside?: number;
 }
 
-/** A sample the service refused (or would: its variable is unknown), with why. */
-interface Refusal {
-  row: BufferedRow;
-  reason: string;
-  requestId?: string;
-  /** Refused because its machine variable is unknown: never counted towards a systematic halt. */
-  unknown?: boolean;
-}
-
 /** Claim rounds per batch while unknown variables' samples are set aside to fill it with sendable ones. */
 const MAX_FILL_ROUNDS = 50;
 
-/** A batch whose every item the service refused, across this many variables, is a systematic refusal. */
-const SYSTEMATIC_MIN_ITEMS = 20;
-const SYSTEMATIC_MIN_VARIABLES = 2;
+/** The longest the sync path waits for a catalog read before it sends again (the read may be slow at a low rate). */
+const CATALOG_HOLD_MS = 60_000;
 
 type DeliverResult = 'ok' | 'stopped';
 
@@ -64,16 +56,20 @@ type DeliverResult = 'ok' | 'stopped';
  * Per batch (CONTRACT.md error table):
  * - 2xx: the rows are acknowledged and deleted.
  * - 413: split in halves and send each.
- * - 400: bisect until each bad item stands alone (about log2(200) extra calls per bad item); bad
- *   items go to the set-aside table with the service's message, the rest is delivered. When every
- *   item of a large, mixed batch is refused the cause is systematic (wrong item_id_field, say), so
- *   nothing is set aside: delivery halts with an alert instead of emptying the buffer into set-aside.
- * - 400 for an unknown machine variable (issue 24 §1): not systematic and not an outage. The named
- *   variable joins `UnknownVariables` (which reads the catalog to find the others), its samples are
- *   set aside and the rest of the batch is sent again at once; samples of known-unknown variables
- *   are set aside at claim time without a request, so they take no budget and the batches carry
- *   only variables the service accepts.
- * - 429, 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
+ * - 400: split until each bad item stands alone (about log2(200) extra calls per bad item; a refusal
+ *   that locates its item by its `items[N]` path saves the split); bad items go to the set-aside
+ *   table with the service's message, the rest is delivered. An item refused alone makes its
+ *   variable suspect, whatever the message's words (refusals are understood by structure, §7
+ *   promises only `{code, message}`): `UnknownVariables` reads the catalog and sets the variable's
+ *   samples aside by what it says, without a request, so they take no budget and the batches carry
+ *   only variables the service accepts. While the catalog is being read, a batch that shows a
+ *   second bad variable goes back to the queue and the sync path waits for the read instead of
+ *   splitting every batch item by item. When the service refused many items of several variables
+ *   the catalog lists and nothing went through, the cause is systematic (wrong item_id_field, say),
+ *   so nothing is set aside: delivery halts with an alert instead of emptying the buffer.
+ * - 429: rows return to the buffer; the request budget lowers its pace and holds every class for
+ *   the §8 backoff (rate-finder.ts).
+ * - 5xx, network: rows return to the buffer and every sender pauses (shared `UplinkHealth`).
  * - 401 after a fresh token, 403, 404: alert and pause for long; samples keep buffering.
  */
 export class SyncSender {
@@ -91,6 +87,8 @@ export class SyncSender {
   private unknownDropped = 0;
   private readonly unsubscribe: () => void;
   private readonly idle = new WakeSignal();
+  /** A batch went back to the queue to wait for a catalog read: the loop waits for it. */
+  private holdForCatalog = false;
   /** Alternation state for the age bound: the next batch is oldest-first when true. */
   private oldestTurn = true;
   private oldestBatches = 0;
@@ -168,7 +166,7 @@ export class SyncSender {
    */
   private claimSendable(batchSize: number): BufferedRow[] {
     const unknown = this.o.unknown;
-    if (!unknown || unknown.count === 0) return this.claim(batchSize);
+    if (!unknown || !unknown.holdsAny) return this.claim(batchSize);
     unknown.tick();
     const out: BufferedRow[] = [];
     for (let round = 0; round < MAX_FILL_ROUNDS && out.length < batchSize; round++) {
@@ -177,12 +175,20 @@ export class SyncSender {
       const refused: Refusal[] = [];
       for (const row of rows) {
         const u = unknown.lookup(row.variable);
-        if (u) refused.push(unknownRefusal(row, u));
+        if (u) refused.push(heldRefusal(row, u));
         else out.push(row);
       }
       this.setAsideRefused(refused);
     }
     return out;
+  }
+
+  /** After a batch went back to the queue for the catalog: wait for the read (bounded), then go on. */
+  private async waitForCatalog(): Promise<void> {
+    this.holdForCatalog = false;
+    const unknown = this.o.unknown;
+    if (!unknown?.awaitingCatalog) return;
+    await Promise.race([unknown.settled(), sleep(CATALOG_HOLD_MS, this.abort.signal)]).catch(() => undefined);
   }
 
   private async loop(): Promise<void> {
@@ -193,6 +199,7 @@ export class SyncSender {
       try {
         // Not ready(): that is for the request itself, which may be the one probe (uplink-health.ts).
         await this.o.health.settled(this.abort.signal);
+        if (this.holdForCatalog) await this.waitForCatalog();
         if (this.stopping) break;
         if (this.inflight >= maxInFlight) {
           await this.wake.wait(1_000);
@@ -242,28 +249,32 @@ export class SyncSender {
 
   /** Delivers one claimed batch, isolating bad items; every row ends acked, set aside or released. */
   private async deliverBatch(rows: BufferedRow[], reserved: boolean): Promise<void> {
-    const refused: Refusal[] = [];
+    const run = newRun();
     let result: DeliverResult;
     try {
-      result = await this.deliver(rows, refused, reserved);
+      result = await this.deliver(rows, run, reserved);
     } catch (err) {
       this.throttle.error('deliver', { err: describeError(err) }, 'unexpected error delivering a batch; its samples stay buffered');
       this.o.buffer.release(rows);
-      this.o.buffer.release(refused.map((r) => r.row));
+      this.o.buffer.release(run.refused.map((r) => r.row));
       return;
     }
-    if (refused.length === 0) return;
-    if (result === 'ok' && this.isSystematic(rows.length, refused)) {
-      this.o.buffer.release(refused.map((r) => r.row));
-      this.o.health.failure({ action: 'halt', reason: 'rejected' }, `every item refused: ${refused[0].reason}`);
+    if (run.held.length > 0) {
+      this.o.buffer.release(run.held);
+      this.holdForCatalog = true;
+    }
+    if (run.refused.length === 0) return;
+    if (result === 'ok' && isSystematic(run)) {
+      this.o.buffer.release(run.refused.map((r) => r.row));
+      this.o.health.failure({ action: 'halt', reason: 'rejected' }, `every item refused: ${run.refused[0].reason}`);
       return;
     }
     // Rows of `refused` that were released by a stop are not set aside: they will be retried.
     if (result === 'stopped') {
-      this.o.buffer.release(refused.map((r) => r.row));
+      this.o.buffer.release(run.refused.map((r) => r.row));
       return;
     }
-    this.setAsideRefused(refused);
+    this.setAsideRefused(run.refused);
   }
 
   /** Sets refused samples aside, grouped by reason in one transaction, and logs (throttled). */
@@ -279,8 +290,8 @@ export class SyncSender {
     this.setAsideTotal += refused.length;
     this.o.metrics.uplinkSetAsideSamples.inc({ path: 'sync' }, refused.length);
     if (refused.some((r) => r.unknown)) this.trimUnknownSetAside();
-    // Unknown variables have their own line (unknown-variables.ts), one a minute, not one per batch.
-    const other = refused.filter((r) => !r.unknown);
+    // Held variables have their own lines (unknown-variables.ts), one a minute, not one per batch.
+    const other = refused.filter((r) => !r.unknown && !r.held);
     if (other.length === 0) return;
     this.throttle.warn(
       `set_aside:${other[0].reason}`,
@@ -308,35 +319,18 @@ export class SyncSender {
     );
   }
 
-  /** Unknown variables are refusals of those variables, never a sign of a systematic problem (issue 24 §1). */
-  private isSystematic(batchSize: number, refused: Refusal[]): boolean {
-    if (refused.length < batchSize || batchSize < SYSTEMATIC_MIN_ITEMS) return false;
-    if (refused.some((r) => r.unknown)) return false;
-    return new Set(refused.map((r) => r.row.variable)).size >= SYSTEMATIC_MIN_VARIABLES;
-  }
-
   /** `reserved`: the first request may use the budget slot the loop took for this batch. */
-  private async deliver(rows: BufferedRow[], refused: Refusal[], reserved = false): Promise<DeliverResult> {
+  private async deliver(rows: BufferedRow[], run: BatchRun, reserved = false): Promise<DeliverResult> {
     if (this.stopping && this.abort.signal.aborted) {
       this.o.buffer.release(rows);
       return 'stopped';
     }
-    const unknown = this.o.unknown;
-    if (unknown && unknown.count > 0) {
-      // Found unknown since this batch was claimed (another batch's refusal, the catalog).
-      const pass: BufferedRow[] = [];
-      for (const row of rows) {
-        const u = unknown.lookup(row.variable);
-        if (u) refused.push(unknownRefusal(row, u));
-        else pass.push(row);
-      }
-      if (pass.length === 0) return 'ok';
-      rows = pass;
-    }
+    rows = this.withoutHeld(rows, run);
+    if (rows.length === 0) return 'ok';
     const body = serializeBatch(rows, this.o.itemIdField);
     if (Buffer.byteLength(body) > MAX_JSON_BODY_BYTES && rows.length > 1) {
       // Never send a body over the 1 MB limit (§8); halve until it fits.
-      return this.deliverHalves(rows, refused, reserved);
+      return this.deliverHalves(rows, run, reserved);
     }
     let ticket: number;
     try {
@@ -356,51 +350,80 @@ export class SyncSender {
         this.o.health.success();
         this.o.buffer.ack(rows);
         this.recordDelivered(rows);
+        run.delivered += rows.length;
         return 'ok';
       case 'split':
         this.o.health.success();
         if (rows.length === 1) {
-          refused.push({ row: rows[0], reason: `the service refused a single item as too large (413)`, requestId: r.requestId });
+          run.refused.push({ row: rows[0], reason: `the service refused a single item as too large (413)`, requestId: r.requestId });
           return 'ok';
         }
-        return this.deliverHalves(rows, refused);
-      case 'isolate': {
+        return this.deliverHalves(rows, run);
+      case 'isolate':
         this.o.health.success();
-        const message = r.error?.message;
-        const named = unknownVariableInMessage(message);
-        if (unknown && message && named && rows[named.index]?.variable === named.variable) {
-          // The 400 names the unknown variable: take all its samples out and send the rest at once.
-          const u = unknown.refused(named.variable, message, r.requestId);
-          const rest: BufferedRow[] = [];
-          for (const row of rows) {
-            if (row.variable === named.variable) refused.push(unknownRefusal(row, u));
-            else rest.push(row);
-          }
-          return rest.length === 0 ? 'ok' : this.deliver(rest, refused);
-        }
-        if (rows.length === 1) {
-          if (unknown && saysUnknownVariable(message)) refused.push(unknownRefusal(rows[0], unknown.refused(rows[0].variable, message!, r.requestId)));
-          else refused.push({ row: rows[0], reason: message || describeResult(r), requestId: r.requestId });
-          return 'ok';
-        }
-        return this.deliverHalves(rows, refused);
-      }
+        return this.isolate(rows, run, r);
       default:
+        // A 429 paused the budget already (rate-finder.ts); the rows go back and wait their turn.
         this.o.health.failure(d.action === 'renew_token' ? { action: 'credentials_failed', delayMs: 30_000 } : d, describeResult(r), ticket);
         this.o.buffer.release(rows);
         return 'stopped';
     }
   }
 
-  private async deliverHalves(rows: BufferedRow[], refused: Refusal[], reserved = false): Promise<DeliverResult> {
+  /** Rows of held variables (unknown, suspect, quarantined) are refused without a request. */
+  private withoutHeld(rows: BufferedRow[], run: BatchRun): BufferedRow[] {
+    const unknown = this.o.unknown;
+    if (!unknown?.holdsAny) return rows;
+    const pass: BufferedRow[] = [];
+    for (const row of rows) {
+      const u = unknown.lookup(row.variable);
+      if (u) run.refused.push(heldRefusal(row, u));
+      else pass.push(row);
+    }
+    return pass;
+  }
+
+  /**
+   * A 400 (§7): by structure, not wording. One item: it is refused alone. Several: the item the
+   * refusal locates by its `items[N]` path is refused alone and the rest goes again; otherwise the
+   * batch is split. While the catalog is read to judge a suspect, a batch that shows a further
+   * refusal goes back to the queue instead of being split item by item.
+   */
+  private isolate(rows: BufferedRow[], run: BatchRun, r: ApiResult): Promise<DeliverResult> | DeliverResult {
+    if (rows.length === 1) {
+      this.refusedAlone(rows[0], run, r);
+      return 'ok';
+    }
+    if (run.isolated > 0 && this.o.unknown?.awaitingCatalog) {
+      run.held.push(...rows);
+      return 'ok';
+    }
+    const index = itemIndexInMessage(r.error?.message);
+    if (index !== null && index < rows.length) {
+      this.refusedAlone(rows[index], run, r);
+      return this.deliver(rows.filter((_, i) => i !== index), run);
+    }
+    return this.deliverHalves(rows, run);
+  }
+
+  /** An item refused on its own: its variable is suspect (the catalog judges); the item is set aside. */
+  private refusedAlone(row: BufferedRow, run: BatchRun, r: ApiResult): void {
+    run.isolated += 1;
+    const message = r.error?.message || describeResult(r);
+    const held = this.o.unknown?.refusedAlone(row.variable, message, r.requestId);
+    if (held) run.refused.push(heldRefusal(row, held, true));
+    else run.refused.push({ row, reason: message, requestId: r.requestId });
+  }
+
+  private async deliverHalves(rows: BufferedRow[], run: BatchRun, reserved = false): Promise<DeliverResult> {
     const mid = Math.ceil(rows.length / 2);
     const first = rows.slice(0, mid);
     const second = rows.slice(mid);
-    if ((await this.deliver(first, refused, reserved)) === 'stopped') {
+    if ((await this.deliver(first, run, reserved)) === 'stopped') {
       this.o.buffer.release(second);
       return 'stopped';
     }
-    return this.deliver(second, refused);
+    return this.deliver(second, run);
   }
 
   private recordDelivered(rows: BufferedRow[]): void {
@@ -412,11 +435,6 @@ export class SyncSender {
     this.o.metrics.uplinkDeliveredSamples.inc({ path: 'sync' }, rows.length);
     this.o.metrics.uplinkFreshestAge.set(Math.max(0, (this.o.clock.now() - max) / 1000));
   }
-}
-
-/** The set-aside entry of a sample whose machine variable the service does not know. */
-function unknownRefusal(row: BufferedRow, u: UnknownVariable): Refusal {
-  return { row, reason: `${UNKNOWN_VARIABLE_REASON}${u.message}`, requestId: u.requestId, unknown: true };
 }
 
 /** `{"items": [...]}` with ISO 8601 UTC timestamps with milliseconds (CONTRACT.md batch ITEM). */

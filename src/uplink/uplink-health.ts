@@ -9,7 +9,10 @@ import type { Decision } from './retry-policy.js';
  * "slow down" or is unreachable, all of them wait.
  *
  * - ok:          requests flow.
- * - retrying:    transient errors (429, 5xx, network); everyone waits until `resumeAt`.
+ * - retrying:    the service is unreachable or failing (5xx, network); everyone waits until `resumeAt`.
+ *                A 429 is not an outage: the request budget lowers its pace and holds every class
+ *                for the §8 backoff (rate-finder.ts), and nothing here changes, so one sender's
+ *                success cannot release the others at once.
  * - auth_failed: the credentials were refused even after a fresh token (401 twice): alert, keep
  *                buffering, try again after a long backoff in case they are fixed upstream.
  * - halted:      the organisation is not authorised (403) or the endpoint does not exist (404):
@@ -30,6 +33,8 @@ import type { Decision } from './retry-policy.js';
  *   its caller) is given up after PROBE_LEASE_MS and another request probes.
  */
 export type UplinkCondition = 'ok' | 'retrying' | 'auth_failed' | 'halted';
+/** What the service refuses while auth_failed or halted (the status says "refused (authentication)", ...). */
+export type RefusalCause = 'authentication' | 'organisation' | 'items' | 'endpoint';
 
 const CONDITION_GAUGE: Record<UplinkCondition, number> = { ok: 0, retrying: 1, auth_failed: 2, halted: 2 };
 /** How often a halted uplink probes whether the configuration was fixed upstream. */
@@ -40,6 +45,7 @@ export const PROBE_LEASE_MS = 15_000;
 export class UplinkHealth {
   private state: UplinkCondition = 'ok';
   private reasonText = '';
+  private cause: RefusalCause | null = null;
   private sinceMs: number;
   private resumeAtMono = 0;
   private failures = 0;
@@ -67,10 +73,11 @@ export class UplinkHealth {
     return this.failures + 1;
   }
 
-  snapshot(): { condition: UplinkCondition; reason: string; since: number; resumeInMs: number; consecutiveFailures: number } {
+  snapshot(): { condition: UplinkCondition; reason: string; refused: RefusalCause | null; since: number; resumeInMs: number; consecutiveFailures: number } {
     return {
       condition: this.state,
       reason: this.reasonText,
+      refused: this.state === 'auth_failed' || this.state === 'halted' ? this.cause : null,
       since: this.sinceMs,
       resumeInMs: Math.max(0, Math.round(this.resumeAtMono - this.clock.monotonic())),
       consecutiveFailures: this.failures,
@@ -98,6 +105,8 @@ export class UplinkHealth {
    */
   failure(decision: Decision, description: string, ticket?: number): number {
     if (decision.action === 'retry') this.metrics.uplinkRetries.inc({ reason: decision.reason });
+    // The budget paused and slowed every class already (budget.ts answered()).
+    if (decision.action === 'retry' && decision.reason === 'rate_limited') return 0;
     if (ticket !== undefined && ticket !== this.epoch) return 0;
     this.failures += 1;
     this.epoch += 1;
@@ -113,6 +122,7 @@ export class UplinkHealth {
         if (this.state !== 'auth_failed') {
           this.logger.error({ reason: description }, 'the tracking service refuses the credentials; samples keep buffering. Check service.auth');
         }
+        this.cause = 'authentication';
         this.set('auth_failed', description);
         break;
       case 'halt':
@@ -127,6 +137,7 @@ export class UplinkHealth {
                 : 'the tracking service has no such endpoint (404); delivery stops and samples keep buffering. Check service.base_url',
           );
         }
+        this.cause = decision.reason === 'forbidden' ? 'organisation' : decision.reason === 'rejected' ? 'items' : 'endpoint';
         this.set('halted', description);
         break;
       default:

@@ -47,7 +47,8 @@ const T0 = Date.UTC(2026, 10, 1);
 describe('the PASSIVE checkpoint on a worker thread (B9)', () => {
   it('under steady appends the worker copies the WAL into the file while the main connection runs no checkpoint; close leaves no WAL', async () => {
     const { logger, lines } = captureLines();
-    const b: TestBuffer = openTestBuffer({ logger, sealAfterMs: 3_600_000 });
+    // The worker from the first checkpoint (a small plant's buffer starts it only once one is slow: below).
+    const b: TestBuffer = openTestBuffer({ logger, sealAfterMs: 3_600_000, checkpointInlineBelowMs: null });
     cleanup.push(() => b.destroy());
     const onMain = spyCheckpoints(b.db);
     let appended = 0;
@@ -69,7 +70,7 @@ describe('the PASSIVE checkpoint on a worker thread (B9)', () => {
       },
       { timeoutMs: 60_000, intervalMs: 20, what: 'the database file growing with no checkpoint on the main connection' },
     );
-    // The main connection ran only TRUNCATE checkpoints (the WAL over 256 kB, every 10 s), never a PASSIVE one.
+    // The main connection ran only TRUNCATE checkpoints (the WAL over 32 kB, every 10 s), never a PASSIVE one.
     expect(onMain.filter((s) => !/TRUNCATE/i.test(s))).toEqual([]);
     // Its answer (logged at debug) may still be on its way.
     await waitFor(() => lines.some((l) => l.event === 'buffer_checkpoint' && (l.checkpointed as number) > 0), { timeoutMs: 30_000, what: 'the worker answering a checkpoint' });
@@ -206,6 +207,39 @@ describe('Checkpointer', () => {
     expect(f.onMain).toEqual(['wal_checkpoint(TRUNCATE)', 'wal_checkpoint(TRUNCATE)']);
     expect(walSize(f.path)).toBe(0);
 
+  });
+
+  it('with inlineBelowMs, checkpoints run on the main thread while they are quick and start the worker at the first slow one', async () => {
+    // Never slow enough: a small plant's checkpoints stay on the main thread, no worker thread exists.
+    const quick = fileWithWal(50);
+    let started = 0;
+    const startWorker = (data: CheckpointWorkerData) => {
+      started += 1;
+      return startModuleWorker(workerModule, { workerData: data });
+    };
+    const q = new Checkpointer(quick.db, { logger: quick.logger, inlineBelowMs: 60_000, startWorker });
+    cleanup.push(() => q.close());
+    for (let i = 0; i < 3; i++) {
+      expect(q.request()).toBe(true);
+      quick.write(20);
+    }
+    expect(quick.onMain).toEqual(['wal_checkpoint(PASSIVE)', 'wal_checkpoint(PASSIVE)', 'wal_checkpoint(PASSIVE)']);
+    expect(started).toBe(0);
+    expect(q.onWorker).toBe(false);
+
+    // A checkpoint that took at least the bound (0 ms: any) moves the next ones to the worker.
+    const busy = fileWithWal(200);
+    const b = new Checkpointer(busy.db, { logger: busy.logger, inlineBelowMs: 0, startWorker });
+    cleanup.push(() => b.close());
+    expect(b.request()).toBe(true);
+    expect(busy.onMain).toEqual(['wal_checkpoint(PASSIVE)']);
+    expect(b.onWorker).toBe(true);
+    busy.write(200);
+    expect(b.request()).toBe(true);
+    expect(started).toBe(1);
+    await waitFor(() => !b.running, { timeoutMs: 30_000, what: 'the worker answering' });
+    expect(busy.onMain).toEqual(['wal_checkpoint(PASSIVE)']);
+    expect(busy.lines.filter((l) => l.level === 'warn')).toEqual([]);
   });
 
   it('a buffer without a file checkpoints on the main thread', () => {

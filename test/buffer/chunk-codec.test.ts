@@ -129,7 +129,23 @@ describe('chunk codec', () => {
     wrongVersion[0] = 99;
     expect(() => decodeChunk(wrongVersion)).toThrow(/format 99/);
     expect(() => decodeChunk(good.subarray(0, good.length - 1))).toThrow(ChunkFormatError);
-    expect(() => encodeChunk([1], [Number.NaN])).toThrow(/not finite/);
+    expect(() => encodeChunk([1], [Number.NaN], { format: 2 })).toThrow(/not finite/);
+    // Format 3: a cut or damaged chunk is refused (its check byte), never decoded into other samples.
+    const v3 = encodeChunk(Array.from({ length: 50 }, (_, i) => T0 + i * 1000 + (i % 7)), Array.from({ length: 50 }, (_, i) => 20 + Math.round(Math.sin(i) * 300) / 100));
+    expect(v3[0]).toBe(3);
+    expect(() => decodeChunk(v3.subarray(0, v3.length - 2))).toThrow(ChunkFormatError);
+    let refused = 0;
+    for (let i = 2; i < v3.length; i++) {
+      const bad = Buffer.from(v3);
+      bad[i] ^= 0x10;
+      try {
+        decodeChunk(bad);
+      } catch (err) {
+        if (err instanceof ChunkFormatError) refused++;
+        else throw err;
+      }
+    }
+    expect(refused).toBeGreaterThanOrEqual(v3.length - 4);
     expect(() => encodeChunk([1, 2], [1])).toThrow(/2 timestamps but 1 values/);
   });
   it('stores quantized sensor values on their grid, far below the decimal and XOR layouts', () => {

@@ -14,6 +14,7 @@ import { createMetrics } from '../../src/core/metrics.js';
 import { buildImportFile } from '../../src/uplink/import-file.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 import { GATEWAY_SCHEMAS, gatewayStore } from '../../src/runtime/store-schemas.js';
+import { migrate } from '../../src/store/migrations.js';
 
 const open: TestBuffer[] = [];
 afterEach(async () => {
@@ -341,7 +342,7 @@ describe('sealed chunks (buffer v2)', () => {
     expect(b.buffer.stats().rows).toBe(5_000 - 100 - reservedBefore.length);
   });
 
-  it('compaction merges a variable\'s small chunks across sealing steps, bit-exact and in order, leaving held seqs alone (sealer L5)', async () => {
+  it('compaction merges a variable\'s small chunks across sealing steps, bit-exact and in order, leaving held seqs alone (sealer.ts B3)', async () => {
     const { b, data } = await filled(20_000, { compactSamples: 8_000 });
     b.buffer.sealNow();
     const chunksBefore = b.buffer.stats().chunks;
@@ -447,7 +448,7 @@ describe('sealed chunks (buffer v2)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
-  it('opens a schema-4 file whose chunks are format 1, reads them, and seals new data in format 2 (migration 5)', async () => {
+  it('opens a schema-4 file whose chunks are format 1, reads them, and seals new data in format 3 (migrations 5 and 7)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-v4-'));
     const path = join(dir, 'buffer.db');
     try {
@@ -468,16 +469,16 @@ describe('sealed chunks (buffer v2)', () => {
       // Migrated through 5 (and the later steps).
       expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
       expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(5);
-      expect(db.prepare("SELECT value FROM meta WHERE key = 'chunk_formats'").pluck().get()).toBe('1,2');
+      expect(db.prepare("SELECT value FROM meta WHERE key = 'chunk_formats'").pluck().get()).toBe('1,2,3');
       const buffer = new SampleBuffer(gatewayStore(db), { commitIntervalMs: 10, maxBytes: 1e9, whenFull: 'drop_oldest', logger: silentLogger(), metrics: createMetrics(), clock: systemClock, sealRows: 1_000 });
       expect(buffer.stats().sealedSamples).toBe(40);
-      // New data of the same transmitter (more counts) is sealed in the grid layout: format 2.
+      // New data of the same transmitter (more counts) is sealed in the current format: 3.
       const fresh = Array.from({ length: 1_000 }, (_, i) => ({ variable: 'mvr_adc', ts: T0 + 60_000 + i * 1000, value: Number(((30000 + Math.round(40 * Math.sin(i / 9))) * (10 / 65535) - 2.5).toPrecision(15)) }));
       await buffer.append(fresh);
       buffer.sealNow();
       const formats = (db.prepare('SELECT seq_from, substr(data, 1, 1) AS v FROM chunks ORDER BY seq_from').all() as Array<{ seq_from: number; v: Buffer }>).map((r) => r.v[0]);
       expect(formats[0]).toBe(1);
-      expect(formats).toContain(2);
+      expect(formats).toContain(3);
       const all = readAllSamples(db);
       const want = [...ts.map((t, i) => key({ variable: 'mvr_adc', ts: t, value: old[i] })), ...fresh.map(key)];
       expect(all.map(key).sort()).toEqual(want.sort());
@@ -485,5 +486,18 @@ describe('sealed chunks (buffer v2)', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+  it('a file holding format-3 chunks is refused at open by a version that cannot read them (schema step 7)', async () => {
+    const b = openTestBuffer();
+    open.push(b);
+    const data = Array.from({ length: 600 }, (_, i) => ({ variable: 'mvr_f3', ts: T0 + i * 1000, value: Math.round(Math.sin(i / 30) * 1e4) / 100 }));
+    await b.buffer.append(data);
+    b.buffer.sealNow();
+    const formats = (b.db.prepare('SELECT substr(data, 1, 1) AS v FROM chunks').all() as Array<{ v: Buffer }>).map((r) => r.v[0]);
+    expect(formats).toContain(3);
+    expect(b.db.prepare("SELECT value FROM meta WHERE key = 'chunk_formats'").pluck().get()).toBe('1,2,3');
+    // The schemas of the release before format 3 (every step up to 6): the file is newer than it knows.
+    const before = GATEWAY_SCHEMAS.map((s) => ({ ...s, steps: (s.steps ?? []).filter((step) => step.version <= 6) }));
+    expect(() => migrate(b.db, before)).toThrow(/written by a newer edge-gateway \(buffer schema 7; this version knows up to 6\)/);
   });
 });

@@ -37,7 +37,7 @@ describe('last committed timestamp per variable (issue 14, last-committed.ts)', 
     // An older value (a backfill) does not move it back (L2).
     await b.buffer.append([{ variable: 'mvr_a', ts: 1_500, value: 9 }]);
     expect(lc.get('mvr_a')).toBe(3_000);
-    // Delivered rows leave `samples`; the timestamp stays (L3).
+    // Delivered rows leave `samples`; the timestamp stays (last-committed.ts L3).
     const rows = b.buffer.claimNewest(100);
     b.buffer.ack(rows);
     await b.buffer.flush();

@@ -375,5 +375,5 @@ describe('the buffer against a model (B1–B9)', () => {
       }),
       { numRuns: Number(process.env.MODEL_RUNS ?? 50), endOnFailure: true },
     );
-  }, 240_000);
+  }, Number(process.env.MODEL_TIMEOUT_MS ?? 240_000));
 });

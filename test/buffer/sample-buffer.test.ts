@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { SampleColumns, SamplesRefusedError } from '../../src/core/sample.js';
 import { openTestBuffer, type TestBuffer } from '../helpers/buffer.js';
 
 const open: TestBuffer[] = [];
@@ -161,5 +162,22 @@ describe('SampleBuffer', () => {
     expect(rows[0].ts).toBeGreaterThan(1_700_000_000_000);
     const dropped = await b.metrics.bufferDroppedSamples.get();
     expect(dropped.values.find((v) => v.labels.policy === 'drop_oldest')?.value).toBe(stats.droppedTotal);
+  });
+  it('refuses an append held as columns whole when one value or timestamp is not finite (B1), naming it; the other columns commit', async () => {
+    const b = track(openTestBuffer());
+    const t0 = 1_700_000_000_000;
+    const bad = new SampleColumns(4);
+    bad.push('mvr_a', t0, 1);
+    bad.push('mvr_b', t0, Number.NaN);
+    bad.push('mvr_c', t0, 3);
+    const err = await b.buffer.appendColumns(bad).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SamplesRefusedError);
+    expect((err as SamplesRefusedError).code).toBe('INVALID_SAMPLE');
+    expect((err as Error).message).toContain('sample 2 of 3 (variable "mvr_b") has the value NaN');
+    const good = new SampleColumns(4);
+    good.push('mvr_a', t0 + 1_000, 1);
+    good.push('mvr_b', t0 + 1_000, 2);
+    await b.buffer.appendColumns(good);
+    expect(b.buffer.stats().committedTotal).toBe(2);
   });
 });

@@ -27,6 +27,22 @@ function manualClock() {
   return { clock, advance: (ms: number) => (mono += ms) };
 }
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Lets the buffer's own schedule run until `done()` or the deadline: maintenanceIdle() returns while
+ * a job rests (a second of real time after a look that found nothing), so a busy machine needs more
+ * than one look.
+ */
+async function until(b: TestBuffer, done: () => boolean, deadlineMs = 90_000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  while (Date.now() < end) {
+    await b.buffer.maintenanceIdle();
+    if (done()) return;
+    await sleep(250);
+  }
+}
+
 /** The schedule's commit hooks (what the sealer calls after each job's commit), to replay measured commits. */
 function commitHooks(b: TestBuffer): { after(job: Pick<ChunkJob, 'kind' | 'commitWork'>, ms: number): void } {
   return (b.buffer as unknown as { sealer: { hooks: { after(job: Pick<ChunkJob, 'kind' | 'commitWork'>, ms: number): void } } }).sealer.hooks;
@@ -96,7 +112,7 @@ describe('compaction windows of a small buffer', () => {
     // them. Before, the window merged once few rows were left (after the fifth range) was passed
     // for good, and the sixth range stayed a window of its own: 40 chunks.
     advance(121_000);
-    await b.buffer.maintenanceIdle();
+    await until(b, () => b.buffer.stats().liveRows === 0 && b.buffer.stats().chunks === 20);
     expect(b.buffer.stats().liveRows).toBe(0);
     expect(b.buffer.stats().chunks).toBe(20);
     expect(readAllSamples(b.db).map(key).sort()).toEqual(data.map(key).sort());
@@ -111,6 +127,10 @@ describe('compaction windows of a small buffer', () => {
     expect(mergedChunkCount([2_100, 2_100, 2_100])).toBe(3);
     expect(mergedChunkCount([1_000, 2_100, 2_100])).toBe(2);
     expect(mergedChunkCount([5_000].map(() => 4_096).concat([10]))).toBe(2);
+    // ...unless it and what follows fit one chunk: a burst's merged chunk and the short one its
+    // last sealing range left become one (before, two for good).
+    expect(mergedChunkCount([2_411, 589])).toBe(1);
+    expect(mergedChunkCount([2_100, 1_000, 900])).toBe(1);
 
     const { clock, advance } = manualClock();
     const b = openTestBuffer({ clock, sealAfterMs: 60_000, sealRows: 2_100, maintenanceIdleMs: 20 });
@@ -133,4 +153,61 @@ describe('compaction windows of a small buffer', () => {
     expect(compactions).toBe(0);
     expect(b.buffer.stats().chunks).toBe(3);
   });
+});
+
+describe('the schedule packs again what slow arrivals and deliveries leave behind', () => {
+  it('rows a claim unsealed and let go are sealed again once no claim unsealed for seal_after (not before)', async () => {
+    const { clock, advance } = manualClock();
+    const b = openTestBuffer({ clock, sealAfterMs: 60_000, sealRows: 10_000, maintenanceIdleMs: 20 });
+    open.push(b);
+    const data = plant(20_000);
+    for (let i = 0; i < data.length; i += 10_000) await b.buffer.append(data.slice(i, i + 10_000));
+    advance(121_000);
+    await until(b, () => b.buffer.stats().liveRows === 0);
+    // The sync path claims the newest 200 (unsealing the chunks that hold them) and its call fails.
+    const claimed = b.buffer.claimNewest(200);
+    expect(claimed.length).toBe(200);
+    b.buffer.release(claimed);
+    await b.buffer.maintenanceIdle();
+    const unsealed = b.buffer.stats().liveRows;
+    expect(unsealed).toBeGreaterThan(200);
+    // Within seal_after of that unseal they stay rows (the sync path may come back for them)...
+    advance(30_000);
+    for (let i = 0; i < 3; i++) {
+      await b.buffer.maintenanceIdle();
+      await sleep(1_100);
+    }
+    expect(b.buffer.stats().liveRows).toBe(unsealed);
+    // ...after it, sealed again: before, they stayed rows (26 B a sample) for good.
+    advance(31_000);
+    await until(b, () => b.buffer.stats().liveRows === 0);
+    expect(b.buffer.stats().liveRows).toBe(0);
+    expect(readAllSamples(b.db).map(key).sort()).toEqual(data.map(key).sort());
+  }, 240_000);
+
+  it('chunks an import range cut behind the compaction cursor are merged with their neighbours on the schedule, without a restart', async () => {
+    const { clock, advance } = manualClock();
+    const b = openTestBuffer({ clock, sealAfterMs: 60_000, sealRows: 10_000, maintenanceIdleMs: 20 });
+    open.push(b);
+    const data = plant(40_000);
+    for (let i = 0; i < data.length; i += 10_000) await b.buffer.append(data.slice(i, i + 10_000));
+    advance(121_000);
+    await until(b, () => b.buffer.stats().liveRows === 0);
+    await until(b, () => false, 3_000); // the merges that follow the last seal
+    const merged = b.buffer.stats().chunks;
+    // Import jobs over the middle of every chunk, finished: each chunk is cut in two.
+    const chunks = b.db.prepare('SELECT seq_from, n FROM chunks ORDER BY seq_from').all() as Array<{ seq_from: number; n: number }>;
+    for (const c of chunks) {
+      const range = { from: c.seq_from + Math.floor(c.n / 3), to: c.seq_from + Math.floor((2 * c.n) / 3) };
+      b.buffer.reserveRange(range);
+      b.buffer.deleteRange(range);
+    }
+    expect(b.buffer.stats().chunks).toBe(2 * merged);
+    const left = readAllSamples(b.db).map(key).sort();
+    // A minute later the schedule goes over the windows again and merges the pieces.
+    advance(61_000);
+    await until(b, () => b.buffer.stats().chunks === merged);
+    expect(b.buffer.stats().chunks).toBe(merged);
+    expect(readAllSamples(b.db).map(key).sort()).toEqual(left);
+  }, 240_000);
 });

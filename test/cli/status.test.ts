@@ -94,6 +94,24 @@ describe('status rendering', () => {
     expect(text).toContain('auth_failed (the token service refused the client credentials (HTTP 401)), next attempt in 4m');
   });
 
+  it('shows the uplink in the one vocabulary: what limits delivery, the pace under the budget, the found limit, the last outage and its catch-up', () => {
+    const s = catchingUp();
+    s.uplink = {
+      ...s.uplink,
+      state: { state: 'partial', text: 'delivering 20 of 5,000 variables (4,980 unknown to the service); rate limited (limit found: 88/min)', ok: false, mapped_variables: 5_000, delivering_variables: 20, unknown_variables: 4_980, suspect_variables: 0, refused_variables: 0, limit_found_per_minute: 88, since: null },
+      pace_per_minute: 88,
+      share_per_minute: 1_400,
+      rate: { found_per_minute: 87.6, limit_seen_per_minute: 92, rate_limited_total: 5, last_rate_limited_at: '2025-03-04T10:14:00.000Z', paused_ms: 0 },
+      outage: { state: 'over', since: '2025-03-04T10:00:00.000Z', until: '2025-03-04T10:01:00.000Z', caught_up_at: '2025-03-04T10:01:12.000Z', reason: 'no response (ECONNRESET)', backlog_peak: 61_234, oldest_age_peak_s: 61.5, backlog_at_return: 60_000, catch_up_s: 12 },
+    };
+    const text = renderStatus(s, { now: NOW });
+    expect(text).toMatch(/^UPLINK\n {2}delivering 20 of 5,000 variables \(4,980 unknown to the service\); rate limited \(limit found: 88\/min\)$/m);
+    expect(text).toContain('link    ok; 1,310 requests in the last minute, budget 1,400; pace 88/min (limit found 88/min, 5 × 429)');
+    expect(text).toContain('outage  last: unreachable since 2025-03-04T10:00:00.000Z until 2025-03-04T10:01:00.000Z (60s): backlog up to 61,234, oldest 62s old; caught up 12s after');
+    // The status line closes with the same words.
+    expect(text.trimEnd().split('\n').at(-1)).toContain('uplink delivering 20 of 5,000 variables (4,980 unknown to the service); rate limited (limit found: 88/min)');
+  });
+
   it('shows a source\'s last error while it is not connected or since it connected, without repeating the code', () => {
     const s = catchingUp();
     s.sources[2].lastError = { code: 'MQTT_UNREACHABLE', message: 'connect ECONNREFUSED 127.0.0.1:1883', at: s.sources[2].since - 5_000 };
@@ -182,7 +200,8 @@ describe('edge-gateway status against a running gateway', () => {
     expect(rate).toBeGreaterThan(10);
     expect(rate).toBeLessThan(200);
     expect(r.out).toContain('5 variables every 100 ms');
-    expect(r.out).toMatch(/^ {2}ok; \d+ of 1,400 requests in the last minute$/m);
+    expect(r.out).toMatch(/^UPLINK\n {2}delivering everything$/m);
+    expect(r.out).toMatch(/^ {2}link {4}ok; \d+ requests in the last minute, budget 1,400; pace 1,400\/min$/m);
     expect(r.out).toMatch(/^ {2}sync\s+[\d.,]+\/s, delivered [\d,]+/m);
     expect(r.out).toMatch(/^sources 1\/1 up \| buffered/m);
     // Buffer v2: live rows, sealed chunks, bytes per sample and the capacity left.

@@ -148,13 +148,14 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     await expect.poll(() => page.getByTestId('add-modbus').textContent()).toBe('Add 3 registers to the configuration');
     await page.getByTestId('add-modbus').click();
 
-    // The editor opens on the merged text: mixer1 extended, in the style of its lines, units as comments.
+    // The editor opens on the merged text: mixer1 extended, in the style of its lines, each with its unit.
     await expect.poll(() => page.getByTestId('added-to-config').textContent(), { timeout: 10_000 }).toMatch(/Added 3 mappings to modbus\.devices\[0\]/);
     const diff = (await page.getByTestId('added-to-config').getByTestId('config-diff').textContent())!;
-    expect(diff).toContain('+        - { variable: mvr_mixer1_power, table: holding, address: 10, type: float32, byte_order: CDAB } # kW');
-    // Comments at the column of the comments above; a longer line gets one space.
-    expect(diff).toContain('+        - { variable: mvr_mixer1_energy, table: holding, address: 12, type: uint32, scale: 0.1 } # kWh');
-    expect(diff).toContain('+        - { variable: mvr_mixer1_running, table: coil, address: 1 }                         # bool');
+    // Keys at the columns of the aligned keys above.
+    // Each with the catalog's unit as its unit setting (checked by Apply's preview), not as a comment.
+    expect(diff).toContain('+        - { variable: mvr_mixer1_power,       table: holding, address: 10, type: float32, byte_order: CDAB, unit: kW }\n');
+    expect(diff).toContain('+        - { variable: mvr_mixer1_energy,      table: holding, address: 12, type: uint32, scale: 0.1, unit: kWh }\n');
+    expect(diff).toContain('+        - { variable: mvr_mixer1_running,     table: coil,    address: 1, unit: bool }\n');
     expect(diff).not.toMatch(/^-/m);
 
     // Apply: the diff first, then the file, which keeps its mode and comments; the gateway reads the new registers.
@@ -162,6 +163,8 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     await page.getByTestId('apply-config').click();
     await page.getByTestId('config-preview').waitFor({ timeout: 20_000 });
     expect(await page.getByTestId('config-preview').getByTestId('config-diff').textContent()).toContain('+        - { variable: mvr_mixer1_power');
+    // The units written are the catalog's: nothing to flag against it.
+    expect(await page.getByTestId('catalog-flags').count()).toBe(0);
     await page.getByTestId('confirm-apply').click();
     await expect.poll(() => page.getByTestId('apply-note').textContent(), { timeout: 20_000 }).toMatch(new RegExp(`^Written to ${file}`));
     const written = readFileSync(file, 'utf8');
@@ -189,7 +192,7 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     await page.getByTestId('add-modbus').click();
     await expect.poll(() => page.getByTestId('added-to-config').textContent(), { timeout: 10_000 }).toMatch(/Added 1 mapping to modbus\.devices\[1\] \(new\)/);
     const diff = (await page.getByTestId('added-to-config').getByTestId('config-diff').textContent())!;
-    expect(diff).toContain(`+    - name: boiler\n+      transport: tcp\n+      host: 127.0.0.1\n+      port: ${boiler.port}\n+      unit_id: 1\n+      registers:\n+        - variable: mvr_lathe1_speed # rpm\n+          table: input\n+          address: 4\n+          type: int16\n+          scale: 0.1\n`);
+    expect(diff).toContain(`+    - name: boiler\n+      transport: tcp\n+      host: 127.0.0.1\n+      port: ${boiler.port}\n+      unit_id: 1\n+      registers:\n+        - variable: mvr_lathe1_speed\n+          table: input\n+          address: 4\n+          type: int16\n+          scale: 0.1\n+          unit: rpm\n`);
   }, 60_000);
 
   it('editor: line numbers follow the scroll of a 300-line text, and a problem leads to its line', async () => {
@@ -245,29 +248,31 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     const exported = readFileSync((await download.path())!, 'utf8');
     expect(exported.charCodeAt(0)).toBe(0xfeff);
     const lines = exported.slice(1).split('\r\n');
-    expect(lines[0]).toBe('kind,source,variable,node_id,table,address,type,bit,byte_order,scale,offset,comment,endpoint,security_mode,transport,host,port,path,unit_id,topic,format,key');
-    expect(lines).toContain(`modbus,mixer1,mvr_mixer1_power,,holding,10,float32,,CDAB,,,kW,,,tcp,127.0.0.1,${mixer.port},,1,,,`);
+    expect(lines[0]).toBe('kind,source,variable,node_id,table,address,type,bit,byte_order,scale,offset,unit,comment,endpoint,security_mode,transport,host,port,path,unit_id,topic,format,key');
+    expect(lines).toContain(`modbus,mixer1,mvr_mixer1_power,,holding,10,float32,,CDAB,,,kW,,,,tcp,127.0.0.1,${mixer.port},,1,,,`);
     expect(lines.filter((l) => l.startsWith('modbus,mixer1,'))).toHaveLength(5);
     await expect.poll(() => page.getByTestId('csv-note').textContent()).toBe('Exported 5 mappings to mappings.csv.');
 
     // Edited in a spreadsheet: rows added at the end, saved with the byte order mark and CRLF.
     const edited = `\uFEFF${lines.filter((l) => l !== '').join('\r\n')}\r\n${[
-      'modbus,mixer1,mvr_mixer1_level,,input,0,int16,,,0.1,,"level, %",,,,,,,,,,', // row 7: added
-      'modbus,mixer1,mvr_mixer1_temp2,,holding,x,float32,,,,,,,,,,,,,,,', // row 8: bad address
-      'modbus,mixer1,mvr_press1_speed,,holdng,20,uint16,,,,,,,,,,,,,,,', // row 9: unknown table
-      'modbus,mixer1,mvr_mixer1_speed,,holding,30,uint16,,,,,,,,,,,,,,,', // row 10: already mapped
-      'opcua,press1,mvr_press1_temperature,"nsu=urn:edge-gateway:sim:press1;s=Press1.Temperature",,,,,,,,"Press1/Temperature, °C",opc.tcp://127.0.0.1:4841/UA/Press1,None,,,,,,,,', // row 11: a new server
+      'modbus,mixer1,mvr_mixer1_level,,input,0,int16,,,0.1,,%,"level, 0.1 %",,,,,,,,,,', // row 7: added, with its unit
+      'modbus,mixer1,mvr_mixer1_temp2,,holding,x,float32,,,,,,,,,,,,,,,,', // row 8: bad address
+      'modbus,mixer1,mvr_press1_speed,,holdng,20,uint16,,,,,,,,,,,,,,,,', // row 9: unknown table
+      'modbus,mixer1,mvr_mixer1_speed,,holding,30,uint16,,,,,,,,,,,,,,,,', // row 10: the variable of row 3 again
+      'opcua,press1,mvr_press1_temperature,"nsu=urn:edge-gateway:sim:press1;s=Press1.Temperature",,,,,,,,,"Press1/Temperature, °C",opc.tcp://127.0.0.1:4841/UA/Press1,None,,,,,,,,', // row 11: a new server
     ].join('\r\n')}\r\n`;
     await page.getByTestId('import-csv-file').setInputFiles({ name: 'mappings.csv', mimeType: 'text/csv', buffer: Buffer.from(edited, 'utf8') });
-    await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 10_000 }).toMatch(/^mappings\.csv: 10 rows, 2 added, 5 already in the configuration, 3 left out/);
+    await expect.poll(() => page.getByTestId('import-summary').textContent(), { timeout: 10_000 }).toMatch(/^mappings\.csv: 10 rows, 2 added, 0 changed, 5 already in the configuration, 3 left out/);
     const problems = (await page.getByTestId('import-problems').locator('li').allTextContents()).map((t) => t.trim());
     expect(problems).toEqual([
       'row 8 · address "x": "x" is not an address (use a number, hex like "0x0064", or a Modicon reference like "40001")',
       'row 9 · table "holdng": is not one of coil, discrete_input, holding, input',
-      'row 10 · variable "mvr_mixer1_speed": duplicate: mvr_mixer1_speed is already mapped at modbus.devices[0].registers[1].variable (mixer1 holding 2, uint16 ABCD)',
+      'row 10 · variable "mvr_mixer1_speed": duplicate: mvr_mixer1_speed is also on row 3',
     ]);
     const after = await page.getByTestId('config-text').inputValue();
-    expect(after).toContain('        - { variable: mvr_mixer1_level, table: input, address: 0, type: int16, scale: 0.1 } # level, %\n');
+    // The unit column becomes the unit setting (quoted where YAML needs it), the comment stays a comment.
+    expect(after).toContain('        - { variable: mvr_mixer1_level,       table: input,   address: 0, type: int16, scale: 0.1, unit: "%" } # level, 0.1 %\n');
+    expect(after).toContain('mvr_mixer1_speed,       table: holding, address: 2,');
     expect(after).toMatch(/\nopcua:\n {2}servers:\n {4}- name: press1\n {6}endpoint: opc\.tcp:\/\/127\.0\.0\.1:4841\/UA\/Press1\n/);
     // Nothing is written until Apply; the merged text passes the check.
     expect(readFileSync(file, 'utf8')).not.toContain('mvr_mixer1_level');

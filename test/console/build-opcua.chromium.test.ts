@@ -190,6 +190,8 @@ describe.skipIf(!available)('Build → OPC UA: browse with security, map, add, a
       '+        password: { env: OPCUA_PASSWORD }',
       '+        - node_id: nsu=urn:edge-gateway:sim:press1;s=Press1.Pressure # Press1/Pressure (Double, bar)',
       '+          variable: mvr_press1_pressure',
+      // The server's EngineeringUnits as the node's unit setting.
+      '+          unit: bar',
       '+          variable: mvr_press1_speed',
     ])
       expect(added).toContain(line);

@@ -86,7 +86,7 @@ describe('config merge: appending in the style of the list', () => {
     expect(insertedLines(BLOCK, r.yaml)).toEqual(['        - variable: mvr_mixer1_speed         # rpm', '          table: holding', '          address: 2', '          type: uint16']);
   });
 
-  it('appends to a flow list: one line per entry, its comment at the column of the comments above', () => {
+  it('appends to a flow list: one line per entry, its keys at the columns of the aligned keys above, its comment at their comment column', () => {
     const text = `modbus:
   devices:
     - name: mixer1
@@ -98,14 +98,32 @@ describe('config merge: appending in the style of the list', () => {
 `;
     const r = mergeModbusRegisters(text, mixer, [
       { variable: 'mvr_p', table: 'holding', address: 3, type: 'float32', byte_order: 'CDAB', comment: 'kW' },
-      { variable: 'mvr_q', table: 'input', address: 0, type: 'int16', scale: 0.1, comment: '%' },
+      { variable: 'mvr_q', table: 'input', address: 0, type: 'int16', comment: '%' },
     ]);
     const added = insertedLines(text, r.yaml);
     expect(added).toEqual([
-      '        - { variable: mvr_p, table: holding, address: 3, type: float32, byte_order: CDAB }  # kW',
-      '        - { variable: mvr_q, table: input, address: 0, type: int16, scale: 0.1 }            # %',
+      '        - { variable: mvr_p,                  table: holding, address: 3, type: float32, byte_order: CDAB } # kW',
+      '        - { variable: mvr_q,                  table: input,   address: 0, type: int16 }     # %',
     ]);
-    expect(commentColumn(added[1])).toBe(commentColumn(text.split('\n')[6]));
+    expect(commentColumn(added[1])).toBe(commentColumn(text.split('\n')[7]));
+  });
+
+  it('writes a unit as the entry\'s unit setting (after scale), in block and flow lists, the comment kept as a comment', () => {
+    const flow = `modbus:
+  devices:
+    - name: mixer1
+      host: 127.0.0.1
+      port: 5020
+      registers:
+        - { variable: mvr_mixer1_speed, table: holding, address: 2, type: uint16 }
+`;
+    const r = mergeModbusRegisters(flow, mixer, [{ variable: 'mvr_p', table: 'holding', address: 3, type: 'float32', scale: 0.1, unit: 'kW' }]);
+    expect(insertedLines(flow, r.yaml)).toEqual(['        - { variable: mvr_p, table: holding, address: 3, type: float32, scale: 0.1, unit: kW }']);
+    const block = mergeModbusRegisters(BLOCK, mixer, [{ variable: 'mvr_q', table: 'input', address: 0, type: 'int16', unit: '°C' }]);
+    expect(insertedLines(BLOCK, block.yaml).slice(-2)).toEqual(['          type: int16', '          unit: °C']);
+    const node = mergeOpcuaNodes('', { name: 'press1', endpoint: 'opc.tcp://127.0.0.1:4840' }, [{ node_id: 'ns=2;s=T', variable: 'mvr_t', unit: '°C', comment: 'Press1/T (Double)' }]);
+    expect((parse(node.yaml) as { opcua: { servers: Array<{ nodes: unknown[] }> } }).opcua.servers[0].nodes[0]).toEqual({ node_id: 'ns=2;s=T', variable: 'mvr_t', unit: '°C' });
+    expect(node.yaml).toContain('# Press1/T (Double)');
   });
 
   it('keeps the default byte order and a coil\'s bool out of the new lines, and writes a bit register with its bit', () => {
@@ -215,8 +233,9 @@ describe('config merge: the demo configuration', () => {
     text = mergeOpcuaNodes(text, { name: 'press1', endpoint: 'opc.tcp://127.0.0.1:4840/UA/Press1' }, [{ node_id: 'nsu=urn:edge-gateway:sim:press1;s=Press1.Extra', variable: 'mvr_press1_extra', comment: 'Press1/Extra (Double)' }]).yaml;
     const added = insertedLines(demo, text);
     expect(added).toEqual([
-      '        - { node_id: nsu=urn:edge-gateway:sim:press1;s=Press1.Extra, variable: mvr_press1_extra } # Press1/Extra (Double)',
-      '        - { variable: mvr_mixer1_x, table: holding, address: 8, type: float32, byte_order: CDAB }           # from the probe',
+      // Quoted as the node ids above it, its keys at the columns of the registers above it.
+      '        - { node_id: "nsu=urn:edge-gateway:sim:press1;s=Press1.Extra", variable: mvr_press1_extra } # Press1/Extra (Double)',
+      '        - { variable: mvr_mixer1_x,           table: holding, address: 8, type: float32, byte_order: CDAB } # from the probe',
       '    - name: mixer1_2',
       '      transport: tcp',
       '      host: 127.0.0.1',

@@ -69,15 +69,15 @@ describe('Build page routes', () => {
     expect([...bytes.slice(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
     const lines = new TextDecoder().decode(bytes).split('\r\n');
     expect(lines.slice(1, 4)).toEqual([
-      `modbus,meter,mvr_meter_kwh,,input,1,uint32,,CDAB,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`,
-      `modbus,meter,mvr_meter_alarm,,holding,10,bit,2,CDAB,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`,
+      `modbus,meter,mvr_meter_kwh,,input,1,uint32,,CDAB,,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`,
+      `modbus,meter,mvr_meter_alarm,,holding,10,bit,2,CDAB,,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`,
       '',
     ]);
   });
 
   it('GET /console/api/config/mappings.csv without a configuration file: the running configuration\'s', async () => {
     const text = new TextDecoder().decode(await (await fetch(`${bare.handle.httpUrl}/console/api/config/mappings.csv`)).arrayBuffer());
-    expect(text.split('\r\n')[1]).toBe(`modbus,meter,mvr_meter_kwh,,input,1,uint32,,CDAB,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`);
+    expect(text.split('\r\n')[1]).toBe(`modbus,meter,mvr_meter_kwh,,input,1,uint32,,CDAB,,,,,,,tcp,127.0.0.1,${deadPort},,3,,,`);
   });
 
   it('GET /console/api/modbus/devices: each device with its probe URL, base and what it reads (protocol addresses)', async () => {

@@ -30,7 +30,7 @@ describe('faults (/_emulator/faults and the handle)', () => {
 
   it('GET shows the defaults; POST merges; DELETE clears', async () => {
     const g = await call(`${em.inspectUrl}/faults`);
-    expect(g.body).toEqual({ error_rate: 0, status: 500, latency_ms: 0, drop_connection_rate: 0, outage_seconds: 0, force_429_seconds: 0, job_failure_rate: 0, paths: null, fail_next: [] });
+    expect(g.body).toEqual({ error_rate: 0, status: 500, latency_ms: 0, drop_connection_rate: 0, outage_seconds: 0, force_429_seconds: 0, job_failure_rate: 0, neighbour_per_minute: 0, refusal_wording: 'detailed', paths: null, fail_next: [] });
     expect((await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { error_rate: 0.25, status: 503 } })).status).toBe(200);
     const p = await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { latency_ms: 5 } });
     expect(p.body).toMatchObject({ error_rate: 0.25, status: 503, latency_ms: 5 });
@@ -193,7 +193,7 @@ describe('inspection API', () => {
 
     expect((await call(`${em.inspectUrl}/reset`, { method: 'POST' })).status).toBe(200);
     const after = (await call(`${em.inspectUrl}/stats`)).body;
-    expect(after).toEqual({ values_stored: 0, values_overwritten: 0, batches_accepted: 0, requests: {}, rate_limited: 0, dropped_connections: 0, import_jobs: { accepted: 0, processing: 0, finished: 0, failed: 0 }, annotations: 0, tokens_issued: 0 });
+    expect(after).toEqual({ values_stored: 0, values_overwritten: 0, batches_accepted: 0, requests: {}, rate_limited: 0, dropped_connections: 0, import_jobs: { accepted: 0, processing: 0, finished: 0, failed: 0 }, annotations: 0, tokens_issued: 0, neighbour: { admitted: 0, rate_limited: 0 } });
     expect((await call(`${em.inspectUrl}/values`)).body).toEqual({});
     expect((await call(`${em.inspectUrl}/annotations`)).body).toEqual([]);
     // An annotation external_id is free again after a reset.
@@ -210,5 +210,23 @@ describe('inspection API', () => {
     expect(m.status).toBe(405);
     expect(m.body.code).toBe('method_not_allowed');
     expect((await call(`${em.inspectUrl}/`)).body.endpoints).toContain('POST /_emulator/reset');
+  });
+
+  it('refusal_wording terse: a refused batch item gets only {code, message}, naming neither the item nor the reason (§7)', async () => {
+    const em = await withEmulator();
+    try {
+      const c = client(em, DEMO_API_KEY);
+      const items = [{ timestamp: '2026-03-01T00:00:00.000Z', machine_variable_id: 'mvr_gen_1', value: 1 }, { timestamp: '2026-03-01T00:00:00.000Z', machine_variable_id: 'mvr_nope', value: 1 }];
+      const detailed = await c.post('/machine-data/batch', { items });
+      expect(detailed.body).toEqual({ code: 'bad_request', message: 'items[1].machine_variable_id: unknown machine variable "mvr_nope"' });
+      expect((await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { refusal_wording: 'terse' } })).status).toBe(200);
+      const terse = await c.post('/machine-data/batch', { items });
+      expect(terse.status).toBe(400);
+      expect(terse.body).toEqual({ code: 'bad_request', message: 'The request payload is invalid.' });
+      expect(em.valueCounts()).toEqual({});
+      expect((await call(`${em.inspectUrl}/faults`, { method: 'POST', json: { refusal_wording: 'vague' } })).status).toBe(400);
+    } finally {
+      await em.close();
+    }
   });
 });

@@ -83,3 +83,23 @@ describe('ItemsScanner', () => {
     expect(r.error).toMatch(/items\[1\]/);
   });
 });
+
+describe('ItemsScanner: one value never holds the file', () => {
+  const item = { timestamp: '2026-01-01T00:00:00.000Z', machine_variable_id: 'mvr_a', value: 1 };
+  const big = 'x'.repeat(200_000);
+  it('refuses an item, another top-level value or a key longer than 64 KiB, in one chunk or across many, naming it', () => {
+    const cases: Array<[string, RegExp]> = [
+      [JSON.stringify({ items: [item, { ...item, value: big }] }), /^items\[1\] is longer than 64 KiB; an item of an import file is \{timestamp, machine_variable_id, value\}, a few hundred bytes \(at byte \d+\)$/],
+      [JSON.stringify({ note: [big], items: [item] }), /^"note" is longer than 64 KiB/],
+      [JSON.stringify({ [big]: 1, items: [item] }), /^a key is longer than 64 KiB/],
+    ];
+    for (const [text, message] of cases) {
+      for (const cuts of [[], Array.from({ length: Math.floor(text.length / 65_536) }, (_, i) => (i + 1) * 65_536)]) {
+        const r = scan(text, cuts);
+        expect(r.error, `${cuts.length} cuts`).toMatch(message);
+      }
+    }
+    // Items within the bound, whatever the chunks, are read.
+    expect(scan(JSON.stringify({ items: [item, { ...item, value: 'y'.repeat(60_000) }] }), [100, 30_000]).items).toHaveLength(2);
+  });
+});

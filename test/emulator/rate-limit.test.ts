@@ -108,4 +108,47 @@ describe('rate limit (§7, §8)', () => {
     expect(l.take('a').ok).toBe(true);
     expect(l.take('a').ok).toBe(false);
   });
+
+  it('neighbour_per_minute: another client on the same address spends that much of the limit, evenly', async () => {
+    const clock = manualClock();
+    let neighbour = 0;
+    const limiter = new SlidingWindowRateLimiter(10, () => clock.monotonic(), 60_000, () => neighbour);
+    // Without it, 10 requests a minute.
+    for (let i = 0; i < 10; i++) expect(limiter.take('10.0.0.1').ok).toBe(true);
+    expect(limiter.take('10.0.0.1').ok).toBe(false);
+    // A neighbour of 6/min on every address: a new address paced at 4/min gets all of them, and so
+    // does the neighbour, for minutes (10 a minute in all).
+    neighbour = 6;
+    for (let s = 0; s < 180; s += 1) {
+      if (s % 15 === 0) expect(limiter.take('10.0.0.2').ok, `at ${s} s`).toBe(true);
+      clock.advance(1_000);
+    }
+    // Played up to our last request (165 s): its requests at 0, 10, ..., 160 s.
+    expect(limiter.neighbourAdmitted).toBe(17);
+    expect(limiter.neighbourRefused).toBe(0);
+    // Its window is full: more requests now are mostly refused.
+    let extra = 0;
+    for (let i = 0; i < 5; i++) if (limiter.take('10.0.0.2').ok) extra++;
+    expect(extra).toBeLessThanOrEqual(2);
+  });
+
+  it('neighbour_per_minute over HTTP: the fault takes part of every address\'s window; the stats count it', async () => {
+    const em = await withEmulator({ rateLimitPerMinute: 5 });
+    try {
+      em.setFaults({ neighbour_per_minute: 240 });
+      const c = client(em, DEMO_API_KEY);
+      // The neighbour takes a slot every 250 ms from the first request on: 5 fill in about a second.
+      let ok = 0;
+      for (let i = 0; i < 20; i++) {
+        if ((await c.get('/machines')).status === 200) ok++;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ok).toBeLessThan(5);
+      const stats = (await call(`${em.inspectUrl}/stats`)).body;
+      expect(stats.neighbour.admitted).toBeGreaterThan(0);
+      expect(stats.neighbour.admitted + ok).toBeLessThanOrEqual(5);
+    } finally {
+      await em.close();
+    }
+  });
 });

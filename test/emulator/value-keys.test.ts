@@ -45,6 +45,17 @@ describe('GET /_emulator/value-keys', () => {
     expect(page2).toEqual({ variables: [{ id: 'mvr_gen_2', epoch_ms: [T0 + 1], overwritten: 0 }], next_cursor: null });
   });
 
+  it('gives the value stored at each instant with values=1', async () => {
+    expect((await c.batch([item('mvr_press1_speed', iso(T0 + 2000), 1.5), item('mvr_press1_speed', iso(T0), 2.25)])).status).toBe(200);
+    // A later write replaces the value at its instant: the stored one is the last.
+    expect((await c.batch([item('mvr_press1_speed', iso(T0), 7)])).status).toBe(200);
+    const r = await call(`${em.inspectUrl}/value-keys?values=1`);
+    expect(r.body).toEqual({ variables: [{ id: 'mvr_press1_speed', epoch_ms: [T0, T0 + 2000], overwritten: 1, values: [7, 1.5] }], next_cursor: null });
+    const bad = await call(`${em.inspectUrl}/value-keys?values=yes`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toContain('values: "yes"');
+  });
+
   it('refuses a bad limit naming it, and other methods', async () => {
     for (const bad of ['0', 'abc', '2.5', '10001']) {
       const r = await call(`${em.inspectUrl}/value-keys?limit=${bad}`);
@@ -52,6 +63,6 @@ describe('GET /_emulator/value-keys', () => {
       expect(r.body.message).toContain(`limit: "${bad}"`);
     }
     expect((await call(`${em.inspectUrl}/value-keys`, { method: 'DELETE' })).status).toBe(405);
-    expect((await call(`${em.inspectUrl}/`)).body.endpoints).toContain('GET /_emulator/value-keys?prefix=mvr_...&limit=N&starting_after=mvr_...');
+    expect((await call(`${em.inspectUrl}/`)).body.endpoints).toContain('GET /_emulator/value-keys?prefix=mvr_...&limit=N&starting_after=mvr_...&values=1');
   });
 });

@@ -28,7 +28,10 @@ export const NON_BENCH_MODULES: Readonly<Record<string, string>> = {
   'former-uplink-health.ts': 'the uplink health as it was before outage recovery was reworked: the baseline of outage-recovery',
   'plant-corpus.ts': 'the plant-like sample generator (buffer-footprint, commit-latency, trend-flush)',
   'sensor-corpus.ts': 'the sensor-recording generator (buffer-footprint)',
+  'corpora.ts': 'the corpora of the buffer benches and xz / zstd of their text forms (buffer-footprint, chunk-codec)',
+  'real-recording.ts': 'a public real sensor recording shipped in an npm package (corpora.ts)',
   'prefill.ts': 'writes an old backlog into a buffer file (backlog-drain, memory, uplink-budget, fleet-budget)',
+  'open62541.ts': 'the open62541 plant server, its value check and a bare node-opcua client (plant-scale, opcua-ingest, opcua-recovery)',
 };
 
 /** Kept in step with bench/lib.ts (which the test does not import: it would run bench code in the test process). */
@@ -50,8 +53,9 @@ export function listBenches(): string[] {
 const COST_S: Readonly<Record<string, number>> = {
   'alarm-events.ts': 100,
   'backlog-drain.ts': 43,
-  'buffer-footprint.ts': 30,
+  'buffer-footprint.ts': 45,
   'buffer-ingest.ts': 8,
+  'chunk-codec.ts': 8,
   'commit-latency.ts': 15,
   'config-load.ts': 20,
   'console-config-check.ts': 12,
@@ -60,17 +64,21 @@ const COST_S: Readonly<Record<string, number>> = {
   'fleet-budget.ts': 70,
   'history-backfill.ts': 105,
   'history-read-1m.ts': 134,
+  'hostile-inputs.ts': 22,
   'import-file.ts': 13,
   'memory.ts': 25,
   'modbus-poll.ts': 33,
   'mqtt-throughput.ts': 21,
   'opcua-browse-tree.ts': 34,
+  'opcua-ingest.ts': 40,
   'opcua-recovery.ts': 148,
   'opcua-subscription.ts': 98,
   'outage-recovery.ts': 22,
   'plant-scale.ts': 160,
   'quality.ts': 6,
   'set-aside-requeue.ts': 9,
+  'service-rate.ts': 35,
+  'small-plant.ts': 25,
   'trend-flush.ts': 10,
   'uplink-budget.ts': 27,
 };

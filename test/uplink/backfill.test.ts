@@ -38,8 +38,8 @@ async function prefill(dir: string, n: number, extra: Array<{ variable: string; 
 
 /** A gateway with a small budget, so a backlog of tens of thousands is "large" (threshold 10 s). */
 async function gateway(emu: EmulatorHandle, dir: string, extra: Record<string, unknown> = {}): Promise<TestGateway> {
-  // requests_per_minute 120: the sync path sends about 360 samples/s, so the threshold (10 s) is
-  // 3,600 samples of backlog.
+  // requests_per_minute 120: the sync path sends about 360 samples/s; the samples are weeks old, so
+  // a backlog that takes more than 10 s at that pace (3,600 samples) goes into jobs.
   const gw = await startTestGateway(
     emu,
     merge({ uplink: { requests_per_minute: 120, flush_interval: 200, backfill: { threshold: '10s', max_file_bytes: 400_000, poll_interval: 100, poll_interval_max: 400, max_jobs_in_flight: 2 } } }, extra),
@@ -93,15 +93,16 @@ describe('import-job backfill beside live data', () => {
   }, 90_000);
 
   it('once started, goes on past the threshold down to two minutes of sync capacity; below the threshold it does not start', async () => {
-    // batch_size 20 at 120 requests/min: the sync path's capacity is 36 samples/s, so the threshold
-    // (5 min) is 10,800 samples, the sync path keeps 2,160 (1 min) and a backfill under way goes on
-    // while more than 4,320 are left.
+    // batch_size 20 at 120 requests/min: the sync path's capacity is 36 samples/s. The samples are
+    // weeks old (older than the 5 min threshold); 40,000 would take 1,111 s through the sync path,
+    // more than the threshold, so jobs start; 8,000 take 222 s, so none does. The sync path keeps
+    // 2,160 (1 min) and a backfill under way goes on while more than 4,320 are left.
     const cfg = { uplink: { batch_size: 20, backfill: { threshold: '5m', max_file_bytes: 400_000 } } };
     const emu = await emulator();
     const dir = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
     await prefill(dir, 40_000);
     const gw = await gateway(emu, dir, cfg);
-    expect(gw.handle.status().backfill.threshold_samples).toBe(10_800);
+    expect(gw.handle.status().backfill).toMatchObject({ threshold_s: 300, keep_samples: 2_160 });
     await waitFor(() => gw.handle.status().backfill.delivered_total > 0, { timeoutMs: 60_000, what: 'a job delivered' });
     // backlog_at_start returns to 0 when the planner ends the backfill (no job wanted, none in flight).
     await waitFor(() => gw.handle.status().backfill.backlog_at_start === 0, { timeoutMs: 60_000, what: 'backfill ended' });
@@ -111,14 +112,15 @@ describe('import-job backfill beside live data', () => {
     expect(left).toBeGreaterThan(2_160 - 36 * 30); // the newest minute stayed with the sync path (less what it sent since)
     expect(emu.stats().values_overwritten).toBe(0);
 
-    // Below the threshold no backfill starts: 8,000 samples go through the sync path.
+    // Within the threshold no backfill starts: 8,000 samples go through the sync path.
     const emu2 = await emulator();
     const dir2 = mkdtempSync(join(tmpdir(), 'gw-backfill-'));
     await prefill(dir2, 8_000);
     const gw2 = await gateway(emu2, dir2, cfg);
     await waitFor(() => gw2.handle.sync.stats().deliveredTotal >= 500, { timeoutMs: 60_000, what: 'sync path delivering' });
     expect(emu2.importJobs()).toEqual([]);
-    expect(gw2.handle.status().backfill.jobs_in_flight).toBe(0);
+    expect(gw2.handle.status().backfill).toMatchObject({ jobs_in_flight: 0, wants_jobs: false });
+    expect(gw2.handle.status().backfill.start_rule).toMatch(/the sync path drains the backlog within uplink\.backfill\.threshold/);
   }, 120_000);
 
   it('sets aside the items a finished job rejected, with the job\'s error objects as they came', async () => {

@@ -158,4 +158,29 @@ describe('RequestBudget', () => {
       vi.useRealTimers();
     }
   });
+
+  it('after a 429 every class waits out the pause, then goes one at a time at the found pace: no burst', async () => {
+    vi.useFakeTimers();
+    try {
+      const clock = { now: () => Date.now(), monotonic: () => performance.now() };
+      const budget = new RequestBudget(600, clock);
+      for (let i = 0; i < 60; i++) budget.answered(200, budget.ticket());
+      // 60 admitted in the last minute: the pace becomes 58.2/min, every class paused 2 s (Retry-After).
+      budget.answered(429, budget.ticket(), 2_000);
+      expect(budget.ratePerMinute).toBeCloseTo(58.2, 5);
+      const granted: number[] = [];
+      const t0 = performance.now();
+      const calls = ['token', 'annotation', 'poll', 'data', 'data', 'data'].map((p) => budget.acquire(p as Priority).then(() => granted.push(performance.now() - t0)));
+      await vi.advanceTimersByTimeAsync(1_999);
+      expect(granted).toEqual([]);
+      await vi.advanceTimersByTimeAsync(10_000);
+      await Promise.all(calls);
+      // The first at the pause's end, then one every ~1.03 s (58.2/min), not all at once.
+      expect(granted[0]).toBeGreaterThanOrEqual(2_000);
+      for (let i = 1; i < granted.length; i++) expect(granted[i] - granted[i - 1]).toBeGreaterThanOrEqual(1_000);
+      budget.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -81,7 +81,10 @@ describe('CONTRACT.md error table, client against the emulator', () => {
     await holdsFor(() => rejectedNow() < 8, { forMs: 6_000, intervalMs: 50, what: 'fewer than 8 answers 429 in 6 s' });
     const rejected = rejectedNow();
     expect(rejected).toBeGreaterThan(0);
-    expect(gw2.handle.health.snapshot().condition).toBe('retrying');
+    // A 429 is not an outage: the link stays ok, the budget found the service's rate and paces at it.
+    expect(gw2.handle.health.snapshot().condition).toBe('ok');
+    expect(gw2.handle.budget.rateSnapshot().found_per_minute).toBeLessThanOrEqual(20);
+    expect(gw2.handle.status().uplink.state).toMatchObject({ state: 'rate_limited', ok: false });
     // The 429 envelope {error: {type, code, message, request_id}} was parsed and logged with the request id.
     const warn = lines.map((l) => JSON.parse(l)).find((l) => l.status === 429);
     expect(warn.code).toBe('rate_limit_exceeded');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AimdFactor, fairShares } from '../../src/uplink/fair-share.js';
+import { fairShares } from '../../src/uplink/fair-share.js';
 
 describe('fairShares (max-min division of one address budget)', () => {
   it.each([
@@ -25,20 +25,5 @@ describe('fairShares (max-min division of one address budget)', () => {
     const a = fairShares(1_400, table);
     const b = fairShares(1_400, [...table].reverse());
     expect([...a.entries()].sort()).toEqual([...b.entries()].sort());
-  });
-});
-
-describe('AimdFactor', () => {
-  it('cuts once per burst of 429s and recovers step by step', () => {
-    const f = new AimdFactor({ decrease: 0.5, step: 0.1, floor: 0.1, holdMs: 1_000 });
-    expect(f.cut(0)).toBe(true);
-    expect(f.cut(10)).toBe(false); // same burst
-    expect(f.factor).toBeCloseTo(0.5);
-    f.tick(500); // within the hold: no recovery
-    expect(f.factor).toBeCloseTo(0.5);
-    for (let t = 1_000; t < 10_000; t += 1_000) f.tick(t);
-    expect(f.factor).toBe(1);
-    for (let t = 20_000; t < 40_000; t += 1_000) f.cut(t);
-    expect(f.factor).toBeCloseTo(0.1);
   });
 });

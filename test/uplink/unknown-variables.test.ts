@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
 import { DEMO_FIXTURE, startEmulator, type EmulatorHandle } from '../../src/emulator/index.js';
-import { itemMessage, unknownVariableInMessage } from '../../src/uplink/unknown-variables.js';
+import { itemIndexInMessage, itemMessage } from '../../src/uplink/unknown-variables.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { holdsFor, waitFor } from '../helpers/wait.js';
 
@@ -32,9 +32,11 @@ function capture() {
 const KNOWN = new Set(DEMO_FIXTURE.machine_variables.map((v) => v.id));
 
 describe('a batch refused for unknown machine variables (issue 24 §1)', () => {
-  it('parses the [A] 400 message that names the unknown item', () => {
-    expect(unknownVariableInMessage('items[17].machine_variable_id: unknown machine variable "mvr_x"')).toEqual({ index: 17, variable: 'mvr_x' });
-    expect(unknownVariableInMessage('items[0].value: "a" is not a number')).toBeNull();
+  it('reads the item a 400 locates by its path, whatever the words', () => {
+    expect(itemIndexInMessage('items[17].machine_variable_id: unknown machine variable "mvr_x"')).toBe(17);
+    expect(itemIndexInMessage('items[0].value: "a" is not a number')).toBe(0);
+    expect(itemIndexInMessage('The request payload is invalid.')).toBeNull();
+    expect(itemIndexInMessage('myitems[3] is odd')).toBeNull();
     expect(itemMessage('items[17].machine_variable_id: unknown machine variable "mvr_x"')).toBe('machine_variable_id: unknown machine variable "mvr_x"');
   });
 

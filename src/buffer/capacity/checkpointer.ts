@@ -23,6 +23,13 @@ export interface CheckpointerOptions {
   logger: Logger;
   /** Starts the worker (tests give one that fails); by default checkpoint-worker.ts beside this module. */
   startWorker?: (data: CheckpointWorkerData) => Worker;
+  /**
+   * Checkpoints run on the main thread while each takes less than this (ms); the first slower one
+   * starts the worker, which then takes them all. Unset: the worker from the first checkpoint. A
+   * worker thread is its own V8 instance (~11 MB of RSS with better-sqlite3): a small plant, whose
+   * checkpoints copy a few pages, should not carry one (bench/small-plant.ts).
+   */
+  inlineBelowMs?: number;
 }
 
 /**
@@ -64,6 +71,7 @@ export class Checkpointer {
     private readonly o: CheckpointerOptions,
   ) {
     this.inline = db.memory;
+    this.light = o.inlineBelowMs !== undefined;
   }
 
   /** True while a checkpoint asked of the worker has not answered. */
@@ -73,12 +81,24 @@ export class Checkpointer {
 
   /** True while checkpoints run on the worker (false: on the main thread). */
   get onWorker(): boolean {
-    return !this.inline;
+    return !this.inline && !this.light;
   }
+
+  /** Checkpoints cheap enough for the main thread so far (`inlineBelowMs`): no worker yet. */
+  private light: boolean;
 
   /** One PASSIVE checkpoint, on the worker when it runs. False when skipped: the previous one has not answered, or the buffer closes. */
   request(): boolean {
     if (this.inFlight || this.closing) return false;
+    if (this.light && !this.inline) {
+      const t = performance.now();
+      this.inThread();
+      if (performance.now() - t >= this.o.inlineBelowMs!) {
+        this.light = false;
+        this.o.logger.debug({ ms: Math.round(performance.now() - t) }, 'a WAL checkpoint took long on the main thread: checkpoints move to a worker thread');
+      }
+      return true;
+    }
     const worker = this.inline ? null : (this.worker ?? this.start());
     if (!worker) {
       this.inThread();

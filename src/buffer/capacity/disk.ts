@@ -45,8 +45,13 @@ import type { FileAccess } from '../../store/store.js';
 export const DEFAULT_RETURN_AFTER_MS = 60_000;
 /** With no commit for this long, the WAL is truncated. */
 export const WAL_IDLE_MS = 2_000;
-/** A WAL over this size is truncated every WAL_TRUNCATE_EVERY_MS even while commits go on. */
-export const WAL_SOFT_BYTES = 256 * 1024;
+/**
+ * A WAL over this size is truncated every WAL_TRUNCATE_EVERY_MS even while commits go on. Its bytes
+ * count in what the buffer takes: 256 kB left after a seal or a merge stayed all through a trickle
+ * (0.6 B/sample on a 400k-sample buffer, bench/buffer-footprint.ts); a TRUNCATE every 10 s costs
+ * a checkpoint of the few pages written since the last one.
+ */
+export const WAL_SOFT_BYTES = 32 * 1024;
 export const WAL_TRUNCATE_EVERY_MS = 10_000;
 /** Pages of the first vacuum step; later ones are sized to the slice from measured steps. */
 const FIRST_STEP_PAGES = 256;

@@ -69,6 +69,15 @@ export class Losses {
     this.refusalLog.warn(`refused:${code}`, { code, samples: total, kept_by_caller: kept, lost: lost.length }, `buffer refused ${total} samples (${kept} stay with their caller, ${lost.length} are lost): ${reason}`);
   }
 
+  /**
+   * Values lost before they reached the buffer (a source's bounded queue, a device's overflow,
+   * SampleSink.lost): the source counts them by reason in gateway_source_values_lost_total; here
+   * they only join the dropped total, without a full-buffer episode.
+   */
+  countLostUpstream(count: number): void {
+    if (count > 0) this.droppedTotal += count;
+  }
+
   recordDrop(policy: FullEpisode['policy'], timestamps: readonly number[]): void {
     if (timestamps.length === 0) return;
     let min = Infinity;

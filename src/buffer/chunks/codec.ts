@@ -1,23 +1,30 @@
 import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
+import { CHUNK_FORMAT_V3, ChunkFormatErrorV3, countV3, decodeV3, encodeV3 } from './codec-v3.js';
 import { DOMAIN_DECIMAL, DOMAIN_F32, DOMAIN_F32_SHORTEST, count, deltaBytes, domain, fits, gridBytes, gridStep, predict, type Domain, type DomainId } from './value-domains.js';
 
 /**
- * The chunk codec: one variable's samples (epoch-ms timestamps and finite doubles) as a compact,
- * lossless byte string. Pure functions, no I/O.
+ * The chunk codec: one variable's samples (epoch-ms timestamps and doubles) as a compact, lossless
+ * byte string. Pure functions, no I/O. New chunks are format 3 (codec-v3.ts: adaptive range-coded
+ * residuals); formats 1 and 2 (the layouts below, varints and deflate) stay readable, and
+ * `encodeChunk(..., { format: 2 })` still writes them (benchmarks, tests).
  *
- * INVARIANTS (test/buffer/chunk-codec.test.ts checks them, including randomized round trips):
+ * INVARIANTS (test/buffer/chunk-codec.test.ts and chunk-codec-v3.test.ts check them, including
+ * randomized round trips):
  *
  *  C1  Lossless: `decodeChunk(encodeChunk(ts, v))` returns every timestamp and every double
- *      bit-exact (−0, subnormals, ±1e308, integers beyond 2^53), in the order given.
+ *      bit-exact (−0, subnormals, ±1e308, integers beyond 2^53; in format 3 also NaN with its
+ *      payload and sign, and ±Inf, though the buffer does not store them), in the order given.
  *  C2  Any order of timestamps: irregular, repeated and backwards timestamps encode (delta-of-delta
  *      is signed); non-integer or huge timestamps fall back to 8-byte doubles.
- *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to the raw layout
- *      when that check fails, so a bug in a clever layout can cost bytes, never data.
+ *  C3  `encodeChunk` decodes what it wrote before returning it and falls back to a layout that
+ *      carries any bits (format 3's XOR; format 2's raw doubles) when that check fails, so a bug in
+ *      a clever layout can cost bytes, never data.
  *  C4  The first byte is the format version; a reader refuses versions it does not know instead
- *      of guessing. A chunk is written as version 1 unless it uses the grid layout (version 2), so
- *      a reader of version 1 meets only chunks it knows or a clear refusal.
+ *      of guessing (format 3 also carries a check byte: a damaged or cut chunk is refused, not
+ *      decoded into other samples). The version lives in the blob, so a new format needs no table
+ *      migration: files hold chunks of every version side by side.
  *
- * Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
+ * Formats 1 and 2. Layout (all integers are LEB128 varints; signed ones zigzag-mapped, with arithmetic rather than
  * 32-bit bit operations so that values up to 2^53 survive):
  *
  *   byte 0   format version (1; 2 when the value layout is 3)
@@ -72,6 +79,8 @@ export interface DecodedChunk {
 }
 
 export interface EncodeOptions {
+  /** 3 (default): the range-coded format (codec-v3.ts); 2: the varint layouts below, for comparisons and tests. */
+  format?: 2 | 3;
   compressor?: Compressor;
   /** Skip the C3 self-check (only for the codec's own tests of the raw fallback). */
   verify?: boolean;
@@ -568,9 +577,35 @@ function zlibChunkSize(bytes: number): number {
 /** Encodes one variable's samples (C1–C4). `ts` and `values` have the same length. */
 export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, options: EncodeOptions = {}): Buffer {
   if (ts.length !== values.length) throw new RangeError(`encodeChunk: ${ts.length} timestamps but ${values.length} values`);
+  const v2 = options.format === 2 || options.valueLayout !== undefined || options.compressor !== undefined;
+  if (!v2) return encodeChunkV3(ts, values, options.verify !== false);
   for (let i = 0; i < values.length; i++) {
-    if (!Number.isFinite(values[i]) || !Number.isFinite(ts[i])) throw new RangeError(`encodeChunk: sample ${i} is not finite (${ts[i]}, ${values[i]})`);
+    if (!Number.isFinite(values[i]) || !Number.isFinite(ts[i])) throw new RangeError(`encodeChunk: sample ${i} is not finite (${ts[i]}, ${values[i]}); format 2 carries finite samples only`);
   }
+  return encodeChunkV2(ts, values, options);
+}
+
+/** Format 3 (codec-v3.ts), checked by decoding it (C3); a layout that fails falls back to XOR, which carries any bits. */
+function encodeChunkV3(ts: ArrayLike<number>, values: ArrayLike<number>, verify: boolean): Buffer {
+  for (const forceXor of [false, true]) {
+    const bytes = encodeV3(ts, values, forceXor);
+    const out = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+    if (!verify || readsBack(out, ts, values)) return out;
+  }
+  throw new Error('encodeChunk: format 3 failed its own check in the XOR layout too');
+}
+
+/** C3: whether `chunk` decodes to exactly these samples (a decoding error counts as no). */
+function readsBack(chunk: Uint8Array, ts: ArrayLike<number>, values: ArrayLike<number>): boolean {
+  try {
+    return sameSamples(decodeChunkInto(chunk, checkScratch), ts, values);
+  } catch (err) {
+    if (err instanceof ChunkFormatError) return false;
+    throw err;
+  }
+}
+
+function encodeChunkV2(ts: ArrayLike<number>, values: ArrayLike<number>, options: EncodeOptions): Buffer {
   const compressor = options.compressor ?? 'deflate';
   const { body, valueLayout, tsRaw } = encodeBody(ts, values, options.valueLayout);
   let comp: number = COMP.none;
@@ -599,7 +634,7 @@ export function encodeChunk(ts: ArrayLike<number>, values: ArrayLike<number>, op
   if (!sameSamples(decodeChunkInto(out, checkScratch), ts, values)) {
     // C3: never store a layout that does not read back exactly.
     if (options.valueLayout === 'raw') throw new Error('encodeChunk: raw layout failed its own check');
-    return encodeChunk(ts, values, { compressor: 'none', valueLayout: 'raw' });
+    return encodeChunkV2(ts, values, { compressor: 'none', valueLayout: 'raw' });
   }
   return out;
 }
@@ -626,9 +661,17 @@ export function decodeChunkInto(chunk: Uint8Array, into: DecodedChunk): DecodedC
 }
 
 function decodeChunkWith(chunk: Uint8Array, arrays: (n: number) => DecodedChunk): DecodedChunk {
+  if (chunk.length > 0 && chunk[0] === CHUNK_FORMAT_V3) {
+    try {
+      return decodeV3(chunk, arrays);
+    } catch (err) {
+      if (err instanceof ChunkFormatErrorV3) throw new ChunkFormatError(err.message);
+      throw err;
+    }
+  }
   const head = new ByteReader(chunk);
   const version = head.byte();
-  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION} and ${CHUNK_FORMAT_VERSION_GRID})`);
+  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION}, ${CHUNK_FORMAT_VERSION_GRID} and ${CHUNK_FORMAT_V3})`);
   const flags = head.byte();
   const n = head.uvar();
   const comp = flags & 3;
@@ -700,18 +743,29 @@ function readSvarDeltas(buf: Uint8Array, pos: number, out: Float64Array, from: n
 
 /** Number of samples in a chunk, from its header alone. */
 export function chunkCount(chunk: Uint8Array): number {
+  if (chunk.length > 0 && chunk[0] === CHUNK_FORMAT_V3) return countV3(chunk);
   const r = new ByteReader(chunk);
   const version = r.byte();
-  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION} and ${CHUNK_FORMAT_VERSION_GRID})`);
+  if (version !== CHUNK_FORMAT_VERSION && version !== CHUNK_FORMAT_VERSION_GRID) throw new ChunkFormatError(`chunk format ${version} is not known to this version (knows ${CHUNK_FORMAT_VERSION}, ${CHUNK_FORMAT_VERSION_GRID} and ${CHUNK_FORMAT_V3})`);
   r.byte();
   return r.uvar();
 }
 
-/** Bit-exact comparison (Object.is tells −0 from 0; NaN never occurs, values are finite). */
+const cmp = new Float64Array(2);
+const cmpBits = new Uint32Array(cmp.buffer);
+
+/** Bit-exact comparison of two doubles (−0 apart from 0, a NaN's payload and sign). */
+function sameBits(a: number, b: number): boolean {
+  cmp[0] = a;
+  cmp[1] = b;
+  return cmpBits[0] === cmpBits[2] && cmpBits[1] === cmpBits[3];
+}
+
+/** Bit-exact comparison of a decoded chunk with the samples it was made of. */
 export function sameSamples(d: DecodedChunk, ts: ArrayLike<number>, values: ArrayLike<number>): boolean {
   if (d.ts.length !== ts.length || d.values.length !== values.length) return false;
   for (let i = 0; i < ts.length; i++) {
-    if (!Object.is(d.ts[i], ts[i]) || !Object.is(d.values[i], values[i])) return false;
+    if (!sameBits(d.ts[i], ts[i]) || !sameBits(d.values[i], values[i])) return false;
   }
   return true;
 }

@@ -46,10 +46,25 @@ const COMMIT_SHARE = 0.7;
 const INITIAL_COST = { fixedMs: 5, msPerByte: 4e-5 };
 /** Smallest sealing range the cost model may ask for (fewer rows make too many tiny chunks); seal_rows caps it. */
 const MIN_SEAL_ROWS = 2_000;
+/**
+ * Least chunk bytes a compaction window may hold, whatever the cost model says: commits measured
+ * on a busy disk (a sync of 2 to 66 ms for the same 60 kB) can fit a line that leaves windows of a
+ * few kilobytes, and windows that small are passed for good as a few hundred samples per variable
+ * (their headers and first values again). 64 kB is about 40,000 samples and a commit of a few ms
+ * plus its sync, like the least sealing range (MIN_SEAL_ROWS rows, ~80 kB of rows).
+ */
+const MIN_COMPACT_BYTES = 64 * 1024;
 /** After a look that found no job to start, the next look waits this long. */
 const REST_MS = 1_000;
 /** After a failed job (a full disk, a busy file), jobs wait this long. */
 const RETRY_AFTER_MS = 5_000;
+/**
+ * A compaction pass goes over the windows it passed again (from the oldest chunk) at most this
+ * often, once chunks behind it changed (an import range finished, a claim unsealed, set-aside)...
+ */
+const PASS_AFTER_CHANGE_MS = 60_000;
+/** ...or once this long passed since the last pass began and chunks were sealed meanwhile. */
+const PASS_EVERY_MS = 10 * 60_000;
 
 export interface SealScheduleOptions {
   sealAfterMs: number;
@@ -82,6 +97,12 @@ export class SealSchedule implements MaintenanceTask {
   private compactCursor = 0;
   /** Whether compaction may have work (chunks were written since it last found none). */
   private compactPending: boolean;
+  /** Where the next reseal looks for rows below sealed_upto, and when a claim last unsealed (the store's change mark). */
+  private resealCursor = 0;
+  private unsealSeen = { changes: 0, at: 0 };
+  private resealMaybe = true;
+  /** The current compaction pass: when it began (monotonic ms), the store's change mark then, whether a seal came since. */
+  private pass = { startedAt: 0, changes: 0, sealedSince: false };
   private job: ChunkJob | null = null;
   private jobStarted = 0;
   private retryAt = 0;
@@ -131,7 +152,37 @@ export class SealSchedule implements MaintenanceTask {
   due(): boolean {
     if (this.job) return true;
     if (this.o.clock.monotonic() < this.retryAt || performance.now() < this.restUntil) return false;
-    return this.eligible(false) > this.sealedUpto || this.compactPending;
+    return this.eligible(false) > this.sealedUpto || this.compactPending || this.newPassDue() || this.resealDue();
+  }
+
+  /** Rows may wait below sealed_upto (a claim unsealed, held rows were skipped, or a restart) and no claim unsealed for seal_after. */
+  private resealDue(): boolean {
+    const changes = this.o.store.changes;
+    const now = this.o.clock.monotonic();
+    if (changes !== this.unsealSeen.changes) {
+      this.unsealSeen = { changes, at: now };
+      this.resealMaybe = true;
+    }
+    if (!this.resealMaybe || this.o.tally.rows === 0) return false;
+    return now - this.unsealSeen.at >= this.o.sealAfterMs;
+  }
+
+  /**
+   * Whether compaction should go over the windows it passed again: the cursor only moves up, so
+   * chunks that a finished import range or a claim cut behind it, and windows that a hold or a row
+   * bounded when they were passed, would otherwise stay as they are until a restart. Read-only
+   * (the metadata of the chunks; a window merges only when worth it), off the ack path (B7).
+   */
+  private newPassDue(): boolean {
+    if (this.o.tally.chunks < 2) return false;
+    const since = this.o.clock.monotonic() - this.pass.startedAt;
+    return (this.o.store.changes !== this.pass.changes && since >= PASS_AFTER_CHANGE_MS) || (this.pass.sealedSince && since >= PASS_EVERY_MS);
+  }
+
+  private startPass(): void {
+    this.compactCursor = 0;
+    this.compactPending = true;
+    this.pass = { startedAt: this.o.clock.monotonic(), changes: this.o.store.changes, sealedSince: false };
   }
 
   slice(deadline: number): boolean {
@@ -184,7 +235,7 @@ export class SealSchedule implements MaintenanceTask {
    */
   private compactBudgetBytes(): number {
     const cost = this.cost.compact.measured > 0 ? this.cost.compact : this.cost.seal;
-    return cost.budget(this.o.sliceMs * COMMIT_SHARE) / 2;
+    return Math.max(MIN_COMPACT_BYTES, cost.budget(this.o.sliceMs * COMMIT_SHARE) / 2);
   }
 
   private startJob(deadline: number): boolean {
@@ -192,11 +243,49 @@ export class SealSchedule implements MaintenanceTask {
       this.compactTurn = false;
       return true;
     }
-    if (this.startSeal(false, this.sealBudgetRows())) {
+    if (this.startSeal(false, this.sealBudgetRows()) || this.startReseal(this.sealBudgetRows())) {
       this.compactTurn = true;
       return true;
     }
     return this.startCompaction(this.compactBudgetBytes(), deadline);
+  }
+
+  /**
+   * Rows below sealed_upto left by claims that unsealed a chunk and then let its rows go (the
+   * claim took part of them, a call failed): 26 bytes a sample instead of ~1.5, for as long as the
+   * sync path does not take them. Sealed again once no claim unsealed anything for seal_after (the
+   * sync path is idle or far from them: no chase, sealer J1), a run of rows with no chunk and no
+   * hold inside at a time, from the lowest.
+   */
+  private startReseal(maxRows: number): boolean {
+    if (!this.resealDue()) return false;
+    const holds = this.o.holds.all(this.resealCursor);
+    let lo = this.resealCursor;
+    for (let guard = 0; guard < 1_000; guard++) {
+      const first = this.st.firstRowAfter.get(lo, this.sealedUpto + 1) as number | undefined;
+      if (first === undefined || first === null) {
+        // None left below sealed_upto: until a claim unseals again (or held rows are skipped).
+        this.resealCursor = 0;
+        this.resealMaybe = false;
+        return false;
+      }
+      const held = holds.find((h) => h.from <= first && h.to >= first);
+      if (held) {
+        lo = held.to;
+        continue;
+      }
+      let hi = Math.min(this.sealedUpto, first + maxRows - 1);
+      const chunk = this.o.store.firstAfter(first, hi + 1);
+      if (chunk) hi = Math.min(hi, chunk.seq_from - 1);
+      const nextHold = holds.find((h) => h.from > first);
+      if (nextHold) hi = Math.min(hi, nextHold.from - 1);
+      this.resealCursor = hi;
+      this.o.logger.debug({ event: 'buffer_seal_started', seq_from: first, seq_to: hi, reseal: true }, 'sealing rows left by a claim into chunks again');
+      this.job = this.o.sealer.sealJob(first, hi);
+      this.jobStarted = performance.now();
+      return true;
+    }
+    return false;
   }
 
   /** Starts sealing the next range if one is due; false when none is. */
@@ -220,7 +309,7 @@ export class SealSchedule implements MaintenanceTask {
   /**
    * The next range to seal: from just above `sealed_upto`, at most `maxRows` seqs, up to
    * `eligible`, stopping before anything held (B3). Held rows at its start are skipped for good
-   * (sealer L3: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
+   * (sealer J1: they stay rows). `cut` says a hold ended it early (seal it anyway: waiting cannot grow it).
    */
   private nextSealRange(eligible: number, maxRows: number): { lo: number; hi: number; cut: boolean } | null {
     const holds = this.o.holds.all(this.sealedUpto);
@@ -230,6 +319,7 @@ export class SealSchedule implements MaintenanceTask {
     if (lo - 1 > this.sealedUpto) {
       this.o.sealer.skipTo(lo - 1);
       this.sealedUpto = lo - 1;
+      this.resealMaybe = true;
     }
     let hi = Math.min(eligible, lo + maxRows - 1);
     let cut = false;
@@ -248,6 +338,7 @@ export class SealSchedule implements MaintenanceTask {
    * used up the slice (the cursor has moved past the windows not worth it: the next slice goes on).
    */
   private startCompaction(maxBytes: number, deadline = Infinity): boolean {
+    if (this.newPassDue()) this.startPass();
     if (!this.compactPending || this.o.tally.chunks < 2) return false;
     for (let i = 0; i < 1_000 && performance.now() < deadline; i++) {
       const w = this.nextCompactWindow(maxBytes);
@@ -353,7 +444,7 @@ export class SealSchedule implements MaintenanceTask {
     const t = this.o.tally;
     const ms = performance.now() - this.jobStarted;
     if (job.kind === 'seal') {
-      this.sealedUpto = job.hi;
+      this.sealedUpto = Math.max(this.sealedUpto, job.hi);
       t.rows -= r.rows;
       t.sealed += r.samples;
       t.chunks += r.chunksAfter;
@@ -361,6 +452,7 @@ export class SealSchedule implements MaintenanceTask {
       t.chunksSealedTotal += r.chunksAfter;
       this.o.metrics.bufferSealedChunks.inc(r.chunksAfter);
       this.compactPending = true;
+      this.pass.sealedSince = true;
       this.restUntil = 0;
       this.o.logger.debug({ event: 'buffer_sealed', seq_from: job.lo, seq_to: job.hi, samples: r.samples, chunks: r.chunksAfter, bytes: r.bytesAfter, ms: Math.round(ms) }, 'sealed rows into chunks');
     } else {
@@ -417,8 +509,7 @@ export class SealSchedule implements MaintenanceTask {
   /** Compacts every window worth it now, in windows of compact_samples. */
   compactNow(): void {
     this.job = null;
-    this.compactCursor = 0;
-    this.compactPending = true;
+    this.startPass();
     for (let i = 0; i < 100_000; i++) {
       if (!this.startCompaction(Infinity)) break;
       this.runToEnd(this.job!);

@@ -28,9 +28,12 @@ import type { StoreOwner } from '../../store/store.js';
  *      discarded, having written nothing.
  *
  * Its own rules:
- *  L3  Rows below `meta.sealed_upto` are never sealed again (a chunk turned back into rows for the
- *      sync path stays rows), so sealing and unsealing cannot chase each other.
- *  L4  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
+ *  J1  Rows below `meta.sealed_upto` (a chunk turned back into rows for the sync path, held rows
+ *      skipped) are sealed again only by a reseal job, which the schedule starts once no claim
+ *      unsealed anything for seal_after (seal-schedule.ts), so sealing and unsealing cannot chase
+ *      each other. A reseal range holds rows only (no chunk inside it), so its new chunks take seqs
+ *      of that range alone; it never moves `sealed_upto` back.
+ *  J2  Each chunk decodes bit-exact before it is stored (chunks/codec.ts C3).
  */
 
 /** What a job changed, for the counts (Tally) and the logs. */
@@ -134,12 +137,12 @@ export class Sealer {
     };
   }
 
-  /** Highest seq below which rows are never sealed (L3). */
+  /** Highest seq below which rows are sealed only by a reseal job (J1). */
   sealedUpto(): number {
     return Number((this.st.getUpto.get() as string | undefined) ?? 0);
   }
 
-  /** Moves `sealed_upto` past rows that are held and will stay rows (L3); no rows change. */
+  /** Moves `sealed_upto` past rows that are held and will stay rows (J1); no rows change. */
   skipTo(seq: number): void {
     if (seq > this.sealedUpto()) this.db.write('moving sealed_upto past held rows', () => this.st.setUpto.run(String(seq)));
   }
@@ -321,7 +324,7 @@ class SealJob implements ChunkJob {
         const written = s.writePacked(lo, this.out);
         const deleted = s.st.deleteRows.run(lo, hi).changes;
         if (deleted !== this.count) throw new Error(`sealing ${lo}..${hi} encoded ${this.count} rows but would delete ${deleted}`);
-        s.st.setUpto.run(String(hi));
+        if (hi > s.sealedUpto()) s.st.setUpto.run(String(hi));
         return { samples: this.count, rows: this.count, chunksBefore: 0, chunksAfter: this.out.length, bytesBefore: 0, bytesAfter: written.bytes, newHi: hi };
     });
     if (typeof result === 'string') return this.discard(result);
@@ -339,6 +342,17 @@ class SealJob implements ChunkJob {
 const CARRY_SAMPLES = MAX_CHUNK_SAMPLES / 2;
 
 /**
+ * Whether a compaction carries a chunk of `n` samples over as it is (no decoding), `left` being
+ * its variable's samples in the window from this chunk on and nothing of them pending: a chunk at
+ * least half full, unless it and what follows it fit one chunk (a burst's merged chunk and the
+ * short one its last sealing range left: two chunks where one holds both, for good); the last one
+ * has nothing to join.
+ */
+function carriesOver(pending: number, n: number, left: number): boolean {
+  return pending === 0 && n >= CARRY_SAMPLES && (left > MAX_CHUNK_SAMPLES || left === n);
+}
+
+/**
  * How many chunks a compaction turns one variable's chunks of `sizes` samples (in seq order) into:
  * the cuts of CompactJob.mergeOne, counted without decoding (the schedule's "worth it" test, which
  * must not expect a merge to save chunks that carrying over keeps).
@@ -350,7 +364,7 @@ export function mergedChunkCount(sizes: readonly number[]): number {
   let acc = 0;
   let target = 0;
   for (const n of sizes) {
-    if (acc === 0 && n >= CARRY_SAMPLES) {
+    if (carriesOver(acc, n, left)) {
       out++;
       left -= n;
       continue;
@@ -449,7 +463,7 @@ class CompactJob implements ChunkJob {
       this.acc = 0;
     }
     const { seq_from, n } = list[this.nextChunk++];
-    if (this.acc === 0 && n >= CARRY_SAMPLES) {
+    if (carriesOver(this.acc, n, this.left)) {
       const row = s.st.chunkRow.get(seq_from) as EncodedChunk | undefined;
       if (!row || row.n !== n || row.var !== varId) return false;
       this.out.push(row);

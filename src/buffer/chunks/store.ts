@@ -13,7 +13,7 @@ import type { StatementSource } from '../../store/store.js';
  * import range, set-aside items) re-encodes the rest over its remaining seqs in the caller's
  * transaction (B2). Its own rule:
  *
- *  S4  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
+ *  K1  `n ≤ MAX_CHUNK_SAMPLES`, so the chunks that may overlap a seq range are found by a primary
  *      key range scan starting MAX_CHUNK_SAMPLES below it.
  */
 
@@ -57,12 +57,20 @@ export class ChunkStore {
     earliestFrom: Statement;
     samplesIn: Statement;
   };
+  /**
+   * Bumped whenever chunks change below the newest (removed in part or whole by a finished import
+   * range or set-aside, turned back into rows for a claim): the compaction schedule looks at the
+   * windows it passed again (seal-schedule.ts). A hint, not a count (B8 concerns counts): a
+   * rolled-back change costs one needless look.
+   */
+  changes = 0;
   /** unseal and removeRange decode into this and are done with it before they return (decodeChunkInto). */
   private readonly decoded: DecodedChunk = { ts: new Float64Array(MAX_CHUNK_SAMPLES), values: new Float64Array(MAX_CHUNK_SAMPLES) };
 
   constructor(
     private readonly db: StatementSource,
-    private readonly compressor: Compressor = 'deflate',
+    /** null: chunk format 3 (codec-v3.ts); a compressor: format 2 with it (comparisons, tests). */
+    private readonly compressor: Compressor | null = null,
   ) {
     this.st = {
       insert: db.prepare('INSERT INTO chunks (seq_from, var, n, ts_min, ts_max, data) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -93,7 +101,7 @@ export class ChunkStore {
 
   /** Encodes one variable's samples as a chunk row without storing it (compaction orders them first). */
   encode(varId: number, ts: ArrayLike<number>, values: ArrayLike<number>): EncodedChunk {
-    const data = encodeChunk(ts, values, { compressor: this.compressor });
+    const data = encodeChunk(ts, values, this.compressor === null ? {} : { compressor: this.compressor });
     let min = Infinity;
     let max = -Infinity;
     for (let i = 0; i < ts.length; i++) {
@@ -108,7 +116,7 @@ export class ChunkStore {
     this.st.insert.run(seqFrom, c.var, c.n, c.ts_min, c.ts_max, c.data);
   }
 
-  /** Chunks holding any seq in [from, to], in seq order (S4). */
+  /** Chunks holding any seq in [from, to], in seq order (K1). */
   overlapping(from: number, to: number): ChunkRow[] {
     return this.st.overlapping.all(from - MAX_CHUNK_SAMPLES + 1, to, from) as ChunkRow[];
   }
@@ -143,6 +151,7 @@ export class ChunkStore {
    * caller can count and report exactly what left.
    */
   removeRange(from: number, to: number): { removed: number; tsMin: number; tsMax: number } {
+    this.changes++;
     let removed = 0;
     let tsMin = Infinity;
     let tsMax = -Infinity;
@@ -172,6 +181,7 @@ export class ChunkStore {
 
   /** Turns a chunk back into rows with the same seqs (B3); returns the number of rows. */
   unseal(c: ChunkRow): number {
+    this.changes++;
     const d = decodeChunkInto(c.data, this.decoded);
     this.st.remove.run(c.seq_from);
     for (let i = 0; i < c.n; i++) this.st.insertRow.run(c.seq_from + i, c.var, d.ts[i], toRowValue(d.values[i]));

@@ -171,12 +171,13 @@ export interface MergeRequest {
   yaml: string;
   opcua?: {
     server: { name: string; endpoint: string; security_mode?: 'None' | 'Sign' | 'SignAndEncrypt'; security_policy?: string; user?: string };
-    nodes: Array<{ node_id: string; variable: string; comment?: string }>;
+    /** `unit`: written as the node's unit setting (the server's EngineeringUnits, else the catalog's). */
+    nodes: Array<{ node_id: string; variable: string; unit?: string; comment?: string }>;
   };
   modbus?: {
     device: MergeModbusDevice;
     /** `address` is the protocol address; the merge writes it in the device's address_base. */
-    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; bit?: number; byte_order?: string; scale?: number; offset?: number; comment?: string }>;
+    registers: Array<{ variable: string; table: ModbusTable; address: number; type?: string; bit?: number; byte_order?: string; scale?: number; offset?: number; unit?: string; comment?: string }>;
   };
 }
 export interface MergeResponse {
@@ -206,10 +207,14 @@ export interface MappingsResponse {
   mapped: Record<string, string>;
 }
 
-/** POST /console/api/config/import-csv: CSV rows merged into the editor's text; nothing is written. */
+/**
+ * POST /console/api/config/import-csv: CSV rows merged into the editor's text; nothing is written.
+ * Rows that change a mapping the text has are listed in `changes`, and made only with `update`.
+ */
 export interface ImportCsvRequest {
   yaml: string;
   csv: string;
+  update?: boolean;
 }
 export interface ImportCsvResponse {
   yaml: string;
@@ -217,9 +222,20 @@ export interface ImportCsvResponse {
   diff: string;
   rows: number;
   added: number;
+  /** Mappings changed in the text (only with `update`). */
+  updated: number;
   unchanged: number;
   /** Rows left out: row number as the spreadsheet shows it (header = 1), the column and value at fault. */
   problems: Array<{ row: number; field: string | null; value: string | null; message: string }>;
   more_problems: number;
+  /** Rows that change a mapping of the same source: what it was, what it becomes, whether the text has it now. */
+  changes: Array<{ row: number; variable: string; setting: string; before: string; after: string; applied: boolean }>;
+  more_changes: number;
+  /** Rows whose variable the organisation's catalog does not list; null: the catalog has not been read. */
+  not_in_catalog: Array<{ row: number; variable: string }> | null;
+  more_not_in_catalog: number;
+  /** Rows whose unit is not the one the catalog gives their variable; null: the catalog has not been read. */
+  other_units: Array<{ row: number; variable: string; unit: string; catalog: string }> | null;
+  more_other_units: number;
   targets: Array<{ source: string; target: string; created: boolean; added: number }>;
 }

@@ -32,7 +32,7 @@ export interface ConfigCheckResponse {
 }
 
 /** GET /console/api/config: the file with every secret written in it hidden. */
-export type ConfigReadResponse = { path: null; yaml: null; note: string } | { path: string; yaml: string };
+export type ConfigReadResponse = { path: null; yaml: null; note: string } | { path: string; yaml: string; note?: string };
 
 /** POST /console/api/config/preview (body {yaml}): what Apply would do. */
 export type ConfigPreviewResponse =
@@ -58,6 +58,8 @@ export type ConfigPreviewResponse =
 /** PUT /console/api/config (body {yaml, confirm?}), applied. */
 export interface ConfigApplyResponse {
   written: string;
+  /** The version the configuration history keeps of this text (null: the history could not keep it). */
+  version: number | null;
   changed: string[];
   restart_required: string[];
   restarted_sources: string[];
@@ -75,4 +77,39 @@ export interface ConfigApplyRefusal {
   diff?: string;
   confirm?: string;
   secret_changes?: SecretChange[];
+}
+
+/** A version of the configuration file the history keeps (console/config-history.ts). */
+export interface ConfigVersion {
+  /** 1, 2, 3 …: never reused. */
+  version: number;
+  /** When it was written (ISO 8601 UTC). */
+  at: string;
+  /** What wrote it: `console apply`, `console rollback`, `cli rollback`, `file changed` or `SIGHUP` (an edit elsewhere, reloaded), `gateway started`, `before console apply` (the file as it was when the console first wrote it). */
+  by: string;
+  /** The User-Agent of the console request (or the CLI's name), when one wrote it. */
+  user_agent: string | null;
+  /** SHA-256 of the text. */
+  digest: string;
+  bytes: number;
+  /** Settings the reload changed, when the gateway applied it. */
+  changed: string[] | null;
+  /** `rollback to version 3`. */
+  note: string | null;
+}
+
+/** GET /console/api/config/history: the versions kept, the newest first, and which one the file is now. */
+export interface ConfigHistoryResponse {
+  versions: ConfigVersion[];
+  /** The version the file's text is now (null: edited since the last version kept, or no history). */
+  current: number | null;
+}
+
+/** GET /console/api/config/history/:version: the version and its diff from the version before it (secrets hidden). */
+export interface ConfigVersionResponse {
+  version: ConfigVersion;
+  /** From the version before it (or an empty file for the oldest kept). */
+  diff: string;
+  /** The diff a rollback to it would write now, from the file as it is. */
+  rollback_diff: string;
 }

@@ -97,7 +97,13 @@ function Shell() {
             {route[1] ? <> / <span class="mono">{route[1]}</span></> : ''}
           </div>
           <div class="top-right">
-            {st ? <span class="muted small">up {fmtDuration(st.gateway.uptime_s)} · uplink {st.uplink.condition}</span> : ''}
+            {st ? (
+              <span class="muted small">
+                up {fmtDuration(st.gateway.uptime_s)} · uplink <span data-testid="header-uplink" data-state={st.uplink.state?.state ?? st.uplink.condition}>{st.uplink.state?.text ?? st.uplink.condition}</span>
+              </span>
+            ) : (
+              ''
+            )}
             <LinkBadge />
           </div>
         </header>

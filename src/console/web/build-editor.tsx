@@ -5,27 +5,9 @@ import type { ConfigApplyRefusal, ConfigApplyResponse, ConfigCheckResponse, Conf
 import { fmtTime } from '../../web/format.js';
 import { api, ApiError, messageOf } from './lib.js';
 import type { Added } from './page-build.js';
-
-/** The diff Apply would make, line by line, coloured like a unified diff. */
-export function Diff({ text }: { text: string }) {
-  if (!text)
-    return (
-      <p class="muted" data-testid="config-diff">
-        No changes: the text is the file as it is.
-      </p>
-    );
-  const cls = (l: string) => (l.startsWith('@@') ? 'hunk' : l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : '');
-  return (
-    <pre class="code diff" data-testid="config-diff">
-      {text
-        .replace(/\n$/, '')
-        .split('\n')
-        .map((l) => (
-          <span class={cls(l)}>{`${l}\n`}</span>
-        ))}
-    </pre>
-  );
-}
+import { ConfigHistoryPanel } from './build-history.js';
+import { ImportReport, type Imported } from './build-import.js';
+import { Diff } from './build-diff.js';
 
 /** The check shown next to the editor: the last check, or the problems a preview or Apply found. */
 interface CheckShown {
@@ -53,9 +35,6 @@ async function readCsvFile(file: File): Promise<string> {
   const utf8 = new TextDecoder('utf-8').decode(bytes);
   return utf8.includes('\uFFFD') ? new TextDecoder('windows-1252').decode(bytes) : utf8;
 }
-
-/** What the last CSV import did, shown above the editor until the text is edited again. */
-type Imported = ImportCsvResponse & { file: string };
 
 /** Build the config → Configuration: the file's text, checked as it is typed; Apply shows the diff first. */
 export function ConfigEditor({ text, setText, added }: { text: string; setText: (t: string) => void; added: Added | null }) {
@@ -101,16 +80,31 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
       setCsvNote(`Export failed: ${messageOf(e)}`);
     }
   };
+  // The text and the file of the last import: its changes to existing mappings are made on confirm,
+  // by importing the same file into the same text again with `update`.
+  const lastImport = useRef<{ yaml: string; csv: string; file: string } | null>(null);
   const importCsv = async (file: File) => {
     setCsvNote(null);
     try {
       const csv = await readCsvFile(file);
       const r = await api<ImportCsvResponse>('/console/api/config/import-csv', { method: 'POST', body: { yaml: text, csv } });
+      lastImport.current = { yaml: text, csv, file: file.name };
       setText(r.yaml);
       setImported({ ...r, file: file.name });
     } catch (e) {
       setImported(null);
       setCsvNote(`Import of ${file.name} failed: ${messageOf(e)}`);
+    }
+  };
+  const makeChanges = async () => {
+    const last = lastImport.current;
+    if (!last) return;
+    try {
+      const r = await api<ImportCsvResponse>('/console/api/config/import-csv', { method: 'POST', body: { yaml: last.yaml, csv: last.csv, update: true } });
+      setText(r.yaml);
+      setImported({ ...r, file: last.file });
+    } catch (e) {
+      setCsvNote(`The changes of ${last.file} were not made: ${messageOf(e)}`);
     }
   };
   const [path, setPath] = useState<string | null>(null);
@@ -119,7 +113,9 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
   const [preview, setPreview] = useState<Preview | null>(null);
   // Why there is no file to write: the gateway's note, or why the file could not be read.
   const [noFile, setNoFile] = useState<string | null>('reading the configuration file…');
-  useEffect(() => {
+  // Changes after each Apply, so the history shows the version it kept.
+  const [written, setWritten] = useState(0);
+  const readFile = () =>
     api<ConfigReadResponse>('/console/api/config').then(
       (r) => {
         setPath(r.path);
@@ -131,7 +127,7 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
         setNote({ ok: false, text: messageOf(e) });
       },
     );
-  }, []);
+  useEffect(() => void readFile(), []);
   useEffect(() => {
     if (!text) return;
     setPreview(null);
@@ -162,7 +158,8 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
     try {
       const r = await api<ConfigApplyResponse>('/console/api/config', { method: 'PUT', body: { yaml: text, confirm: preview.confirm } });
       setPreview(null);
-      setNote({ ok: true, text: `Written to ${r.written}. Changed: ${r.changed.join(', ') || 'nothing'}${r.restart_required.length ? `; needs a restart: ${r.restart_required.join(', ')}` : ''}.` });
+      setWritten((n) => n + 1);
+      setNote({ ok: true, text: `Written to ${r.written}${r.version ? ` (version ${r.version} in its history)` : ''}. Changed: ${r.changed.join(', ') || 'nothing'}${r.restart_required.length ? `; needs a restart: ${r.restart_required.join(', ')}` : ''}.` });
     } catch (e) {
       const body = e instanceof ApiError ? (e.body as ConfigApplyRefusal | null) : null;
       if (body?.confirm) setPreview({ ...preview, diff: body.diff ?? '', confirm: body.confirm, secret_changes: body.secret_changes ?? [] });
@@ -258,7 +255,7 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
           ''
         )}
       </div>
-      {imported ? <ImportReport r={imported} /> : ''}
+      {imported ? <ImportReport r={imported} onMakeChanges={() => void makeChanges()} /> : ''}
       <div class="editor">
         <pre class="gutter" ref={gutter} data-testid="config-gutter">
           {Array.from({ length: lines }, (_, i) => `${i + 1}\n`).join('')}
@@ -368,64 +365,17 @@ export function ConfigEditor({ text, setText, added }: { text: string; setText: 
       ) : (
         ''
       )}
+      {path ? (
+        <ConfigHistoryPanel
+          refresh={written}
+          onRolledBack={(text) => {
+            setNote({ ok: true, text });
+            void readFile();
+          }}
+        />
+      ) : (
+        ''
+      )}
     </section>
-  );
-}
-
-
-/** The result of a CSV import: counts, where the rows went, every row left out with its field and value, the diff. */
-function ImportReport({ r }: { r: Imported }) {
-  const bad = r.problems.length + r.more_problems;
-  return (
-    <div class="preview" data-testid="import-report">
-      <h3 data-testid="import-summary">
-        {r.file}: {r.rows} row{r.rows === 1 ? '' : 's'}, {r.added} added, {r.unchanged} already in the configuration, {bad} left out: not written yet; Apply shows the changes to the file
-      </h3>
-      {r.targets.length ? (
-        <p class="small">
-          {r.targets.map((t, i) => (
-            <span>
-              {i ? '; ' : ''}
-              {t.added} to <span class="mono">{t.target}</span> ({t.source}
-              {t.created ? ', new' : ''})
-            </span>
-          ))}
-        </p>
-      ) : (
-        ''
-      )}
-      {r.problems.length ? (
-        <ul class="problems" data-testid="import-problems">
-          {r.problems.map((p) => (
-            <li class="warn">
-              <span class="dot"></span>
-              <span>
-                <b>row {p.row}</b>
-                {p.field ? (
-                  <>
-                    {' '}
-                    · <span class="mono">{p.field}</span>
-                    {p.value ? <span class="mono"> "{p.value}"</span> : ''}
-                  </>
-                ) : (
-                  ''
-                )}
-                : {p.message}
-              </span>
-            </li>
-          ))}
-          {r.more_problems ? (
-            <li class="warn">
-              <span class="dot"></span>… and {r.more_problems} more
-            </li>
-          ) : (
-            ''
-          )}
-        </ul>
-      ) : (
-        ''
-      )}
-      {r.diff ? <Diff text={r.diff} /> : ''}
-    </div>
   );
 }

@@ -155,7 +155,8 @@ export function ModbusProbe({ addToConfig, text }: { addToConfig: AddToConfig; t
         ...(p.type ? { type: p.type } : {}),
         ...(p.order ? { byte_order: p.order } : {}),
         ...(p.scale.trim() ? { scale: Number(p.scale) } : {}),
-        ...(unitOf(p.variable.trim()) ? { comment: unitOf(p.variable.trim())! } : {}),
+        // A register has no unit of its own: the catalog's, written as the mapping's unit setting.
+        ...(unitOf(p.variable.trim()) ? { unit: unitOf(p.variable.trim())! } : {}),
       })),
     };
     try {

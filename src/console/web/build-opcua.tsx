@@ -68,7 +68,16 @@ const MACHINE_VARIABLE = /^mvr_[A-Za-z0-9_]+$/;
 export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
   useStore();
   const first = store.status?.sources.find((s) => s.kind === 'opcua');
-  const [endpoint, setEndpoint] = useState(typeof first?.detail?.endpoint === 'string' ? first.detail.endpoint : 'opc.tcp://127.0.0.1:4840');
+  const configured = typeof first?.detail?.endpoint === 'string' ? first.detail.endpoint : null;
+  const [endpoint, setEndpoint] = useState(configured ?? 'opc.tcp://127.0.0.1:4840');
+  // Loaded at #/build directly, the page renders before the first status arrives: the configured
+  // server's endpoint (and name) replace the placeholder then, unless they were typed meanwhile.
+  const typed = useRef({ endpoint: false, name: false });
+  useEffect(() => {
+    if (!configured || !first) return;
+    if (!typed.current.endpoint) setEndpoint(configured);
+    if (!typed.current.name) setName(first.name);
+  }, [configured, first?.name]);
   const [root, setRoot] = useState('i=85');
   const [mode, setMode] = useState<SecurityMode>('None');
   const [policy, setPolicy] = useState<BrowseRequest['security_policy'] | ''>('');
@@ -86,7 +95,7 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
   const [err, setErr] = useState<string | null>(null);
   const [ticked, setTicked] = useState<Record<string, Ticked>>({});
   const [catalog, setCatalog] = useState<CatalogState | null>(null);
-  const [name, setName] = useState('plc1');
+  const [name, setName] = useState(first?.name ?? 'plc1');
   // Ids this tab added to the editor's text (not applied yet): mapped as far as the merge is concerned.
   const [added, setAdded] = useState<Record<string, string>>({});
   const queue = useRef<Promise<unknown>>(Promise.resolve());
@@ -173,12 +182,18 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
     return f;
   };
   const tickedList = Object.values(ticked);
+  // The unit setting of a new mapping: the server's EngineeringUnits (what the value is in: Apply
+  // then flags it when the catalog's differs), else the catalog's; none when neither gives one.
+  const unitFor = (n: BrowseNode, variable: string): { unit?: string } => {
+    const unit = (n.unit?.trim() || (catalog && !('error' in catalog) ? catalog.variables.find((v) => v.id === variable)?.unit?.trim() : undefined)) ?? '';
+    return unit && unit.length <= 32 ? { unit } : {};
+  };
   const flagged = tickedList.filter((t) => flagsOf(t.variable).length > 0).length;
 
   const make = async () => {
     if (!meta) return;
     try {
-      const nodes = tickedList.map((t) => ({ node_id: t.node.nsu, variable: t.variable, comment: t.node.comment }));
+      const nodes = tickedList.map((t) => ({ node_id: t.node.nsu, variable: t.variable, ...unitFor(t.node, t.variable), comment: t.node.comment }));
       const r = await addToConfig({
         opcua: {
           server: { name, endpoint: meta.endpoint, security_mode: meta.security_mode, security_policy: meta.security_policy, ...(meta.user ? { user: meta.user } : {}) },
@@ -291,7 +306,14 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
       <div class="form">
         <label>
           Endpoint
-          <input value={endpoint} onInput={(e) => setEndpoint(e.currentTarget.value)} data-testid="opcua-endpoint" />
+          <input
+            value={endpoint}
+            onInput={(e) => {
+              typed.current.endpoint = true;
+              setEndpoint(e.currentTarget.value);
+            }}
+            data-testid="opcua-endpoint"
+          />
         </label>
         <label class="mid">
           Start at
@@ -371,7 +393,14 @@ export function OpcuaBrowse({ addToConfig }: { addToConfig: AddToConfig }) {
           <div class="form">
             <label class="narrow">
               Server name
-              <input value={name} onInput={(e) => setName(e.currentTarget.value)} data-testid="opcua-server-name" />
+              <input
+                value={name}
+                onInput={(e) => {
+                  typed.current.name = true;
+                  setName(e.currentTarget.value);
+                }}
+                data-testid="opcua-server-name"
+              />
             </label>
             <button class="primary" disabled={count === 0} onClick={make} data-testid="add-opcua">
               Add {count} node{count === 1 ? '' : 's'} to the configuration{flagged ? ` (${flagged} flagged)` : ''}

@@ -27,12 +27,14 @@ export function problemsOf(st: GatewayStatus | null, refusing: RefusalCondition[
   if (!st.buffer.writable) out.push({ level: 'bad', text: `The buffer cannot be written (${st.buffer.last_write_error?.code ?? 'error'}): new samples are not kept.` });
   if (st.buffer.dropped_total > 0) out.push({ level: 'bad', text: `${fmtNum(st.buffer.dropped_total)} samples were dropped because the buffer was full (buffer.when_full).` });
   if (st.uplink.condition === 'auth_failed' || st.uplink.condition === 'halted') out.push({ level: 'bad', text: `The tracking service refuses the gateway: ${st.uplink.reason}` });
-  else if (st.uplink.condition !== 'ok') out.push({ level: 'warn', text: `Uplink ${st.uplink.condition}: ${st.uplink.reason}` });
+  else if (st.uplink.condition !== 'ok') out.push({ level: 'warn', text: outageProblem(st) });
+  if (st.uplink.state?.state === 'rate_limited') out.push({ level: 'warn', text: `The service limits the request rate: ${st.uplink.state.text}, below the budget of ${fmtNum(st.uplink.budget_per_minute)}/min. Another client shares the address.` });
   const unknown = st.uplink.unknown_variables;
   if (unknown && unknown.count > 0) out.push({ level: 'bad', text: unknownVariablesProblem(unknown, st.set_aside.samples), href: '#/set-aside' });
   else if (st.set_aside.samples > 0) out.push({ level: 'warn', text: `${fmtNum(st.set_aside.samples)} samples were refused by the service and set aside.`, href: '#/set-aside' });
   const d = st.delivery;
-  if (d && d.above_sync_capacity) out.push({ level: d.import_jobs === 'keeping_up' ? 'warn' : 'bad', text: capacityText(d) });
+  if (d && d.above_sync_capacity) out.push({ level: d.state === 'growing' ? 'bad' : 'warn', text: capacityText(d) });
+  else if (d?.state === 'growing') out.push({ level: 'warn', text: `The backlog grows (${fmtNum(d.backlog_rise_30s ?? d.backlog_change_30s ?? 0)} samples in 30 s${d.growing_since ? `, since ${fmtTime(Date.parse(d.growing_since))}` : ''}): ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving.` });
   if (st.buffer.oldest_unsent_age_s !== null && st.buffer.oldest_unsent_age_s > 60) out.push({ level: 'warn', text: `The oldest unsent sample is ${fmtDuration(st.buffer.oldest_unsent_age_s)} old (${fmtNum(st.buffer.samples)} waiting).` });
   // Only while it goes on: a blip (an unknown Sparkplug alias until the rebirth) clears a minute after it ended.
   for (const c of refusing ?? []) out.push({ level: 'warn', text: refusalText(c), href: '#/variables' });
@@ -100,16 +102,42 @@ export function unknownVariablesProblem(u: GatewayStatus['uplink']['unknown_vari
 
 type Delivery = GatewayStatus['delivery'];
 
+/** The Uplink card's pill: green only when everything mapped is delivered. */
+function uplinkPill(st: GatewayStatus): string {
+  const state = st.uplink.state?.state;
+  if (state) return state === 'delivering' ? 'ok' : state === 'refused' ? 'bad' : 'warn';
+  return st.uplink.condition === 'ok' ? 'ok' : st.uplink.condition === 'retrying' ? 'warn' : 'bad';
+}
+
 const IMPORT_JOBS: Record<NonNullable<Delivery['import_jobs']>, string> = {
   off: 'import jobs are off (uplink.backfill.enabled), so the backlog grows until ingest falls',
-  waiting: 'import jobs start when the backlog reaches uplink.backfill.threshold',
-  keeping_up: 'import jobs keep up',
-  falling_behind: 'import jobs do not keep up',
+  waiting: 'import jobs start when the oldest unsent sample is older than uplink.backfill.threshold and the sync path cannot drain the backlog in that time',
+  running: 'import jobs carry the backlog',
 };
 
-/** Issue 24 §1: ingest above what the sync path can carry, and whether import jobs keep up. */
+/** Ingest above what the sync path can carry, and what import jobs do about it; never "keeps up" while the backlog grows. */
 export function capacityText(d: Delivery): string {
-  return `Ingest (${fmtNum(d.ingest_per_s)} samples/s) is above the sync path's capacity (${fmtNum(d.sync_capacity_per_s)} samples/s at the request budget); ${d.import_jobs ? IMPORT_JOBS[d.import_jobs] : ''}.`;
+  const jobs = d.import_jobs ? IMPORT_JOBS[d.import_jobs] : '';
+  const growing = d.state === 'growing' ? `; the backlog grows (${fmtNum(d.backlog_rise_30s ?? d.backlog_change_30s ?? 0)} in 30 s)` : '';
+  return `Ingest (${fmtNum(d.ingest_per_s)} samples/s) is above the sync path's capacity (${fmtNum(d.sync_capacity_per_s)} samples/s at the pace in force); ${jobs}${growing}.`;
+}
+
+/** The outage in progress, in the words the demo's terminal uses: since when, the backlog and its oldest sample. */
+export function outageProblem(st: GatewayStatus): string {
+  const o = st.uplink.outage;
+  const text = st.uplink.state?.text ?? `Uplink ${st.uplink.condition}`;
+  if (!o || o.state !== 'down') return `${text}: ${st.uplink.reason}`;
+  return `The tracking service is ${text.replace(/^unreachable since \S+/, `unreachable since ${fmtTime(Date.parse(o.since))}`)} (${fmtDuration((Date.now() - Date.parse(o.since)) / 1000)}): ${fmtNum(st.buffer.samples)} samples wait, the oldest ${fmtDuration(st.buffer.oldest_unsent_age_s ?? 0)} old; every sample is kept and delivery resumes by itself. ${st.uplink.reason}`;
+}
+
+/** The last outage and its catch-up (or the catch-up under way), as the demo's terminal prints it. */
+export function outageLine(st: GatewayStatus): string | null {
+  const o = st.uplink.outage;
+  if (!o || o.state === 'down' || !o.until) return null;
+  const span = `${fmtTime(Date.parse(o.since))}–${fmtTime(Date.parse(o.until))} (${fmtDuration((Date.parse(o.until) - Date.parse(o.since)) / 1000)})`;
+  const during = `backlog up to ${fmtNum(o.backlog_peak)}, oldest ${o.oldest_age_peak_s === null ? '–' : fmtDuration(o.oldest_age_peak_s)}`;
+  const after = o.state === 'catching_up' ? `catching up: ${fmtNum(st.buffer.samples)} samples left` : `caught up ${fmtDuration(o.catch_up_s ?? 0)} after the service came back`;
+  return `Last outage ${span}: ${during}; ${after}.`;
 }
 
 /** The Backlog card's two lines: the estimate (or "–") and what it rests on. */
@@ -120,11 +148,11 @@ export function backlogLines(st: GatewayStatus): { big: string; line: string } {
     case 'idle':
       return { big: 'empty', line: 'nothing waits' };
     case 'draining':
-      return { big: fmtDuration(d.drain_eta_s ?? 0), line: `to drain at what was delivered recently (${fmtNum(d.delivered_per_s)}/s, ${fmtNum(d.ingest_per_s)}/s arriving)` };
+      return { big: fmtDuration(d.drain_eta_s ?? 0), line: `to drain at what was measured (${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving${d.import_jobs === 'running' ? ', import jobs in flight' : ''})` };
     case 'keeping_up':
-      return { big: '–', line: `keeping up: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+      return { big: '–', line: `${d.no_estimate_because ?? 'keeping up'}: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
     case 'growing':
-      return { big: '–', line: `growing: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
+      return { big: 'growing', line: `+${fmtNum(d.backlog_rise_30s ?? d.backlog_change_30s ?? 0)} in 30 s: ${fmtNum(d.delivered_per_s)}/s delivered, ${fmtNum(d.ingest_per_s)}/s arriving` };
     default:
       return { big: '–', line: `no estimate yet: ${d.no_estimate_because ?? ''}` };
   }
@@ -190,7 +218,7 @@ export function Overview() {
         <section class="card kpi">
           <h3>Uplink</h3>
           <div class="big">
-            <span class={`pill ${u.condition === 'ok' ? 'ok' : u.condition === 'retrying' ? 'warn' : 'bad'}`} data-testid="uplink-state">{u.condition}</span>
+            <span class={`pill ${uplinkPill(st)}`} data-testid="uplink-state">{u.state?.text ?? u.condition}</span>
           </div>
           <div class="muted">
             {fmtNum(u.sync.rate_per_s)} samples/s · delivered {fmtNum(u.sync.delivered_total)}
@@ -200,8 +228,11 @@ export function Overview() {
             <div style={`width:${Math.min(100, (100 * u.requests_last_minute) / u.budget_per_minute).toFixed(1)}%`}></div>
           </div>
           <div class="muted small">
-            budget {u.requests_last_minute} of {u.budget_per_minute} requests/min{u.reason ? ` · ${u.reason}` : ''}
+            {u.requests_last_minute} requests in the last minute · pace {fmtNum(u.pace_per_minute ?? u.budget_per_minute)}/min of the budget {fmtNum(u.budget_per_minute)}
+            {u.rate?.found_per_minute != null ? ` · limit found ${fmtNum(u.rate.found_per_minute)}/min` : ''}
+            {u.reason ? ` · ${u.reason}` : ''}
           </div>
+          {outageLine(st) ? <div class="muted small" data-testid="uplink-outage">{outageLine(st)}</div> : ''}
         </section>
         <section class="card kpi">
           <h3>Backlog</h3>

@@ -100,8 +100,9 @@ export class SourcesStage implements Stage {
     // leaves the running sources counted and watched.
     const pending: Array<[string, SourceStats]> = [];
     for (const section of changed) started.push(...(await buildSourceSection(section, next, (name, kind) => this.makeContext(name, kind, pending))));
-    assertUniqueNames([...this.list.filter((s) => !changed.includes(s.kind)), ...started]);
-    const stopped = this.list.filter((s) => changed.includes(s.kind));
+    const kinds: readonly string[] = changed;
+    assertUniqueNames([...this.list.filter((s) => !kinds.includes(s.kind)), ...started]);
+    const stopped = this.list.filter((s) => kinds.includes(s.kind));
     return {
       stopped,
       started,

@@ -154,7 +154,8 @@ function startConsole(server: LocalHttpServer, o: { fleet: FleetRuntime | null; 
     client: uplink.client,
     clock,
     dataDir: store.dataDir,
-    reload: (next) => reloads.apply(next),
+    reload: (next, written) => reloads.apply(next, written),
+    logger: logger.child({ component: 'console' }),
     fleet: o.fleet?.watch() ?? null,
     demo: o.demo,
   });

@@ -6,6 +6,7 @@ import type { MqttSection } from './config.js';
 import { EmbeddedBroker } from './embedded-broker.js';
 import { EmbeddedConnectionSource } from './embedded-connection.js';
 import { MqttConnectionSource } from './remote-connection.js';
+import { createRemoteMqttSources } from './remote-sources.js';
 
 export { EmbeddedBroker } from './embedded-broker.js';
 export { EmbeddedBrokerSource } from './broker-source.js';
@@ -20,6 +21,7 @@ export { MqttConnectionSource } from './remote-connection.js';
  */
 export function createMqttSources(section: MqttSection, makeContext: (name: string, kind: SourceKind) => SourceContext): Source[] {
   if (!section) return [];
+  if (!section.broker?.enabled) return createRemoteMqttSources(section, makeContext);
   const sources: Source[] = [];
   let broker: EmbeddedBroker | null = null;
   if (section.broker?.enabled) {

@@ -56,7 +56,7 @@ export const opcuaNodeSchema = z
     timestamp: timestampSchema.optional().meta({ description: 'Overrides the server-level timestamp setting for this node' }),
     deadband: deadbandSchema.optional(),
     sampling_interval: durationMs({ min: 0, max: 3_600_000 }).optional().meta({ description: 'How often the server samples the node (subscription mode). Default: the server-level sampling_interval', examples: ['500ms'] }),
-    queue_size: z.number().int().min(1).max(10_000).optional().meta({ description: 'Values the server keeps per node between publishes (subscription mode). Default: the server-level queue_size', examples: [10] }),
+    queue_size: z.number().int().min(1).max(10_000).optional().meta({ description: 'Values the server keeps per node between publishes (subscription mode). Default: the server-level queue_size, else 30 s of the node\'s samplings (10 to 1,000)', examples: [10] }),
     uncertain: uncertainSchema.optional().meta({ description: 'Overrides the server-level uncertain setting for this node' }),
   })
   .meta({ description: 'One OPC UA variable and the machine variable it feeds' });
@@ -100,7 +100,7 @@ export const opcuaServerSchema = z
     mode: z.enum(['subscription', 'polling']).default('subscription').meta({ description: 'subscription: the server reports changes (recommended); polling: the gateway reads every polling_interval' }),
     publishing_interval: durationMs({ min: 50, max: 3_600_000 }).default(1_000).meta({ description: 'Subscription publishing interval (OPC UA Part 4 §5.13.2)', examples: ['1s'] }),
     sampling_interval: durationMs({ min: 0, max: 3_600_000 }).optional().meta({ description: 'Default sampling interval of the nodes. Default: the publishing interval', examples: ['500ms'] }),
-    queue_size: z.number().int().min(1).max(10_000).default(10).meta({ description: 'Default queue size per node: values kept on the server between publishes, so a value change faster than publishing is not lost' }),
+    queue_size: z.number().int().min(1).max(10_000).optional().meta({ description: 'Default queue size per node: values the server keeps between publishes, so a change faster than publishing is not lost, and while the gateway holds its Publish requests back (its buffer not keeping up). Default: 30 s of the node\'s samplings, at least 10 and at most 1,000 (30 at 1 s); the server may lower it (status flow.server_queue_ms)' }),
     keep_alive_count: z.number().int().min(1).max(1_000).default(3).meta({ description: 'Publishing intervals without data after which the server sends a keep-alive (Part 4 §5.13.1)' }),
     watchdog_multiplier: z
       .number()
@@ -133,7 +133,7 @@ export const opcuaServerSchema = z
           'Largest message the gateway accepts from the server, announced in the connection Hello (OPC UA Part 6 §7.1.2.3): the server must refuse a larger response (BadTcpMessageTooLarge) instead of sending it, so one answer (a HistoryRead of a server that ignores numValuesPerNode, a huge Browse) cannot take hundreds of MB and block the gateway for seconds. Also sets maxNotificationsPerPublish so a subscription backlog comes in several Publish responses',
         examples: ['4MiB', '16MiB'],
       }),
-    max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Samples held in memory while the buffer commits; beyond this new values are refused (counted as buffer_full)' }),
+    max_pending_samples: z.number().int().min(1_000).max(10_000_000).default(200_000).meta({ description: 'Values held in memory while the buffer commits. Subscription mode keeps its Publish requests to what fits (the server holds the rest in its monitored-item queues); a value beyond it is refused and counted as lost (buffer_full, dropped_total)' }),
     nodes: z.array(opcuaNodeSchema).default([]).meta({ description: 'Nodes to read (at least one, unless events are configured)' }),
     events: opcuaEventsSchema.optional(),
     history: z

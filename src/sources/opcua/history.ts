@@ -211,6 +211,13 @@ export class HistoryBackfill {
     if (run.wake && run.firstLive.size >= run.waitingFor) run.wake();
   }
 
+  /** `noteLive` for the hot path: the time is `out.ts` (decode.ts SampleOut). */
+  noteLiveOut(index: number, out: { ts: number }): void {
+    const run = this.current;
+    if (!run || run.firstLive.has(index)) return;
+    this.noteLive(index, out.ts);
+  }
+
   /** The link is going away: stop reading (the session is dead or closing). Pending gaps stay pending. */
   end(): void {
     if (this.current) {
@@ -241,6 +248,10 @@ export class HistoryBackfill {
     if (candidates.length === 0) return;
 
     this.state = 'waiting_for_live';
+    // The nodes' AccessLevel is read once the subscription delivers (or after the first-value wait):
+    // at 100,000 nodes those 200 Reads competed with the CreateMonitoredItems calls of the connect.
+    await this.firstLiveOrTimeout(run);
+    if (run.aborted) return;
     const historized = await this.historizedNodes(session, candidates, run.limits);
     if (run.aborted) return;
     const readable = candidates.filter((b) => historized.has(b.index) && !this.refused.has(b.variable));
@@ -361,7 +372,28 @@ export class HistoryBackfill {
   }
 
   /** Reads AccessLevel and UserAccessLevel; a node is historized when both have HistoryRead (bit 2, Part 3 §5.6.2). */
+  /** Resolves at the run's first live value, or after firstValueTimeoutMs. */
+  private async firstLiveOrTimeout(run: Run): Promise<void> {
+    const deadline = this.o.clock.monotonic() + this.o.firstValueTimeoutMs;
+    while (!run.aborted && run.firstLive.size === 0 && this.o.clock.monotonic() < deadline) await sleep(100);
+  }
+
+  /**
+   * The nodes whose history may be read, by config index. Kept for the same node list (a rebuild
+   * while the server's namespace array is unchanged reuses it, source.ts planFor): a restarted
+   * server asked again for 100,000 AccessLevels is a minute of Reads at the worst moment. A reload
+   * or a restart of the gateway reads them afresh.
+   */
+  private historized: { bindings: readonly NodeBinding[]; set: Set<number> } | null = null;
+
   private async historizedNodes(session: ClientSession, bindings: readonly NodeBinding[], limits: OperationLimits): Promise<Set<number>> {
+    if (this.historized?.bindings === bindings) return this.historized.set;
+    const set = await this.readHistorized(session, bindings, limits);
+    this.historized = { bindings, set };
+    return set;
+  }
+
+  private async readHistorized(session: ClientSession, bindings: readonly NodeBinding[], limits: OperationLimits): Promise<Set<number>> {
     const out = new Set<number>();
     const perRead = entriesPerCall(READ_CHUNK, limits.maxNodesPerRead, 2);
     for (let start = 0; start < bindings.length; start += perRead) {

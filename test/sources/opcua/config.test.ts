@@ -6,6 +6,7 @@ import { validateConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { decodeDataValue, type NodeBinding } from '../../../src/sources/opcua/decode.js';
 import { parseNodeId, resolveNodeId, toNsuForm } from '../../../src/sources/opcua/node-id.js';
+import { defaultQueueSize } from '../../../src/sources/opcua/validate-nodes.js';
 import { createOpcuaSources } from '../../../src/sources/opcua/index.js';
 import { opcuaDemoSection } from '../../../src/sim/opcua-server.js';
 import { DEMO_FIXTURE } from '../../../src/emulator/demo-fixture.js';
@@ -41,8 +42,12 @@ describe('opcua config', () => {
   it('applies documented defaults', () => {
     const { config } = validateConfig({ ...base, opcua: { servers: [server()] } });
     const s = config.opcua.servers[0];
-    expect(s).toMatchObject({ security_mode: 'None', user: { type: 'anonymous' }, trust_on_first_use: false, mode: 'subscription', publishing_interval: 1_000, queue_size: 10, keep_alive_count: 3, watchdog_multiplier: 10, timestamp: 'source', uncertain: 'forward', reconnect: { initial_delay: 1_000, max_delay: 30_000 } });
+    expect(s).toMatchObject({ security_mode: 'None', user: { type: 'anonymous' }, trust_on_first_use: false, mode: 'subscription', publishing_interval: 1_000, keep_alive_count: 3, watchdog_multiplier: 10, timestamp: 'source', uncertain: 'forward', reconnect: { initial_delay: 1_000, max_delay: 30_000 } });
     expect(s.nodes[0]).toMatchObject({ scale: 1, offset: 0 });
+    expect(s.queue_size).toBeUndefined();
+    // Unset, a node's queue holds 30 s of its samplings (10 to 1,000): the server keeps values in it
+    // while the gateway holds its Publish requests back.
+    expect([defaultQueueSize(1_000, 1_000), defaultQueueSize(100, 1_000), defaultQueueSize(5_000, 1_000), defaultQueueSize(0, 500), defaultQueueSize(10, 1_000)]).toEqual([30, 300, 10, 60, 1_000]);
     expect(s.max_message_size).toBe(4 * 1024 * 1024);
     expect(s.history).toEqual({ backfill: 'auto', max_window: 86_400_000, values_per_request: 1_000, max_values_per_gap: 1_000_000 });
     expect(validateConfig(base).config.opcua.servers).toEqual([]);

@@ -11,6 +11,7 @@ import { SourceStats } from '../../../src/core/source.js';
 import type { SourceContext } from '../../../src/sources/context.js';
 import { opcuaServerSchema, type OpcuaServerConfig } from '../../../src/sources/opcua/config.js';
 import { OpcuaSource } from '../../../src/sources/opcua/source.js';
+import type { HistoryContext } from '../../../src/sources/opcua/history.js';
 
 /** A logger whose JSON lines are kept in memory, so tests can assert on what the operator reads. */
 export function captureLogger(level = 'debug'): { logger: Logger; lines: Array<Record<string, unknown>>; text(): string } {
@@ -58,14 +59,14 @@ export function serverConfig(raw: Record<string, unknown>): OpcuaServerConfig {
 }
 
 /** A real OpcuaSource with an in-memory sink and its own metrics. */
-export function makeSource(raw: Record<string, unknown>, opts: { pkiDir: string; clock?: Clock; sink?: SampleSink & { samples?: Sample[] } } = { pkiDir: tmpPki() }): Harness {
+export function makeSource(raw: Record<string, unknown>, opts: { pkiDir: string; clock?: Clock; sink?: SampleSink & { samples?: Sample[] }; history?: HistoryContext } = { pkiDir: tmpPki() }): Harness {
   const cfg = serverConfig(raw);
   const metrics = createMetrics();
   const clock = opts.clock ?? systemClock;
   const stats = new SourceStats(cfg.name, 'opcua', metrics, clock);
   const log = captureLogger();
   const sink = (opts.sink as MemorySink | undefined) ?? new MemorySink();
-  const ctx: SourceContext = { sink, logger: log.logger, stats, metrics, clock, dataDir: mkdtempSync(join(tmpdir(), 'opcua-src-')) };
+  const ctx: SourceContext = { sink, logger: log.logger, stats, metrics, clock, dataDir: mkdtempSync(join(tmpdir(), 'opcua-src-')), ...(opts.history ? { history: opts.history } : {}) };
   const source = new OpcuaSource(cfg, ctx, { path: 'opcua.servers[0]', pkiDir: opts.pkiDir });
   return { source, sink, metrics, stats, log, close: () => source.close() };
 }

@@ -1,7 +1,6 @@
 import { DataChangeNotification, DataType, DataValue, MonitoredItemNotification, NotificationMessage, StatusCodes } from 'node-opcua';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { NodeBinding } from '../../../src/sources/opcua/decode.js';
-import { publishRequestsFor } from '../../../src/sources/opcua/publish-pipeline.js';
+import { publishRequestsFor, valuesPerInterval } from '../../../src/sources/opcua/publish-pipeline.js';
 import { countMessage, SequenceTracker } from '../../../src/sources/opcua/subscription-reader.js';
 import { delay, waitFor } from '../../helpers/wait.js';
 import { makeSource, metricValue, tmpPki } from './helpers.js';
@@ -100,22 +99,26 @@ describe('OPC UA subscription under load', () => {
 });
 
 describe('OPC UA publish accounting (units)', () => {
-  const binding = (samplingInterval: number, queueSize: number, i = 0): NodeBinding => ({ index: i, configuredId: `ns=1;i=${i}`, nodeId: `ns=1;i=${i}`, variable: `v${i}`, scale: 1, offset: 0, timestamp: 'source', uncertain: 'forward', samplingInterval, queueSize });
-
-  it('sizes the Publish pipeline to one publishing interval of values at 1,000 per response, between node-opcua\'s 5 and 100', () => {
-    const many = (n: number, sampling: number, queue: number) => Array.from({ length: n }, (_, i) => binding(sampling, queue, i));
-    expect(publishRequestsFor(many(100, 1_000, 10), 1_000)).toBe(5);
-    expect(publishRequestsFor(many(10_000, 1_000, 10), 1_000)).toBe(12);
-    expect(publishRequestsFor(many(30_000, 1_000, 10), 1_000)).toBe(32);
-    expect(publishRequestsFor(many(100_000, 1_000, 10), 1_000)).toBe(100);
+  it('sizes the Publish pipeline to one publishing interval of values, from what the server revised, at 1,000 per response, between node-opcua\'s 5 and 100', () => {
+    const many = (n: number, samplingInterval: number, queueSize: number) => Array.from({ length: n }, () => ({ samplingInterval, queueSize }));
+    const requests = (n: number, sampling: number, queue: number, perResponse?: number) => publishRequestsFor(valuesPerInterval(many(n, sampling, queue), 1_000), perResponse);
+    expect(requests(100, 1_000, 10)).toBe(5);
+    expect(requests(10_000, 1_000, 10)).toBe(12);
+    expect(requests(30_000, 1_000, 10)).toBe(32);
+    expect(requests(100_000, 1_000, 10)).toBe(100);
     // Sampled 10× per publishing interval, but no more than the queue holds.
-    expect(publishRequestsFor(many(1_000, 100, 10), 1_000)).toBe(12);
-    expect(publishRequestsFor(many(1_000, 100, 3), 1_000)).toBe(5);
+    expect(requests(1_000, 100, 10)).toBe(12);
+    expect(requests(1_000, 100, 3)).toBe(5);
+    // Sampled slower than published: 300,000 items every 5 s are 60,000 values an interval, not 300,000.
+    expect(requests(300_000, 5_000, 10)).toBe(62);
+    expect(requests(20_000, 10_000, 10)).toBe(5);
     // Exception-based (sampling 0): one change per interval is assumed.
-    expect(publishRequestsFor(many(8_000, 0, 10), 1_000)).toBe(10);
+    expect(requests(8_000, 0, 10)).toBe(10);
+    // A server that answers 5,000 values per response needs fewer requests.
+    expect(requests(100_000, 1_000, 10, 5_000)).toBe(22);
   });
 
-  it('counts values, Overflow bits and skipped sequence numbers of NotificationMessages', () => {
+  it('counts values, Overflow bits, skipped and repeated sequence numbers of NotificationMessages', () => {
     const value = (overflow: boolean) => new DataValue({ value: { dataType: DataType.Double, value: 1 }, statusCode: overflow ? StatusCodes.GoodWithOverflowBit : StatusCodes.Good });
     const message = (sequenceNumber: number, overflows: boolean[]) =>
       new NotificationMessage({ sequenceNumber, notificationData: overflows.length === 0 ? [] : [new DataChangeNotification({ monitoredItems: overflows.map((o, i) => new MonitoredItemNotification({ clientHandle: i, value: value(o) })) })] });
@@ -125,7 +128,11 @@ describe('OPC UA publish accounting (units)', () => {
     expect(countMessage(message(2, [false]), seq)).toEqual({ values: 1, overflows: 0, missedMessages: 0 });
     expect(countMessage(message(3, []), seq)).toEqual({ values: 0, overflows: 0, missedMessages: 0 }); // keep-alive: next is 3
     expect(countMessage(message(6, [true, true]), seq)).toEqual({ values: 2, overflows: 2, missedMessages: 3 }); // 3, 4 and 5 never came
-    // A re-created subscription (or the 32-bit wrap) starts again at 1: not a loss.
-    expect(countMessage(message(1, [false]), seq).missedMessages).toBe(0);
+    // A message that comes twice (republished after a repair while the server also sent it): its values are not handed on again.
+    expect(countMessage(message(2, [false, true]), seq)).toEqual({ values: 0, overflows: 0, missedMessages: 0, repeated: true });
+    expect(countMessage(message(7, [false]), seq)).toEqual({ values: 1, overflows: 0, missedMessages: 0 });
+    // A re-created subscription (a new subscription id) starts again at 1: not a loss, not a repeat.
+    seq.reset();
+    expect(countMessage(message(1, [false]), seq)).toEqual({ values: 1, overflows: 0, missedMessages: 0 });
   });
 });

@@ -1,4 +1,5 @@
-import spb from 'sparkplug-payload';
+import { createRequire } from 'node:module';
+import type spb from 'sparkplug-payload';
 import type { SparkplugSubscriptionConfig } from '../config.js';
 import { MACHINE_VARIABLE_ID, payloadVariableAllowed, scaled, type Decoded, type InboundMessage, type PayloadDecoder, type RawSample, type Refusal } from '../decoding.js';
 import { checkRange, coerceText, shorten } from '../values.js';
@@ -8,12 +9,26 @@ type Codec = NonNullable<ReturnType<typeof spb.get>>;
 type UPayload = ReturnType<Codec['decodePayload']>;
 type UMetric = NonNullable<UPayload['metrics']>[number];
 
+let codec: Codec | null = null;
+
+/**
+ * Eclipse Tahu's sparkplug-payload, loaded at the first Sparkplug message: it brings protobufjs
+ * with it, a few MB of heap a gateway without Sparkplug subscriptions does not need
+ * (bench/small-plant.ts).
+ */
+function loadCodec(): Codec {
+  if (codec) return codec;
+  const lib = createRequire(import.meta.url)('sparkplug-payload') as typeof spb;
+  const c = lib.get('spBv1.0');
+  if (!c) throw new Error('sparkplug-payload does not provide the spBv1.0 codec');
+  return (codec = c);
+}
+
 /** The Sparkplug B protobuf codec (Eclipse Tahu's sparkplug-payload). */
-export const sparkplugCodec: Codec = (() => {
-  const codec = spb.get('spBv1.0');
-  if (!codec) throw new Error('sparkplug-payload does not provide the spBv1.0 codec');
-  return codec;
-})();
+export const sparkplugCodec: Pick<Codec, 'decodePayload' | 'encodePayload'> = {
+  decodePayload: (bytes) => loadCodec().decodePayload(bytes),
+  encodePayload: (payload) => loadCodec().encodePayload(payload),
+};
 
 export type SparkplugMessageType = 'NBIRTH' | 'NDEATH' | 'DBIRTH' | 'DDEATH' | 'NDATA' | 'DDATA' | 'NCMD' | 'DCMD';
 const NODE_TYPES = new Set(['NBIRTH', 'NDEATH', 'NDATA', 'NCMD']);
