@@ -12,17 +12,25 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json tsconfig.json tsconfig.web.json ./
-COPY src ./src
 # better-sqlite3 is compiled from source against this image's own Node headers (nodedir), so the
 # build needs only the npm registry and the Debian mirror: no prebuilt binary from GitHub, no headers
 # from nodejs.org. That suits plants that reach the internet only through package mirrors.
 # serialport's binaries come inside its npm package.
 ENV npm_config_build_from_source=better-sqlite3
-# npm ci runs the `prepare` script, which compiles TypeScript to dist/. Then: drop dev
-# dependencies and the compiler's intermediate files (about 25 MB), and make the CLI executable for
-# the `edge-gateway` command of the runtime stage.
-RUN npm_config_nodedir="$(dirname "$(dirname "$(command -v node)")")" npm ci \
+# Dependencies first, in their own layer: an engine that keeps layers (docker build, buildah
+# --layers) reuses it, and the compilation of better-sqlite3, for as long as package.json and
+# package-lock.json stay the same. --ignore-scripts holds back the install scripts, among them our
+# `prepare` (it compiles src/, not copied yet); `npm rebuild` then runs the dependencies' own.
+COPY package.json package-lock.json ./
+RUN export npm_config_nodedir="$(dirname "$(dirname "$(command -v node)")")" \
+ && npm ci --ignore-scripts \
+ && npm rebuild
+# Then the sources: compile TypeScript to dist/, drop dev dependencies and the compiler's
+# intermediate files (about 25 MB), and make the CLI executable for the `edge-gateway` command of
+# the runtime stage.
+COPY tsconfig.json tsconfig.web.json ./
+COPY src ./src
+RUN npm run build \
  && npm prune --omit=dev \
  && rm -rf node_modules/better-sqlite3/build/Release/obj node_modules/better-sqlite3/build/Release/obj.target node_modules/better-sqlite3/deps \
  && chmod 0755 dist/cli.js

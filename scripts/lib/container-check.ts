@@ -4,9 +4,12 @@
  *
  *   1. the base: a stand-in for node:20-bookworm-slim built on this machine (base-image.ts; no image
  *      registry is reachable here), cached across runs by a hash of its inputs;
- *   2. `buildah bud --format docker --pull=never` (docker format, or HEALTHCHECK is dropped), npm in
- *      RUN steps trusting this machine's certificate authorities through a folder mounted as the
- *      build's /root (CA bundle + .npmrc; a mount, so nothing of it lands in the image);
+ *   2. `buildah bud --format docker --pull=never --layers` (docker format, or HEALTHCHECK is
+ *      dropped), npm in RUN steps trusting this machine's certificate authorities through a folder
+ *      mounted as the build's /root (CA bundle + .npmrc; a mount, so nothing of it lands in the
+ *      image); layers of the last build are reused where their inputs are unchanged, as `docker
+ *      build` does (the dependencies while package-lock.json stays, everything after a change of
+ *      src/ is built again);
  *   3. the image: user, HEALTHCHECK, tini entry point; no compiler; no npm credentials or CA files;
  *   4. the emulator, run from the same image as other teams would (`emulator --host 0.0.0.0`,
  *      published with -p), its human start-up text free of JSON log lines;
@@ -32,18 +35,26 @@ const REPO = resolve(import.meta.dirname, '..', '..');
 /** `docker stop` waits 10 s before SIGKILL; the gateway must be gone before that. */
 const STOP_DEADLINE_MS = 10_000;
 const IMAGE = 'localhost/edge-gateway:container-check';
+/**
+ * The Dockerfile's build stage, tagged so that its layers (npm ci and the compilation of
+ * better-sqlite3) are kept between runs as the layer cache; `image prune` removes only layers no
+ * tagged image uses.
+ */
+const BUILD_STAGE_IMAGE = 'localhost/edge-gateway:container-check-build';
 const GATEWAY_UID = 10001;
 const COMPILERS = ['gcc', 'g++', 'cc', 'c++', 'cpp', 'make', 'python3', 'clang', 'node-gyp'];
 const DEFAULT_WORK_DIR = '/var/tmp/edge-gateway-container-check';
 
 const USAGE = `Usage: scripts/container-check [--work-dir DIR] [--keep]
 
-Builds the Dockerfile with buildah (on a locally built stand-in for node:20-bookworm-slim) and runs
+Builds the Dockerfile with buildah (on a locally built stand-in for node:20-bookworm-slim; layers of
+the last build reused where their inputs are unchanged) and runs
 the image with podman: the emulator from the image, then the gateway as uid 10001 under tini with a
 mounted config and a *_FILE secret; health check, delivery, status, secrets, stop. See docs/container.md.
 
   --work-dir DIR  engine storage, containers.conf, npm cache and logs
-                  (default ${DEFAULT_WORK_DIR}; the base image is cached there)
+                  (default ${DEFAULT_WORK_DIR}; the base image and the last build's
+                  layers are cached there)
   --keep          keep the containers, volume and image for a look afterwards
 
 Exit code: 0 passed, 1 failed, 2 usage, 3 this machine cannot run it (buildah, podman, runc,
@@ -366,7 +377,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     await engine.podman(['rm', '-f', '-t', '0', names.gateway, names.emulator]);
     await engine.podman(['volume', 'rm', '-f', names.volume]);
-    await engine.podman(['rmi', '-f', IMAGE]);
+    // The image and its build stage stay tagged: they are the layer cache of the next run. What no
+    // tag uses any more (the previous run's image) goes.
     await engine.podman(['image', 'prune', '-f']);
   };
   stopping = async () => {
@@ -383,17 +395,27 @@ export async function main(argv: string[]): Promise<number> {
 
     const buildAt = Date.now();
     log(`build: buildah bud --format docker --pull=never (FROM ${BASE_IMAGE} stand-in), npm trusting this machine's CAs via ${root} mounted as /root`);
+    // The last run's image loses its tag first, so a failed build cannot leave it to be checked.
+    await engine.podman(['untag', IMAGE]);
     let steps = 0;
-    await engine.buildah(['bud', '--isolation', 'chroot', '--format', 'docker', '--pull=never', '--layers=false', '--force-rm', '--volume', `${root}:/root`, '-f', join(REPO, 'Dockerfile'), '-t', IMAGE, REPO], {
-      nice: true,
-      check: 'buildah bud of the Dockerfile',
-      timeoutMs: 40 * 60_000,
-      echo: (line) => {
-        if (/^\[\d+\/\d+\] STEP \d+\/\d+: (FROM|RUN|COMMIT)/.test(line)) log(`  ${line.length > 140 ? `${line.slice(0, 137)}...` : line}`);
-        if (/STEP \d+\/\d+:/.test(line)) steps++;
-      },
-    });
-    log(`image built in ${seconds(Date.now() - buildAt)} (${steps} steps)`);
+    let reused = 0;
+    const bud = (extra: string[], tag: string) =>
+      engine.buildah(['bud', '--isolation', 'chroot', '--format', 'docker', '--pull=never', '--layers', '--force-rm', '--volume', `${root}:/root`, '-f', join(REPO, 'Dockerfile'), ...extra, '-t', tag, REPO], {
+        nice: true,
+        check: 'buildah bud of the Dockerfile',
+        timeoutMs: 40 * 60_000,
+        echo: (line) => {
+          // "[1/2] STEP 3/9: RUN ..." in a multi-stage build; "STEP 3/9: RUN ..." with --target of the first stage.
+          if (/^(\[\d+\/\d+\] )?STEP \d+\/\d+: (FROM|RUN|COMMIT)/.test(line)) log(`  ${line.length > 140 ? `${line.slice(0, 137)}...` : line}`);
+          if (/STEP \d+\/\d+:/.test(line)) steps++;
+          if (/^--> Using cache /.test(line)) reused++;
+        },
+      });
+    // The build stage alone first (tagged, so its layers survive as the cache), then the image,
+    // which finds that stage in the cache.
+    await bud(['--target', 'build'], BUILD_STAGE_IMAGE);
+    await bud([], IMAGE);
+    log(`image built in ${seconds(Date.now() - buildAt)} (${steps} steps, ${reused} of them layers reused from the cache; storage ${engine.driver})`);
 
     await checkImage(engine);
     const history = await engine.podman(['history', '--no-trunc', '--format', '{{.CreatedBy}}', IMAGE], { check: 'image history' });

@@ -1,11 +1,13 @@
 /**
  * The container engine of scripts/container-check: Debian's buildah and podman, run as root with
- * their own storage in the work folder (vfs driver: works on any file system, no kernel overlay
- * needed), chroot isolation for RUN steps, and runc (crun fails on rlimits with the hybrid cgroups
+ * their own storage in the work folder (the kernel's overlay driver where it works, else vfs, which
+ * works on any file system but copies the whole root file system for every container and layer),
+ * chroot isolation for RUN steps, and runc (crun fails on rlimits with the hybrid cgroups
  * found here). Everything goes through `run()` so each command is niced and logged.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export class CheckFailure extends Error {}
@@ -25,6 +27,8 @@ export interface Engine {
   /** The work folder: storage, containers.conf, the npm folder mounted as the build's /root, logs. */
   dir: string;
   logFile: string;
+  /** The storage driver in use (storageDriver). */
+  driver: 'overlay' | 'vfs';
   buildah(args: string[], opts?: RunOptions): Promise<RunResult>;
   podman(args: string[], opts?: RunOptions): Promise<RunResult>;
   run(argv: string[], opts?: RunOptions): Promise<RunResult>;
@@ -45,7 +49,7 @@ export interface RunOptions {
 export function cannotRunReason(): string | undefined {
   const missing = REQUIRED_TOOLS.filter((t) => spawnSync('sh', ['-c', `command -v ${t}`], { encoding: 'utf8', env: withSbin(process.env) }).status !== 0);
   if (missing.length) return `${missing.join(', ')} not installed (scripts/install-test-deps installs them)`;
-  if (process.getuid?.() !== 0) return 'not root: the check runs buildah and podman as root (chroot isolation, vfs storage)';
+  if (process.getuid?.() !== 0) return 'not root: the check runs buildah and podman as root (chroot isolation, its own storage)';
   return undefined;
 }
 
@@ -77,11 +81,32 @@ function containersConf(): string {
   ].join('\n');
 }
 
+/** statfs f_type of overlayfs: an overlay's upper layer cannot itself be on an overlay. */
+const OVERLAYFS_MAGIC = 0x794c7630;
+
+/**
+ * The storage driver for `dir`: overlay when the kernel has it and `dir` is not on an overlay itself
+ * (layers are then diffs, and a container is a mount, not a copy), else vfs.
+ * EDGE_GATEWAY_CONTAINER_STORAGE=vfs|overlay forces one.
+ */
+export function storageDriver(dir: string): 'overlay' | 'vfs' {
+  const forced = process.env.EDGE_GATEWAY_CONTAINER_STORAGE;
+  if (forced === 'vfs' || forced === 'overlay') return forced;
+  const kernelHasOverlay = existsSync('/proc/filesystems') && /\toverlay$/m.test(readFileSync('/proc/filesystems', 'utf8'));
+  return kernelHasOverlay && statfsSync(dir).type !== OVERLAYFS_MAGIC ? 'overlay' : 'vfs';
+}
+
 export function openEngine(dir: string, logFile: string): Engine {
   mkdirSync(dir, { recursive: true });
   const conf = join(dir, 'containers.conf');
   writeFileSync(conf, containersConf());
-  const storage = ['--root', join(dir, 'storage'), '--runroot', join(dir, 'runroot'), '--storage-driver', 'vfs'];
+  // Each driver its own folder: a storage folder is bound to the driver that created it.
+  const driver = storageDriver(dir);
+  // podman refuses an overlay run root longer than 50 characters: that one goes under /run, named
+  // after the work folder.
+  const root = join(dir, driver === 'vfs' ? 'storage' : `storage-${driver}`);
+  const runroot = driver === 'vfs' ? join(dir, 'runroot') : `/run/egcc-${createHash('sha256').update(dir).digest('hex').slice(0, 12)}`;
+  const storage = ['--root', root, '--runroot', runroot, '--storage-driver', driver];
   const env = withSbin({ ...process.env, CONTAINERS_CONF: conf, BUILDAH_ISOLATION: 'chroot', TMPDIR: join(dir, 'tmp') });
   mkdirSync(join(dir, 'tmp'), { recursive: true });
 
@@ -124,6 +149,7 @@ export function openEngine(dir: string, logFile: string): Engine {
   return {
     dir,
     logFile,
+    driver,
     run,
     buildah: (args, opts) => run(['buildah', ...storage, ...args], opts),
     podman: (args, opts) => run(['podman', ...storage, '--cgroup-manager', 'cgroupfs', ...args], opts),
@@ -132,5 +158,5 @@ export function openEngine(dir: string, logFile: string): Engine {
 
 /** The storage folder exists from an earlier run (the base image may be cached there). */
 export function hasStorage(dir: string): boolean {
-  return existsSync(join(dir, 'storage'));
+  return existsSync(join(dir, 'storage')) || existsSync(join(dir, 'storage-overlay'));
 }

@@ -227,9 +227,13 @@ describe.skipIf(!available)('closing the build loop in the console', () => {
     await page.getByTestId(`problem-line-${bad}`).click({ timeout: 15_000 });
     const start = text.split('\n').slice(0, bad - 1).join('\n').length + 1;
     expect(await editor.evaluate((ta: HTMLTextAreaElement) => [ta.selectionStart, ta.selectionEnd, document.activeElement === ta])).toEqual([start, start + text.split('\n')[bad - 1].length, true]);
-    const at = await linePositions(page, bad);
-    expect(at.visible).toBe(true);
-    expect(Math.abs(at.numberTop + at.numberHeight / 2 - (at.textTop + at.lh / 2))).toBeLessThan(3);
+    // The gutter follows the scroll that the click caused: polled, as above.
+    await expect
+      .poll(async () => {
+        const at = await linePositions(page, bad);
+        return at.visible ? Math.abs(at.numberTop + at.numberHeight / 2 - (at.textTop + at.lh / 2)) : Infinity;
+      }, { message: `number ${bad} beside its line after the problem link` })
+      .toBeLessThan(3);
     // Back to the file as it is.
     await editor.fill(readFileSync(file, 'utf8'));
   }, 60_000);

@@ -61,7 +61,7 @@ const COST_S: Readonly<Record<string, number>> = {
   'console-config-check.ts': 12,
   'console-cost.ts': 35,
   'console-mapping-csv.ts': 16,
-  'fleet-budget.ts': 135,
+  'fleet-budget.ts': 70,
   'history-backfill.ts': 105,
   'history-read-1m.ts': 134,
   'hostile-inputs.ts': 22,

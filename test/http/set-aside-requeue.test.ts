@@ -44,6 +44,33 @@ function queued(gw: TestGateway): { n: number; min: number | null; max: number |
   return withBufferFile(gw, (db) => db.prepare('SELECT count(*) AS n, min(ts) AS min, max(ts) AS max, count(DISTINCT ts) AS "distinct" FROM samples').get() as { n: number; min: number | null; max: number | null; distinct: number });
 }
 
+/**
+ * The longest stretch of CPU this process spent between two ticks of a 10 ms timer: how long the
+ * event loop was held by work of its own. The loop delay (monitorEventLoopDelay) also counts the
+ * time the process waited for a core, seconds at a time on a loaded 2-core machine, which no step
+ * size can prevent; CPU time counts only the work (and the garbage collector's threads, which
+ * can only make it larger).
+ */
+function cpuStretches(): { stop(): number } {
+  const cpuMs = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  let last = cpuMs();
+  let longest = 0;
+  const timer = setInterval(() => {
+    const now = cpuMs();
+    longest = Math.max(longest, now - last);
+    last = now;
+  }, 10);
+  return {
+    stop() {
+      clearInterval(timer);
+      return Math.max(longest, cpuMs() - last);
+    },
+  };
+}
+
 const setAsideCount = (gw: TestGateway) => withBufferFile(gw, (db) => db.prepare('SELECT count(*) FROM set_aside').pluck(true).get() as number);
 const metricSum = async (gw: TestGateway, name: string) => ((await gw.handle.metrics.registry.getSingleMetric(name)!.get()).values as Array<{ value: number }>).reduce((n, v) => n + v.value, 0);
 
@@ -54,21 +81,23 @@ describe('set-aside requeue through the local API', () => {
     setAside(gw, N);
     const loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
+    const cpu = cpuStretches();
     const started = performance.now();
     const r = await post(gw, '/api/set-aside/requeue', { all: true });
     const seconds = (performance.now() - started) / 1000;
+    const worstCpuMs = cpu.stop();
     loop.disable();
-    const worstMs = loop.max / 1e6;
-    console.log(`requeue of ${N} set-aside samples: ${seconds.toFixed(1)} s, longest event-loop stall ${worstMs.toFixed(0)} ms`);
+    console.log(`requeue of ${N} set-aside samples: ${seconds.toFixed(1)} s, longest event-loop stall ${(loop.max / 1e6).toFixed(0)} ms (${worstCpuMs.toFixed(0)} ms of it CPU)`);
     // All of them are in the queue, each once...
     expect(queued(gw)).toEqual({ n: N, min: T0, max: T0 + N - 1, distinct: N });
     // ...and only then gone from set-aside; the answer says so.
     expect(setAsideCount(gw)).toBe(0);
     expect(r).toEqual({ status: 200, body: { requeued: N, remaining: 0 } });
     expect(await metricSum(gw, 'gateway_buffer_dropped_samples_total')).toBe(0);
-    // Bounded steps: the event loop was never held for seconds (one step is tens of milliseconds;
-    // the bound leaves room for a busy 2-core machine).
-    expect(worstMs).toBeLessThan(1_500);
+    // Bounded steps: the event loop was never held for seconds of work (one step is tens of
+    // milliseconds; the bound leaves room for a slow machine). The wall-clock stall printed above is
+    // bench/set-aside-requeue.ts's figure: a test beside other work on 2 cores cannot judge it.
+    expect(worstCpuMs).toBeLessThan(1_500);
   }, 300_000);
 
   it('refuse_new on a full buffer: nothing is requeued, every sample stays set aside, and the answer says why', async () => {
