@@ -20,11 +20,10 @@ import type { StoreOwner } from '../store/store.js';
  * transaction together with the deletes of acknowledged rows.
  *
  * Keeps:
- *  B1  `append()` resolves only after the transaction holding its samples has committed (with
- *      synchronous=FULL: durable against power loss), and never otherwise. Samples it does not
- *      keep (refuse_new over max_bytes or on a full disk, more than maxPendingSamples waiting in
- *      memory, a closed buffer) are refused: the promise rejects with a `SamplesRefusedError`
- *      carrying a stable code and the reason, and none of that append's samples were committed.
+ *  B1  (stated in src/buffer/README.md) Here: an append is resolved after its group commit and
+ *      every refusal is decided: an append holding a non-finite value or timestamp at once
+ *      (`INVALID_SAMPLE`), the in-memory limit and a closed buffer at once, refuse_new at the
+ *      commit; a refused append rejects whole, having committed nothing.
  *      The commit's own work is only the rows, the acks' deletes and `meta.next_seq` (each
  *      variable's newest timestamp is recorded in memory after it, last-committed.ts):
  *      maintenance (sealing, compaction, giving disk back) never runs in it (B7).
