@@ -74,7 +74,7 @@ function backlogFile(path: string, n: number): void {
 /**
  * The baseline (before issue 22) knows the buffer schema up to 4 and refuses a newer file
  * (BUFFER_SCHEMA_NEWER). Migration 5 only records the chunk formats in `meta` (chunks of format 2
- * need a reader that knows them), migration 6 adds the console's trend table (no samples); the
+ * need a reader that knows them; migration 7 the same for format 3), migration 6 adds the console's trend table (no samples); the
  * backlog holds rows, no chunk and no trend, so its copy for the baseline is stamped back to
  * schema 4, which is what an earlier version wrote.
  */
@@ -82,7 +82,7 @@ function stampForBaseline(path: string): void {
   const db = new BetterSqlite3(path);
   try {
     const version = db.pragma('user_version', { simple: true }) as number;
-    if (version < 5 || version > 6 || (db.prepare('SELECT count(*) FROM chunks').pluck().get() as number) !== 0) return;
+    if (version < 5 || version > 7 || (db.prepare('SELECT count(*) FROM chunks').pluck().get() as number) !== 0) return;
     db.prepare("DELETE FROM meta WHERE key = 'chunk_formats'").run();
     db.exec('DROP TABLE IF EXISTS trend');
     db.pragma('user_version = 4');

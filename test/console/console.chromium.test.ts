@@ -221,7 +221,8 @@ describe.skipIf(!available)('commissioning console in headless Chromium', () => 
     const r = await runCli(['check', '--config', file]);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
-    expect(r.out).toContain('opcua:plc1');
+    // The form starts on the configured server (press1 here), its name included.
+    expect(r.out).toContain('opcua:press1');
   });
 
   it('build: a Modbus probe shows every type in every byte order; a bad config shows check errors by line', async () => {

@@ -165,33 +165,40 @@ describe('OPC UA historical backfill (issue 14)', () => {
     await waitFor(() => emu.values('mvr_press1_temperature').filter((v) => Date.parse(v.timestamp) > from + 3_000).length > 0, { timeoutMs: 30_000, what: '3 s more of live values' });
     const to = from + 3_000;
     first.handle.gaps.open({ source: 'press1', variables: null, from, to, reason: 'source_disconnected', filled: 'pending' }, Date.now());
-    // The operator has not dealt with a large set-aside yet: the file is over buffer.max_bytes.
-    withBufferFile(first, (db) =>
+    // A backlog the service cannot take yet fills buffer.max_bytes with unsent samples (set-aside
+    // samples no longer count there: they have a space of their own, src/store).
+    const backlog = 80_000;
+    withBufferFile(first, (db) => {
+      db.prepare("INSERT OR IGNORE INTO variables (id, name) VALUES ((SELECT coalesce(max(id), 0) + 1 FROM variables), 'mvr_backlog_1')").run();
+      const next = Number(db.prepare("SELECT value FROM meta WHERE key = 'next_seq'").pluck().get() ?? 0) || Number(db.prepare('SELECT coalesce(max(seq), 0) + 1 FROM samples').pluck().get());
       db.prepare(
-        `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 59999)
-         INSERT INTO set_aside (variable, ts, value, path, reason, created_at) SELECT 'mvr_gone_1', ? + i, i, 'sync', 'unknown variable', ? FROM c`,
-      )
-      .run(from - 600_000, from));
+        `WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < ${backlog - 1})
+         INSERT INTO samples (seq, var, ts, value) SELECT ? + i, (SELECT id FROM variables WHERE name = 'mvr_backlog_1'), ? + i, i FROM c`,
+      ).run(next, from - 600_000);
+      db.prepare("INSERT INTO meta (key, value) VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value").run(String(next + backlog));
+    });
     await first.close();
     await emu.reset();
+    // The service is away while the second gateway runs: the backlog stays.
+    emu.setFaults({ error_rate: 1, status: 503 });
 
     const log = captureLogger('info');
     const second = await startTestGateway(emu, sections, { dir, logger: log.logger });
     cleanup.push(() => second.close());
     const history = () => (second.handle.sources[0].status().detail as { history: { last_run: { outcome: string } | null } }).history;
     await waitFor(() => history().last_run, { timeoutMs: 45_000, what: 'the backfill run over' });
-    // Issue 21 §1: before, the refused values counted as committed and the gap was settled as filled.
+    // Before, the refused values counted as committed and the gap was settled as filled.
     const pending = (await apiGaps(second)).find((g) => g.from === from)!;
     expect(pending.filled).toBe('pending');
     expect(history().last_run.outcome).toBe('failed');
     expect(log.lines.some((l) => /the buffer refused the values read back \(refused: buffer full \(buffer\.when_full = refuse_new\).*the gap stays pending/.test(String(l.msg)))).toBe(true);
     await second.close();
 
-    // The operator drops the set-aside samples (edge-gateway set-aside drop --all): room again,
-    // and the next connect reads the gap back.
+    // The backlog leaves (delivered, in effect): room again, and the next connect reads the gap back.
     const file = new BetterSqlite3(join(dir, 'buffer.db'));
-    file.prepare('DELETE FROM set_aside').run();
+    file.prepare("DELETE FROM samples WHERE var = (SELECT id FROM variables WHERE name = 'mvr_backlog_1')").run();
     file.close();
+    emu.setFaults({ error_rate: 0 });
     const third = await startTestGateway(emu, sections, { dir });
     cleanup.push(() => third.destroy());
     await waitFor(async () => (await apiGaps(third)).find((g) => g.from === from && g.filled === 'yes'), { timeoutMs: 45_000, what: 'the pending gap read again and filled', intervalMs: 500 });
