@@ -43,13 +43,13 @@ import { RequestBudget } from '../src/uplink/budget.js';
 import { BudgetSharing, type Announcement, type ShareChannel } from '../src/uplink/budget-sharing.js';
 import { budgetSharingSchema } from '../src/uplink/config.js';
 import { FormerBudgetSharing } from './former-budget-sharing.js';
-import { envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, requirePeer, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
+import { envNumber, freePort, getJson, NOISY_MACHINE_NOTE, postJson, ratioText, requirePeer, SMOKE, smokeBanner, startEmulatorProcess, startGatewayProcess, table, verdict, type Proc } from './lib.js';
 import { prefillBuffer } from './prefill.js';
 
 const LIMIT = 1_500;
 const FLEET_BUDGET = envNumber('BENCH_FLEET_BUDGET', 1_400);
-const SECONDS = envNumber('BENCH_SECONDS', 60, 3);
-const WARMUP = envNumber('BENCH_WARMUP', 20, 3);
+const SECONDS = envNumber('BENCH_SECONDS', 60, 5);
+const WARMUP = envNumber('BENCH_WARMUP', 20, 6);
 /** Gateways behind the address (smoke: 2, one busy and one that joins, is killed and comes back idle). */
 const N = SMOKE ? 2 : 4;
 /** The gateway that joins late, is killed and comes back idle: the last one. */
@@ -288,7 +288,7 @@ smokeBanner(`BENCH_FAKE_PEERS ${FAKE_PEERS.toLocaleString('en-US')}, BENCH_SECON
   );
   const at = (impl: string, fakes: number) => runs.find((r) => r.impl === impl && r.fakes === fakes)!;
   const [f300, t300, fBig, tBig] = [at('former', 300), at('today', 300), at('former', FAKE_PEERS), at('today', FAKE_PEERS)];
-  process.stdout.write(`ratio former / today at ${FAKE_PEERS.toLocaleString('en-US')} fakes: CPU ${(fBig.cpuS / tBig.cpuS).toFixed(0)}x, longest stall ${(fBig.longestMs / Math.max(1, tBig.longestMs)).toFixed(0)}x; share with 300 fakes ${t300.share.toFixed(1)} vs ${f300.share.toFixed(1)}/min\n`);
+  process.stdout.write(`ratio former / today at ${FAKE_PEERS.toLocaleString('en-US')} fakes: CPU ${ratioText(fBig.cpuS, tBig.cpuS, 0)}x, longest stall ${(fBig.longestMs / Math.max(1, tBig.longestMs)).toFixed(0)}x; share with 300 fakes ${t300.share.toFixed(1)} vs ${f300.share.toFixed(1)}/min\n`);
   process.stdout.write(
     [
       verdict(t300.share >= t300.floor * 0.99 && tBig.share >= tBig.floor * 0.99, `the share stays at the floor or above (${t300.floor.toFixed(1)}/min): ${t300.share.toFixed(1)} and ${tBig.share.toFixed(1)}/min`),
@@ -410,13 +410,13 @@ try {
     ])}\n\n`,
   );
   const fairAllOk = fairness(all, names, fairAll);
-  const busyFair = (FLEET_BUDGET - idle.perGateway[LAST_NAME]) / LAST;
+  const busyFair = (FLEET_BUDGET - (idle.perGateway[LAST_NAME] ?? 0)) / LAST;
   const busyOk = busy.every((n) => idle.perGateway[n] >= 0.9 * busyFair && idle.perGateway[n] > fairAll * 1.1);
   const base = baselines[0].w;
-  process.stdout.write(`ratio fleet / baseline A (aggregate) = ${(all.aggregate / base.aggregate).toFixed(3)}; fleet 429s ${all.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
+  process.stdout.write(`ratio fleet / baseline A (aggregate) = ${ratioText(all.aggregate, base.aggregate, 3)}; fleet 429s ${all.r429} vs baseline B 429s ${baselines[1].w.r429}\n`);
   process.stdout.write(`join: ${LAST_NAME} reached 75 % of its fair share after ${joinS === null ? `never (${WATCH_S} s)` : `${joinS.toFixed(1)} s`}; give-back after SIGKILL: ${giveBackS === null ? `never (${WATCH_S} s)` : `${giveBackS.toFixed(1)} s`}\n`);
-  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy ${LAST}) = ${(busy.reduce((n, k) => n + idle.perGateway[k], 0) / busy.reduce((n, k) => n + baselineIdle!.perGateway[k], 0)).toFixed(3)}\n`);
-  process.stdout.write(`idle: ${LAST_NAME} used ${Math.round(idle.perGateway[LAST_NAME])}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
+  if (baselineIdle) process.stdout.write(`idle, ratio fleet / baseline A (aggregate of the busy ${LAST}) = ${ratioText(busy.reduce((n, k) => n + idle.perGateway[k], 0), busy.reduce((n, k) => n + baselineIdle!.perGateway[k], 0), 3)}\n`);
+  process.stdout.write(`idle: ${LAST_NAME} used ${Math.round(idle.perGateway[LAST_NAME] ?? 0)}/min; each busy gateway's share of the rest would be ${Math.round(busyFair)}/min\n\n`);
   process.stdout.write(
     [
       verdict(all.aggregate >= 0.9 * LIMIT, `aggregate >= 90 % of the limit with ${N} gateways (${((all.aggregate / LIMIT) * 100).toFixed(1)} %)`),

@@ -15,10 +15,16 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * a wrong one costs time, never a result.
  */
 
-/** Seconds, from runs of the whole suite on the 2-core CI machine under load; the first pattern that matches counts. */
+/** Seconds, from runs of the whole suite on the 2-core CI machine (2026-11-28 fresh clone); the first pattern that matches counts. */
 const KNOWN_SLOW_S: ReadonlyArray<readonly [RegExp, number]> = [
   [/^test\/container\//, 300],
+  [/^test\/uplink\/service-rate\.test\.ts$/, 260],
   [/^test\/bench\/smoke-\d+\.test\.ts$/, 150],
+  [/^test\/uplink\/backfill\.test\.ts$/, 100],
+  [/^test\/console\/trend-restart\.chromium\.test\.ts$/, 60],
+  [/^test\/sources\/opcua\/(recovery|history)\.test\.ts$/, 60],
+  [/^test\/runtime\/gaps\.test\.ts$/, 55],
+  [/^test\/fleet\/duplicate-name\.test\.ts$/, 45],
   [/\.chromium\.test\.ts$/, 40],
 ];
 

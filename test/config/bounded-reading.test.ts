@@ -61,7 +61,7 @@ describe('keys by the hundred thousand', () => {
   it('300,000 unknown settings get one clear error listing the first 100, not a crash', () => {
     const err = refusal(() => parseConfigText(keys(300_000)));
     expect(err.problems).toContain('k0: unknown setting');
-    expect(err.problems).toContain('(top level): 299,900 more unknown settings (300,000 in all); the settings it accepts are gateway, log, service, uplink, buffer, http, generator, opcua, modbus, mqtt, annotations, fleet, gaps');
+    expect(err.problems).toContain('(top level): 299,900 more unknown settings (300,000 in all); the settings it accepts are gateway, log, service, uplink, buffer, store, http, generator, opcua, modbus, mqtt, annotations, fleet, gaps');
     expect(err.problems.length).toBeLessThan(110);
   });
 
