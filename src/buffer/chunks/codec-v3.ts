@@ -1,5 +1,6 @@
 import { DOMAIN_DECIMAL, DOMAIN_F32, DOMAIN_F32_SHORTEST, count, domain, gridStep, predict, type Domain, type DomainId } from './value-domains.js';
 import { FLAG_INIT, IntModel, RangeDecoder, RangeEncoder, SymbolModel, flagModel } from './range-coder.js';
+import { VarintWriter } from './varint-writer.js';
 
 /**
  * Chunk format 3: one variable's samples as adaptive range-coded residuals (range-coder.ts).
@@ -65,32 +66,7 @@ const MAX_EXCEPTION_SHARE = 1 / 16;
 
 // ------------------------------------------------------------------------------- varint section
 
-class Bytes {
-  buf = new Uint8Array(256);
-  pos = 0;
-  ensure(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.pos));
-    this.buf = next;
-  }
-  byte(b: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = b;
-  }
-  uvar(v: number): void {
-    this.ensure(8);
-    while (v >= 128) {
-      this.buf[this.pos++] = (v % 128) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.pos++] = v;
-  }
-  svar(v: number): void {
-    this.uvar(v >= 0 ? v * 2 : -v * 2 - 1);
-  }
+class Bytes extends VarintWriter {
   f64bits(hi: number, lo: number): void {
     this.ensure(8);
     const b = this.buf;

@@ -1,6 +1,7 @@
 import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { CHUNK_FORMAT_V3, ChunkFormatErrorV3, countV3, decodeV3, encodeV3 } from './codec-v3.js';
 import { DOMAIN_DECIMAL, DOMAIN_F32, DOMAIN_F32_SHORTEST, count, deltaBytes, domain, fits, gridBytes, gridStep, predict, type Domain, type DomainId } from './value-domains.js';
+import { VarintWriter } from './varint-writer.js';
 
 /**
  * The chunk codec: one variable's samples (epoch-ms timestamps and doubles) as a compact, lossless
@@ -90,36 +91,7 @@ export interface EncodeOptions {
 
 // ------------------------------------------------------------------------------- byte writer
 
-class ByteWriter {
-  buf: Uint8Array;
-  pos = 0;
-  constructor(size = 256) {
-    this.buf = new Uint8Array(size);
-  }
-  ensure(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.pos));
-    this.buf = next;
-  }
-  byte(b: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = b;
-  }
-  /** Unsigned varint of a non-negative integer ≤ 2^53. */
-  uvar(v: number): void {
-    this.ensure(8);
-    while (v >= 128) {
-      this.buf[this.pos++] = (v % 128) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.pos++] = v;
-  }
-  svar(v: number): void {
-    this.uvar(v >= 0 ? v * 2 : -v * 2 - 1);
-  }
+class ByteWriter extends VarintWriter {
   f64(v: number): void {
     this.ensure(8);
     new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8).setFloat64(0, v, true);
